@@ -1,3 +1,4 @@
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 
@@ -26,10 +27,13 @@ export class SandboxStore {
   private readonly tx: (fn: () => unknown) => unknown;
 
   constructor(file?: string) {
+    // The sandbox holds (synthetic or real) patient data: owner-only file, whatever the umask.
+    if (file && file !== ':memory:') closeSync(openSync(file, 'a', 0o600));
     this.db = new Database(file ?? ':memory:');
     this.db.pragma('journal_mode = WAL');
     // NORMAL + WAL: commits survive a process crash (not a power loss) without an fsync per write.
     this.db.pragma('synchronous = NORMAL');
+    if (file && file !== ':memory:') for (const side of ['', '-wal', '-shm']) if (existsSync(file + side)) chmodSync(file + side, 0o600);
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS resources (
         seq INTEGER PRIMARY KEY,

@@ -299,7 +299,7 @@ describe('CareClient against the sandbox (HTTP on 127.0.0.1)', () => {
     });
 
     it('with retries on, 503s and drops on reads are retried until success', async () => {
-      const c = client({}, { retry: { baseDelayMs: 5, maxDelayMs: 20, attempts: 40 } });
+      const c = client({}, { retry: { baseDelayMs: 5, maxDelayMs: 20, retryAfterCapMs: 20, attempts: 40 } });
       try {
         const p = await c.create('Patient', patient('MRN-RETRY'));
         sandbox.setFaults({ error503Rate: 0.5, dropRate: 0.2, seed: 7 });

@@ -1,0 +1,85 @@
+import { Args, Command, Flags } from '@oclif/core';
+import { writeFileSync } from 'node:fs';
+import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
+import type { ErrorJson } from '../cli/render.js';
+import type { RunReport } from '../pipeline/run-pipeline.js';
+
+export type RunResult = RunReport | ErrorJson;
+
+export default class Run extends Command {
+  static override summary = 'Load an EMR export into the service as described by a mapping file.';
+  static override description = `Streams every source of the mapping through its JSONata mappings, validates each resource against the JSON Schemas, and loads Patients, Practitioners and CareTeams in dependency order. Re-runs are safe: the state ledger (.care-etl/state.db) makes every source key exist exactly once; unchanged rows send nothing.
+
+Rows that fail are written to the rejects file (NDJSON, mode 0600) and the run goes on.
+With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping.
+
+Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 2 mapping, configuration or authentication error (nothing loaded).`;
+  static override examples = [
+    '<%= config.bin %> run examples/clinic/mapping.yaml',
+    '<%= config.bin %> run mapping.yaml --dry-run --out out/',
+    'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> run mapping.yaml --json --report report.json',
+  ];
+  static override enableJsonFlag = true;
+  static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
+  static override flags = {
+    'dry-run': Flags.boolean({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
+    out: Flags.string({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
+    rejects: Flags.string({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping)' }),
+    report: Flags.string({ description: 'also write the JSON report to this file' }),
+    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+    concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
+    'max-errors': Flags.integer({ description: 'stop once more rows than this were rejected', min: 0 }),
+    progress: Flags.string({ description: 'progress display', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
+    ...connectionFlags,
+  };
+
+  async run(): Promise<RunResult> {
+    const { args, flags } = await this.parse(Run);
+    const [{ runPipeline }, { createRunProgress }, { describeError, table }, { connectionFromEnv }] = await Promise.all([
+      import('../pipeline/run-pipeline.js'),
+      import('../cli/run-progress.js'),
+      import('../cli/render.js'),
+      import('../api/connection.js'),
+    ]);
+    const json = this.jsonEnabled();
+    const mode = flags.progress === 'auto' ? (json ? 'none' : process.stderr.isTTY ? 'bar' : 'lines') : flags.progress;
+    const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
+    const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
+    let report: RunReport;
+    try {
+      report = await runPipeline({
+        mappingFile: args.mapping,
+        connection: connectionFromFlags(flags),
+        dryRun: flags['dry-run'],
+        outDir: flags.out,
+        rejectsFile: flags.rejects,
+        statePath: flags.state,
+        concurrency: flags.concurrency,
+        maxErrors: flags['max-errors'],
+        onEvent: progress?.onEvent,
+      });
+    } catch (err) {
+      progress?.stop();
+      const { text, json: body } = describeError(err, secrets);
+      if (!json) process.stderr.write(`${text}\n`);
+      process.exitCode = body.exitCode;
+      return body;
+    }
+    progress?.stop();
+    if (flags.report) writeFileSync(flags.report, `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });
+    if (!json) {
+      const rows = report.order.map((name) => {
+        const c = report.mappings[name];
+        return [name, c.read, c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
+      });
+      const head = ['mapping', 'read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
+      this.log(table(head, rows));
+      for (const w of report.warnings) this.log(`warning: ${w}`);
+      if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
+      if (report.totals.rejected) this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried)`);
+      if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
+    }
+    process.exitCode = report.exitCode;
+    return report;
+  }
+}

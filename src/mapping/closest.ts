@@ -1,0 +1,29 @@
+/** "Did you mean …?" helper: the candidate closest to `word` by edit distance, if close enough. */
+export function closest(word: string, candidates: Iterable<string>): string | undefined {
+  let best: string | undefined;
+  let bestD = Infinity;
+  const w = word.toLowerCase();
+  for (const c of candidates) {
+    const d = levenshtein(w, c.toLowerCase());
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  const limit = Math.max(1, Math.min(3, Math.floor(word.length / 3)));
+  return best !== undefined && bestD > 0 && bestD <= limit ? best : undefined;
+}
+
+export function levenshtein(a: string, b: string): number {
+  const prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diag = prev[0]!;
+    prev[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = prev[j]!;
+      prev[j] = Math.min(prev[j]! + 1, prev[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diag = tmp;
+    }
+  }
+  return prev[b.length]!;
+}

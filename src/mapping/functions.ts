@@ -1,0 +1,396 @@
+/**
+ * The care-etl function library, registered on every compiled expression (docs/mapping-functions.md).
+ *
+ * Per-row context (`$ref`, `$sourceKey`, `$now`): functions are registered ONCE per expression at compile
+ * time; the row's `EvalContext` travels in the `bindings` argument of `evaluate()` under CTX_BINDING, and a
+ * function reads it with `this.environment.lookup(CTX_BINDING)` (JSONata calls functions with
+ * `this = { environment, input }`). Why not a mutable "current context" slot: a slot is only correct while
+ * evaluations are strictly sequential, and breaks silently the day someone overlaps two rows; the
+ * environment lookup is just as cheap (evaluate() creates its execution frame anyway, we add one binding)
+ * and is correct under any interleaving. Rows should still be evaluated sequentially for speed
+ * (library-pitfalls: ~12× faster than many concurrent evaluations).
+ *
+ * Built-ins deliberately overridden (compatible semantics):
+ * - `$lookup(object, key)`: unchanged for ordinary objects; for a table from `lookups:` an unknown code
+ *   fails (`lookup-miss`) unless a third argument (default) is given.
+ * - `$now()` / `$millis()`: the run's `EvalContext.now` instead of the evaluation time, so every row of
+ *   a run sees the same instant (stable output, testable).
+ * Not overridden: `$trim` (built-in already trims and collapses whitespace), `$split` (ours is `$splitList`).
+ */
+import type jsonata from 'jsonata';
+import { DateTime, IANAZone } from 'luxon';
+import { MappingFunctionError } from './errors.js';
+
+export interface EvalContext {
+  /** `"<Type>/<id>"` of the resource produced by mapping `name` from source key `key`; throws RefError. */
+  resolveRef(name: string, key: string): string;
+  /** Source key of the resource behind a reference (`Patient/123` → `00123`), for exports. */
+  sourceKey?(reference: string): string | undefined;
+  now: Date;
+}
+
+/** Binding name of the per-row EvalContext (not a valid name for users: the unknown-variable check flags it). */
+export const CTX_BINDING = '__careEtlEvalContext';
+
+/** Functions of the library (names without `$`). */
+export const LIBRARY_FUNCTIONS = [
+  'date',
+  'dateTime',
+  'name',
+  'clean',
+  'phone',
+  'splitList',
+  'lookup',
+  'ref',
+  'sourceKey',
+  'now',
+  'millis',
+] as const;
+
+/** Functions that need the per-row EvalContext (only allowed where one is passed: map, export columns). */
+export const CONTEXT_FUNCTIONS = new Set(['ref', 'sourceKey']);
+
+/** JSONata 2.2 built-in functions (checked against the installed jsonata by test/mapping/functions.test.ts). */
+export const JSONATA_BUILTINS = [
+  'sum', 'count', 'max', 'min', 'average', 'string', 'substring', 'substringBefore', 'substringAfter',
+  'lowercase', 'uppercase', 'length', 'trim', 'pad', 'match', 'contains', 'replace', 'split', 'join',
+  'formatNumber', 'formatBase', 'formatInteger', 'parseInteger', 'number', 'floor', 'ceil', 'round', 'abs',
+  'sqrt', 'power', 'random', 'boolean', 'not', 'map', 'zip', 'filter', 'single', 'reduce', 'sift', 'keys',
+  'lookup', 'append', 'exists', 'spread', 'merge', 'reverse', 'each', 'error', 'assert', 'type', 'sort',
+  'shuffle', 'distinct', 'base64encode', 'base64decode', 'encodeUrlComponent', 'encodeUrl',
+  'decodeUrlComponent', 'decodeUrl', 'eval', 'toMillis', 'fromMillis', 'clone', 'now', 'millis',
+] as const;
+
+const MAX_SHOWN = 40;
+/** Values in messages are truncated (they come from row data). */
+export function show(v: unknown): string {
+  const s = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v);
+  return s.length > MAX_SHOWN ? `${s.slice(0, MAX_SHOWN)}…` : s;
+}
+
+function fail(code: string, message: string): never {
+  throw new MappingFunctionError(code, message);
+}
+
+/** Applies `f` to a value, or to each element of an array (dropping undefined results). */
+function each<T>(v: unknown, f: (x: unknown) => T | undefined): T | T[] | undefined {
+  if (Array.isArray(v)) {
+    const out: T[] = [];
+    for (const x of v) {
+      const r = f(x);
+      if (r !== undefined) out.push(r);
+    }
+    return out.length ? out : undefined;
+  }
+  return f(v);
+}
+
+function text(v: unknown, fn: string): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return fail('type-invalid', `$${fn} expects text, got ${Array.isArray(v) ? 'an array' : typeof v}`);
+}
+
+// ---------------------------------------------------------------------------------------------- dates
+
+export interface DateFormat {
+  source: string;
+  luxon: string;
+}
+
+const FAMILIAR_TOKENS: Record<string, string> = {
+  YYYY: 'yyyy',
+  YY: 'yy',
+  MM: 'MM',
+  M: 'M',
+  DD: 'dd',
+  D: 'd',
+  HH: 'HH',
+  mm: 'mm',
+  ss: 'ss',
+};
+const TOKEN_CHARS = new Set(['Y', 'M', 'D', 'H', 'm', 's']);
+const formatCache = new Map<string, DateFormat | string>();
+
+/**
+ * Translates a format (`YYYY-MM-DD`, or `luxon:<luxon format>`) into a luxon format. Only the tokens
+ * YYYY YY MM M DD D HH mm ss are recognised (a run of Y/M/D/H/m/s letters must be exactly one of them);
+ * every other character is literal. Returns an error message for an unsupported format.
+ */
+export function translateDateFormat(format: string): DateFormat | string {
+  const cached = formatCache.get(format);
+  if (cached !== undefined) return cached;
+  let result: DateFormat | string;
+  if (format.startsWith('luxon:')) {
+    const f = format.slice(6);
+    result = f ? { source: format, luxon: f } : 'empty luxon: format';
+  } else if (format === '') {
+    result = 'empty date format';
+  } else {
+    let out = '';
+    let literal = '';
+    result = '';
+    for (let i = 0; i < format.length; ) {
+      const ch = format[i]!;
+      if (TOKEN_CHARS.has(ch)) {
+        let j = i;
+        while (format[j] === ch) j++;
+        const token = format.slice(i, j);
+        const lux = FAMILIAR_TOKENS[token];
+        if (!lux) {
+          result = `unsupported token \`${token}\` in date format \`${format}\` (use YYYY, YY, MM, M, DD, D, HH, mm, ss, or a \`luxon:\` format)`;
+          break;
+        }
+        if (literal) out += `'${literal}'`;
+        literal = '';
+        out += lux;
+        i = j;
+      } else if (ch === "'") {
+        result = `single quotes are not supported in date format \`${format}\``; // luxon cannot parse a literal '
+        break;
+      } else {
+        literal += ch;
+        i++;
+      }
+    }
+    if (result === '') {
+      if (literal) out += `'${literal}'`;
+      result = { source: format, luxon: out };
+    }
+  }
+  if (formatCache.size < 1000) formatCache.set(format, result);
+  return result;
+}
+
+/** Checks a `$dateTime` zone argument; returns an error message or undefined. */
+export function checkZone(zone: string): string | undefined {
+  if (zone === 'UTC' || zone === 'utc' || /^UTC[+-]\d{1,2}(:\d{2})?$/.test(zone)) return undefined;
+  return IANAZone.isValidZone(zone) ? undefined : `unknown time zone \`${zone}\` (use an IANA name such as America/New_York, or UTC)`;
+}
+
+function explainInvalid(dt: DateTime): string {
+  const expl = dt.invalidExplanation ?? '';
+  const unit = /as an? (\w+), which is invalid/.exec(expl);
+  if (unit) return `${unit[1]} out of range`;
+  if (dt.invalidReason === 'unparsable') return 'does not match the format';
+  return dt.invalidReason ?? 'invalid';
+}
+
+function parseDate(fn: 'date' | 'dateTime', value: unknown, format: unknown, zone: string): DateTime | undefined {
+  const raw = text(value, fn);
+  if (raw === undefined) return undefined;
+  const s = raw.trim();
+  if (s === '') return undefined;
+  if (typeof format !== 'string') return fail('date-format-invalid', `$${fn} needs a format as second argument, e.g. "YYYY-MM-DD"`);
+  const f = translateDateFormat(format);
+  if (typeof f === 'string') return fail('date-format-invalid', f);
+  const dt = DateTime.fromFormat(s, f.luxon, { zone, locale: 'en-US' });
+  if (!dt.isValid) {
+    if (dt.invalidReason === 'unsupported zone') return fail('date-zone-invalid', checkZone(zone) ?? `unknown time zone \`${zone}\``);
+    const what = fn === 'date' ? 'date' : 'date-time';
+    return fail('date-invalid', `\`${show(s)}\` is not a valid ${what} in format \`${format}\` (${explainInvalid(dt)})`);
+  }
+  return dt;
+}
+
+/** `$date(value, format)` → `yyyy-MM-dd`. */
+export function fnDate(value: unknown, format: unknown): string | string[] | undefined {
+  return each(value, (v) => parseDate('date', v, format, 'UTC')?.toFormat('yyyy-MM-dd'));
+}
+
+/** `$dateTime(value, format, zone = "UTC")` → ISO 8601 with offset (`Z` for UTC). */
+export function fnDateTime(value: unknown, format: unknown, zone?: unknown): string | string[] | undefined {
+  const z = zone === undefined || zone === null || zone === '' ? 'UTC' : String(zone);
+  if (z !== 'UTC') {
+    const bad = checkZone(z);
+    if (bad) fail('date-zone-invalid', bad);
+  }
+  return each(value, (v) => parseDate('dateTime', v, format, z)?.toISO({ suppressMilliseconds: true }) ?? undefined);
+}
+
+// ---------------------------------------------------------------------------------------------- text
+
+/** `$clean(s)`: trimmed text; empty → undefined (the field is dropped). */
+export function fnClean(value: unknown): string | string[] | undefined {
+  return each(value, (v) => {
+    if (v !== null && typeof v === 'object') return fail('type-invalid', '$clean expects text');
+    const s = text(v, 'clean')?.trim();
+    return s ? s : undefined;
+  });
+}
+
+const NAME_SEPARATOR = /(^|[\s\-'’])(\p{Ll})/gu;
+
+/**
+ * `$name(s)`: collapse whitespace; names written in ALL CAPS are title-cased per word, hyphen and
+ * apostrophe part (`O'BRIEN` → `O'Brien`, `SMITH-JONES` → `Smith-Jones`, `MCDONALD` → `McDonald`);
+ * names with any lowercase letter are kept as written (`McDonald`, `van der Berg`).
+ */
+export function fnName(value: unknown): string | string[] | undefined {
+  return each(value, (v) => {
+    const s = text(v, 'name')?.replace(/\s+/g, ' ').trim();
+    if (!s) return undefined;
+    if (!/\p{Lu}/u.test(s) || /\p{Ll}/u.test(s)) return s;
+    return s
+      .toLowerCase()
+      .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
+      .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+  });
+}
+
+/** `$splitList(s, separator = ",")`: multi-value cell → trimmed, non-empty parts; none → undefined. */
+export function fnSplitList(value: unknown, separator?: unknown): string[] | undefined {
+  const sep = separator === undefined || separator === null ? ',' : separator;
+  if (typeof sep !== 'string' || sep === '') fail('type-invalid', '$splitList separator must be non-empty text');
+  const out: string[] = [];
+  const add = (v: unknown) => {
+    const s = text(v, 'splitList');
+    if (s === undefined) return;
+    for (const part of s.split(sep)) {
+      const t = part.trim();
+      if (t) out.push(t);
+    }
+  };
+  if (Array.isArray(value)) value.forEach(add);
+  else add(value);
+  return out.length ? out : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------- phone
+
+const NANP = new Set(['US', 'CA']);
+const EXTENSION = /\s*(?:ext\.?|extension|x|#)\s*\d{1,6}\s*$/i;
+
+/**
+ * `$phone(s, defaultCountry = "US")`: normalise to E.164 (`+15551234567`).
+ * - `+` prefix: international, kept as `+` and 8–15 digits;
+ * - defaultCountry `US`/`CA` (NANP): 10 digits, or 11 starting with 1;
+ * - defaultCountry `+<calling code>` (e.g. `+44`): one leading trunk `0` is dropped, 8–15 digits in total.
+ * Separators `( ) - . /` and spaces are allowed; a trailing extension (`x12`, `ext. 12`, `#12`) is
+ * dropped. Letters or a wrong digit count → `phone-invalid` (the record is rejected: a wrong number must
+ * not be stored silently). Empty → undefined. The number itself is never put in the message.
+ */
+export function fnPhone(value: unknown, defaultCountry?: unknown): string | string[] | undefined {
+  const country = defaultCountry === undefined || defaultCountry === null || defaultCountry === '' ? 'US' : String(defaultCountry).toUpperCase();
+  if (!NANP.has(country) && !/^\+[1-9]\d{0,2}$/.test(country))
+    fail('phone-country', `$phone default country \`${show(country)}\` is not supported (use US, CA or a calling code such as +44)`);
+  return each(value, (v) => {
+    const raw = text(v, 'phone')?.trim();
+    if (!raw) return undefined;
+    const s = raw.replace(EXTENSION, '');
+    if (!/^\+?[\d\s().\-/]+$/.test(s)) return fail('phone-invalid', 'not a valid phone number (contains letters or symbols)');
+    const digits = s.replace(/\D/g, '');
+    if (s.startsWith('+')) {
+      if (digits.length < 8 || digits.length > 15 || digits.startsWith('0'))
+        return fail('phone-invalid', `not a valid international phone number (${digits.length} digits, 8 to 15 expected)`);
+      return `+${digits}`;
+    }
+    if (NANP.has(country)) {
+      if (digits.length === 10) return `+1${digits}`;
+      if (digits.length === 11 && digits.startsWith('1')) return `+${digits}`;
+      return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits, 10 expected)`);
+    }
+    const national = digits.startsWith('0') ? digits.slice(1) : digits;
+    const e164 = country.slice(1) + national;
+    if (e164.length < 8 || e164.length > 15) return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits)`);
+    return `+${e164}`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------- lookup
+
+/** JSONata's built-in `$lookup` semantics, for objects that are not lookup tables. */
+function builtinLookup(input: unknown, key: string): unknown {
+  if (Array.isArray(input)) {
+    const out: unknown[] = [];
+    for (const item of input) {
+      const r = builtinLookup(item, key);
+      if (r === undefined) continue;
+      if (Array.isArray(r)) out.push(...r);
+      else out.push(r);
+    }
+    return out.length === 0 ? undefined : out.length === 1 ? out[0] : out;
+  }
+  if (input !== null && typeof input === 'object' && Object.prototype.hasOwnProperty.call(input, key)) {
+    return (input as Record<string, unknown>)[key];
+  }
+  return undefined;
+}
+
+function lookupOne(table: Record<string, string>, name: string, code: unknown, hasDefault: boolean, dflt: unknown): unknown {
+  if (code === undefined || code === null) return hasDefault ? dflt : undefined;
+  if (typeof code === 'object') return fail('type-invalid', `$lookup code must be text, got ${typeof code}`);
+  const k = String(code);
+  if (Object.prototype.hasOwnProperty.call(table, k)) return table[k];
+  const t = k.trim();
+  if (t !== k && Object.prototype.hasOwnProperty.call(table, t)) return table[t];
+  if (hasDefault) return dflt;
+  if (t === '') return undefined;
+  const known = Object.keys(table);
+  const list = known.slice(0, 10).join(', ') + (known.length > 10 ? `, … (${known.length} codes)` : '');
+  return fail('lookup-miss', `code \`${show(k)}\` is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`);
+}
+
+// ---------------------------------------------------------------------------------------------- registration
+
+export interface FunctionLibraryOptions {
+  /** Lookup table object → its name (tables from `lookups:`; other objects get the built-in semantics). */
+  tableNames: WeakMap<object, string>;
+}
+
+type Focus = jsonata.Focus;
+
+function contextOf(focus: Focus): EvalContext | undefined {
+  return focus.environment.lookup(CTX_BINDING) as EvalContext | undefined;
+}
+
+/** Registers the library on one compiled expression (once, at compile time). */
+export function registerFunctions(expr: jsonata.Expression, opts: FunctionLibraryOptions): void {
+  expr.registerFunction('date', (v: unknown, f: unknown) => fnDate(v, f));
+  expr.registerFunction('dateTime', (v: unknown, f: unknown, z: unknown) => fnDateTime(v, f, z));
+  expr.registerFunction('clean', (v: unknown) => fnClean(v));
+  expr.registerFunction('name', (v: unknown) => fnName(v));
+  expr.registerFunction('splitList', (v: unknown, s: unknown) => fnSplitList(v, s));
+  expr.registerFunction('phone', (v: unknown, c: unknown) => fnPhone(v, c));
+
+  expr.registerFunction('lookup', function lookup(this: Focus, table: unknown, code: unknown, ...rest: unknown[]) {
+    const name = table !== null && typeof table === 'object' ? opts.tableNames.get(table) : undefined;
+    if (name === undefined) return builtinLookup(table, String(code));
+    const hasDefault = rest.length > 0;
+    const t = table as Record<string, string>;
+    if (Array.isArray(code)) return each(code, (c) => lookupOne(t, name, c, hasDefault, rest[0]));
+    return lookupOne(t, name, code, hasDefault, rest[0]);
+  });
+
+  expr.registerFunction('ref', function ref(this: Focus, name: unknown, key: unknown) {
+    const ctx = contextOf(this);
+    if (!ctx) return fail('ref-context', '$ref is only available in `map`');
+    if (typeof name !== 'string') return fail('ref-invalid', '$ref needs a resource name (text) as first argument');
+    if (Array.isArray(key)) return fail('ref-key-invalid', `$ref("${name}", …) got several keys; call it once per key, e.g. $.{ "reference": $ref("${name}", KEY) }`);
+    if (key !== null && typeof key === 'object') return fail('ref-key-invalid', `$ref("${name}", …) key must be text`);
+    const k = key === undefined || key === null ? '' : String(key).trim();
+    if (k === '') return fail('ref-key-missing', `$ref("${name}", …) has an empty key; guard optional references: KEY ? $ref("${name}", KEY)`);
+    return ctx.resolveRef(name, k);
+  });
+
+  expr.registerFunction('sourceKey', function sourceKey(this: Focus, reference: unknown) {
+    const ctx = contextOf(this);
+    if (!ctx) return fail('ref-context', '$sourceKey is only available in `map` and export columns');
+    if (reference === undefined || reference === null || reference === '') return undefined;
+    if (typeof reference !== 'string') return fail('type-invalid', '$sourceKey expects a reference such as "Patient/123"');
+    return ctx.sourceKey?.(reference);
+  });
+
+  expr.registerFunction('now', function now(this: Focus, picture?: unknown, timezone?: unknown) {
+    const when = contextOf(this)?.now ?? new Date();
+    if (picture === undefined && timezone === undefined) return when.toISOString();
+    const fromMillis = this.environment.lookup('fromMillis') as { implementation: (...a: unknown[]) => unknown } | undefined;
+    if (!fromMillis) return when.toISOString();
+    return fromMillis.implementation.call(this, when.getTime(), picture, timezone);
+  });
+
+  expr.registerFunction('millis', function millis(this: Focus) {
+    return (contextOf(this)?.now ?? new Date()).getTime();
+  });
+}

@@ -1,0 +1,108 @@
+import type { Issue, Location } from '../core/issues.js';
+
+export type ResourceType = 'Patient' | 'Practitioner' | 'CareTeam';
+export const RESOURCE_TYPES: readonly ResourceType[] = ['Patient', 'Practitioner', 'CareTeam'];
+
+export type UpdateMethod = 'PUT' | 'PATCH' | 'POST';
+
+/** `updateMethod: { Patient: PUT }` is normalised to `{ method: 'PUT' }`. */
+export interface UpdateMethodConfig {
+  method: UpdateMethod;
+  /** Path template relative to baseUrl with `{type}` / `{id}` placeholders; undefined = loader default. */
+  path?: string;
+}
+
+/** `target:` after `${VAR}` interpolation. Flags and CARE_* variables override it (in the command layer). */
+export interface TargetConfig {
+  baseUrl?: string;
+  /** Secret: never log it. */
+  apiKey?: string;
+  emrId?: string;
+  tenantId?: string;
+  updateMethod?: Partial<Record<ResourceType, UpdateMethodConfig>>;
+}
+
+export type SourceFormat = 'csv' | 'json' | 'ndjson';
+
+/** Mirrors src/sources/types.ts CsvOptions (the schema's `csv:` block). */
+export interface CsvOptions {
+  delimiter?: string;
+  quote?: string;
+  escape?: string;
+  encoding?: 'utf-8' | 'utf8' | 'utf-16le' | 'latin1';
+  comment?: string;
+  trim?: boolean;
+  skipEmptyLines?: boolean;
+  columns?: string[];
+}
+
+/**
+ * One input file. Local mirror of the shape src/sources defines (structurally compatible):
+ * `path` is absolute; `format` is always filled in by the loader (from the extension when not given).
+ */
+export interface SourceConfig {
+  name: string;
+  path: string;
+  format?: SourceFormat;
+  /** json only: JSONata selecting the array of records. */
+  records?: string;
+  csv?: CsvOptions;
+}
+
+export interface ResourceMapping {
+  name: string;
+  type: ResourceType;
+  from: string;
+  /** JSONata: stable source key. With `groupBy` and no `key` in the file, it is the groupBy expression. */
+  key: string;
+  groupBy?: string;
+  map: string;
+  /** `identifier` (keyword) or a JSONata expression over a resource. Patient/Practitioner default `identifier`. */
+  match?: string;
+  onMissing: 'ignore' | 'end';
+  /** Index in `resources:` (YAML path `['resources', index, …]`). */
+  index: number;
+  /** Where each expression string starts in the YAML, for error positions. */
+  locations: { key: Location; map: Location; groupBy?: Location; match?: Location };
+  /**
+   * YAML path of each expression (for `LoadedMapping.positionOf(path, offset)`): `key` points at `groupBy`
+   * when the key defaults to it, `match` at `type` when it is the default `identifier`.
+   */
+  paths: { key: YamlPath; map: YamlPath; groupBy?: YamlPath; match?: YamlPath };
+}
+
+export type YamlPath = readonly (string | number)[];
+
+export interface ExportColumn {
+  name: string;
+  expr: string;
+  location: Location;
+  path: YamlPath;
+}
+
+export interface ExportConfig {
+  name: string;
+  /** In file order. */
+  columns: ExportColumn[];
+}
+
+export type ExportsConfig = Record<string, ExportConfig>;
+
+export interface LoadedMapping {
+  file: string;
+  dir: string;
+  version: 1;
+  target: TargetConfig;
+  sources: Record<string, SourceConfig>;
+  /** Code → label; null-prototype objects. */
+  lookups: Record<string, Record<string, string>>;
+  resources: ResourceMapping[];
+  exports?: ExportsConfig;
+  /** Non-fatal findings (e.g. a literal API key in the file). */
+  warnings: Issue[];
+  /**
+   * Location of the YAML node at `path` (e.g. `['resources', 0, 'map']`). With `offset`, the location of
+   * that character of the node's string value (block and quoted scalars handled).
+   */
+  positionOf(path: YamlPath, offset?: number): Location | undefined;
+}

@@ -1,0 +1,517 @@
+import { pipeline, type Readable } from 'node:stream';
+import { CsvError, Parser, type Options as CsvParseOptions } from 'csv-parse';
+import type { Issue } from '../core/issues.js';
+import { ByteWindow } from './byte-window.js';
+import {
+  afterLastBreak,
+  countBreaks,
+  countCrlf,
+  findNextRecordStart,
+  matchRawBackward,
+  parserLineIncrements,
+  skipLines,
+  skipRawLines,
+  trimTrailingBreaks,
+} from './csv-raw-text.js';
+import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
+import { fileStream, isTsv, openSourceFile } from './source-file.js';
+import { CSV_MAX_RECORD_CHARS, type SourceConfig, type SourceItem } from './types.js';
+
+/*
+ * CSV reader on csv-parse, streaming: fs → ByteWindow (tap) → csv-parse → this reader.
+ *
+ * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
+ * ragged row is still seen with its real field count, and with `info` + `raw` so each record knows
+ * where it is. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through
+ * `on_skip`, which pushes a marker into the parser's own output: rejects stay in file order and share
+ * its backpressure.
+ *
+ * Line numbers. `info.lines` is csv-parse's line counter when a record ends, but it counts a CRLF
+ * inside a quoted field as two lines. The reader keeps `anchorLine` (true line where the next record's
+ * raw text begins) and `corr` (csv-parse's over-count so far, = the CRLFs seen inside quoted fields):
+ *   start = anchorLine + empty/comment lines skipped before it;  end = info.lines − corr.
+ * A multi-line record (end > start) whose raw contains CRLF checks its fields for CRLF pairs; a
+ * single-line record costs a few integer operations.
+ *
+ * Malformed records. A dropped record's text is recovered from the ByteWindow when the next record
+ * (or error, or the end of file) shows where it stopped: from `anchorOffset` (the byte offset where
+ * the dropped record's raw begins = end of the previous record) up to where the next raw begins. That
+ * also re-synchronises line numbers exactly. If the text cannot be matched (should not happen), the
+ * reject carries the partial raw csv-parse gave and line numbers fall back to csv-parse's counter.
+ */
+
+interface RowInfo {
+  readonly lines: number;
+  readonly bytes: number;
+  readonly empty_lines: number;
+  readonly comment_lines: number;
+}
+
+interface ParsedRow {
+  record: string[];
+  raw: string;
+  info: RowInfo;
+}
+
+/** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
+class SkippedRecord {
+  constructor(
+    readonly error: CsvError,
+    readonly raw: string,
+  ) {}
+}
+
+/** A dropped record waiting to learn where it ends. */
+interface PendingDrop {
+  record: number;
+  /** True line where its raw text begins (before leading empty/comment lines). */
+  rawStartLine: number;
+  /** True line where the record begins. */
+  startLine: number;
+  /** Empty/comment lines before the record inside its raw. */
+  lead: number;
+  /** csv-parse's line number of the raw's first character (identifies the record across errors). */
+  parserStart: number;
+  error: CsvError;
+  errorLine: number;
+  /** Longest partial raw csv-parse reported for this record. */
+  lastRaw: string;
+  /** A later error of the same record said its quote is never closed (it runs to the end of the file). */
+  unclosed: boolean;
+}
+
+const noop = (): void => undefined;
+
+/** csv-parse options for a source; throws a fatal error naming the source for invalid options. */
+function parseOptions(cfg: SourceConfig): CsvParseOptions {
+  const o = cfg.csv ?? {};
+  const delimiter = o.delimiter ?? (isTsv(cfg.path) ? '\t' : ',');
+  const quote = o.quote ?? '"';
+  const encoding = o.encoding ?? 'utf8';
+  const bad: string[] = [];
+  if (typeof delimiter !== 'string' || delimiter.length === 0) bad.push('`delimiter` must be a non-empty string');
+  if (typeof quote !== 'string') bad.push('`quote` must be a string');
+  if (o.escape !== undefined && (typeof o.escape !== 'string' || o.escape.length === 0)) bad.push('`escape` must be a non-empty string');
+  if (o.comment !== undefined && (typeof o.comment !== 'string' || o.comment.length === 0)) bad.push('`comment` must be a non-empty string');
+  if (!Buffer.isEncoding(encoding)) bad.push(`\`encoding\` ${JSON.stringify(encoding)} is not a Node.js encoding`);
+  if (bad.length > 0) {
+    throw sourceFatal(cfg, `invalid csv options: ${bad.join('; ')}`, { code: 'source-config' });
+  }
+  const opts: CsvParseOptions = {
+    bom: true,
+    delimiter,
+    quote,
+    escape: o.escape ?? quote,
+    encoding,
+    trim: o.trim ?? false,
+    skip_empty_lines: o.skipEmptyLines ?? true,
+    info: true,
+    raw: true,
+    relax_column_count: true,
+    skip_records_with_error: true,
+    // Explicit (not auto-detected from the first line): a file mixing LF and CRLF lines must not leave
+    // a trailing CR in the last field of some rows.
+    record_delimiter: ['\r\n', '\n', '\r'],
+    max_record_size: CSV_MAX_RECORD_CHARS,
+  };
+  if (o.comment !== undefined) {
+    opts.comment = o.comment;
+    // `Apt #5` must stay data: only whole lines starting with the comment character are comments.
+    opts.comment_no_infix = true;
+  }
+  return opts;
+}
+
+/** Validates column names (header row or `csv.columns`); throws one fatal error listing every problem. */
+function checkColumnNames(cfg: SourceConfig, names: readonly string[], line: number | undefined): void {
+  const issues: Issue[] = [];
+  const seen = new Map<string, number>();
+  const where = line === undefined ? 'in `csv.columns`' : 'in the header row';
+  const problem = (message: string): void => {
+    issues.push({ severity: 'fatal', code: 'csv-header', message, location: { file: cfg.path, line } });
+  };
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (typeof name !== 'string' || name.trim() === '') {
+      problem(`column ${i + 1} has an empty name ${where}`);
+    } else if (name === '__proto__') {
+      problem(`column ${i + 1} has the reserved name "__proto__" ${where}`);
+    } else {
+      const prev = seen.get(name);
+      if (prev !== undefined) problem(`duplicate column name "${name}" ${where} (columns ${prev + 1} and ${i + 1})`);
+      else seen.set(name, i);
+    }
+  }
+  if (issues.length > 0) {
+    const summary = issues.length === 1 ? issues[0].message : `${issues.length} problems ${where}`;
+    throw sourceFatal(cfg, `invalid column names: ${summary}`, {
+      code: 'csv-header',
+      line,
+      issues,
+      hint: 'Every column needs a unique, non-empty name: fix the header row of the export, or list the names in `csv.columns` for a file without a header row.',
+    });
+  }
+}
+
+function describeCsvError(err: CsvError, header: readonly string[] | undefined): string {
+  const index = typeof err.column === 'number' ? err.column : undefined;
+  const col =
+    index === undefined
+      ? 'a field'
+      : header !== undefined && index < header.length
+        ? `column "${header[index]}"`
+        : `field ${index + 1}`;
+  switch (err.code) {
+    case 'INVALID_OPENING_QUOTE':
+      return `quote character inside an unquoted field (${col})`;
+    case 'CSV_INVALID_CLOSING_QUOTE':
+      return `closing quote not followed by a delimiter or the end of the line (${col})`;
+    case 'CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE':
+      return `unexpected character after a closing quote (${col})`;
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return `quoted field never closed (${col})`;
+    default:
+      return `CSV syntax error ${err.code}`;
+  }
+}
+
+/** Starts fs → ByteWindow → csv-parse. The caller iterates `parser` and destroys it when done. */
+function startParse(cfg: SourceConfig, options: CsvParseOptions, input: Readable): { parser: Parser; window: ByteWindow } {
+  const window = new ByteWindow();
+  const parser: Parser = new Parser({
+    ...options,
+    on_skip: (err: CsvError | undefined, raw: string | undefined) => {
+      if (err !== undefined) parser.push(new SkippedRecord(err, raw ?? ''));
+    },
+  });
+  pipeline(input, window, parser, noop);
+  return { parser, window };
+}
+
+class CsvReadState {
+  header: readonly string[] | undefined;
+  width = 0;
+  headerLine: number | undefined;
+  /** Data records so far (rejected ones included). */
+  recordNo = 0;
+  /** True line where the next raw text begins. */
+  anchorLine = 1;
+  /** Byte offset where the next raw text begins (valid while `synced`). */
+  anchorOffset = 0;
+  synced = true;
+  /** csv-parse's line over-count so far (CRLFs inside quoted fields). */
+  corr = 0;
+  prevEmpty = 0;
+  prevComment = 0;
+  /** Set when line numbers of the current row were already re-synchronised from text. */
+  resynced = false;
+  pending: PendingDrop | undefined;
+  /** A reject to emit before the row `onRow` returns. */
+  before: SourceItem | undefined;
+
+  constructor(
+    readonly cfg: SourceConfig,
+    readonly parser: Parser,
+    readonly window: ByteWindow,
+  ) {
+    const columns = cfg.csv?.columns;
+    if (columns !== undefined) {
+      checkColumnNames(cfg, columns, undefined);
+      this.header = [...columns];
+      this.width = columns.length;
+    }
+  }
+
+  private encoding(): BufferEncoding {
+    return this.parser.options.encoding ?? 'utf8';
+  }
+
+  /** Handles one parsed record: the header, a data record or a ragged-row reject (header → undefined). */
+  onRow(row: ParsedRow): SourceItem | undefined {
+    const info = row.info;
+    const lead = info.empty_lines - this.prevEmpty + info.comment_lines - this.prevComment;
+    this.prevEmpty = info.empty_lines;
+    this.prevComment = info.comment_lines;
+    if (this.pending !== undefined) this.before = this.resolveBeforeRow(row, lead);
+    const start = this.anchorLine + lead;
+    let end = info.lines - this.corr;
+    if (this.resynced) {
+      this.resynced = false;
+    } else if (end > start && row.raw.indexOf('\r\n') !== -1) {
+      // A multi-line record: csv-parse counted each CRLF inside a quoted field twice.
+      let pairs = 0;
+      const fields = row.record;
+      for (let i = 0; i < fields.length; i++) if (fields[i].indexOf('\r\n') !== -1) pairs += countCrlf(fields[i]);
+      end -= pairs;
+      this.corr += pairs;
+    }
+    this.anchorLine = end + 1;
+    this.anchorOffset = info.bytes;
+    this.window.floor = info.bytes;
+    this.synced = true;
+
+    const header = this.header;
+    if (header === undefined) {
+      checkColumnNames(this.cfg, row.record, start);
+      this.header = row.record;
+      this.width = row.record.length;
+      this.headerLine = start;
+      return undefined;
+    }
+    const record = ++this.recordNo;
+    const fields = row.record;
+    const width = this.width;
+    if (fields.length !== width) {
+      const from = skipRawLines(row.raw, lead);
+      const raw = row.raw.slice(from, trimTrailingBreaks(row.raw, from));
+      const expected = this.headerLine === undefined ? '`csv.columns`' : `header, line ${this.headerLine}`;
+      return rejectItem(
+        { source: this.cfg.name, file: this.cfg.path, line: start, record },
+        'csv-ragged',
+        `expected ${width} fields (${expected}), got ${fields.length}`,
+        raw,
+      );
+    }
+    const data: Record<string, unknown> = {};
+    for (let i = 0; i < width; i++) data[header[i]] = fields[i];
+    return { ok: true, data, origin: { source: this.cfg.name, file: this.cfg.path, line: start, record } };
+  }
+
+  /** Handles a record csv-parse dropped; returns the reject of the *previous* dropped record, if now complete. */
+  onSkip(item: SkippedRecord): SourceItem | undefined {
+    const err = item.error;
+    const raw = item.raw;
+    const parserStart = Number(err.lines) - parserLineIncrements(raw);
+    const p = this.pending;
+    if (p !== undefined && parserStart === p.parserStart && raw.startsWith(p.lastRaw)) {
+      if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(p.startLine);
+      p.lastRaw = raw; // another error in the same record
+      if (err.code === 'CSV_QUOTE_NOT_CLOSED') p.unclosed = true;
+      return undefined;
+    }
+    const out = p === undefined ? undefined : this.resolveBeforeSkip(p, raw);
+    const lead = Number(err.empty_lines) - this.prevEmpty + Number(err.comment_lines) - this.prevComment;
+    this.prevEmpty = Number(err.empty_lines);
+    this.prevComment = Number(err.comment_lines);
+    const rawStartLine = this.synced ? this.anchorLine : parserStart - this.corr;
+    const startLine = rawStartLine + lead;
+    if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(startLine);
+    if (this.header === undefined) {
+      throw sourceFatal(this.cfg, `cannot read the header row: ${describeCsvError(err, undefined)}`, {
+        code: 'csv-syntax',
+        line: startLine,
+      });
+    }
+    const bodyFrom = skipRawLines(raw, lead);
+    this.pending = {
+      record: ++this.recordNo,
+      rawStartLine,
+      startLine,
+      lead,
+      parserStart,
+      error: err,
+      errorLine: startLine + countBreaks(raw, bodyFrom, raw.length),
+      lastRaw: raw,
+      unclosed: false,
+    };
+    return out;
+  }
+
+  /** At the end of the file: the reject of a last dropped record, if any. */
+  finish(): SourceItem | undefined {
+    const p = this.pending;
+    if (p === undefined) return undefined;
+    this.pending = undefined;
+    const text = this.synced ? this.windowText(this.window.total) : undefined;
+    return text === undefined ? this.partialReject(p) : this.dropReject(p, text.text, 0, text.text.length);
+  }
+
+  /** File text from `anchorOffset` to `to` (a BOM at offset 0 is left out). */
+  private windowText(to: number): { text: string; bomBytes: number } | undefined {
+    const buf = this.window.slice(this.anchorOffset, to);
+    if (buf === undefined) return undefined;
+    const text = buf.toString(this.encoding());
+    if (this.anchorOffset === 0 && text.charCodeAt(0) === 0xfeff) {
+      return { text: text.slice(1), bomBytes: Buffer.byteLength('\ufeff', this.encoding()) };
+    }
+    return { text, bomBytes: 0 };
+  }
+
+  /** The pending dropped record ends where `row`'s raw begins. */
+  private resolveBeforeRow(row: ParsedRow, lead: number): SourceItem {
+    const p = this.pending as PendingDrop;
+    this.pending = undefined;
+    const info = row.info;
+    const w = this.synced ? this.windowText(info.bytes) : undefined;
+    const i = w === undefined ? -1 : matchRawBackward(w.text, row.raw);
+    if (w !== undefined && i >= 0) {
+      const text = w.text;
+      const out = this.dropReject(p, text, 0, i);
+      const rowRawStart = p.rawStartLine + countBreaks(text, 0, i);
+      const rowEnd = rowRawStart + countBreaks(text, i, trimTrailingBreaks(text, i));
+      this.anchorLine = rowRawStart;
+      this.corr = info.lines - rowEnd;
+      this.resynced = true;
+      return out;
+    }
+    const out = this.partialReject(p);
+    // Line numbers from csv-parse's counter: derive the row's start from its end.
+    const raw = row.raw;
+    const from = skipRawLines(raw, lead);
+    const to = trimTrailingBreaks(raw, from);
+    const pairs = countCrlf(raw, from, to);
+    this.corr += pairs;
+    const end = info.lines - this.corr;
+    this.anchorLine = end - countBreaks(raw, from, to) - lead;
+    this.resynced = true;
+    return out;
+  }
+
+  /** The pending dropped record ends where the next dropped record (partial raw `nextRaw`) begins. */
+  private resolveBeforeSkip(p: PendingDrop, nextRaw: string): SourceItem {
+    this.pending = undefined;
+    if (this.synced) {
+      // Decode only what is needed, growing: a run of malformed rows must not decode the window each time.
+      const total = this.window.total;
+      let size = 4 * (p.lastRaw.length + nextRaw.length) + 256;
+      for (;;) {
+        const to = Math.min(total, this.anchorOffset + size);
+        const w = this.windowText(to);
+        if (w === undefined) break;
+        // a cut in the middle of a character or line: decide on complete lines only
+        const text = to === total ? w.text : w.text.slice(0, afterLastBreak(w.text));
+        const q = findNextRecordStart(text, p.lastRaw, nextRaw);
+        if (q >= 0) {
+          const out = this.dropReject(p, text, 0, q);
+          this.anchorOffset += w.bomBytes + Buffer.byteLength(text.slice(0, q), this.encoding());
+          this.window.floor = this.anchorOffset;
+          this.anchorLine = p.rawStartLine + countBreaks(text, 0, q);
+          return out;
+        }
+        if (q === -1 || to === total) break;
+        size *= 4;
+      }
+    }
+    this.synced = false;
+    return this.partialReject(p);
+  }
+
+  /** Reject for a dropped record whose file text is text[from, to). */
+  private dropReject(p: PendingDrop, text: string, from: number, to: number): SourceItem {
+    const bodyFrom = skipLines(text, p.lead, from);
+    const bodyTo = trimTrailingBreaks(text, bodyFrom, to);
+    this.corr += countCrlf(text, bodyFrom, bodyTo);
+    return this.syntaxReject(p, text.slice(bodyFrom, bodyTo), p.startLine + countBreaks(text, bodyFrom, bodyTo));
+  }
+
+  /** Reject for a dropped record whose end is unknown: the raw csv-parse gave up to the last error. */
+  private partialReject(p: PendingDrop): SourceItem {
+    const from = skipRawLines(p.lastRaw, p.lead);
+    const to = trimTrailingBreaks(p.lastRaw, from);
+    this.corr += countCrlf(p.lastRaw, from, to);
+    return this.syntaxReject(p, p.lastRaw.slice(from, to), p.startLine + countBreaks(p.lastRaw, from, to));
+  }
+
+  private syntaxReject(p: PendingDrop, raw: string, endLine: number): SourceItem {
+    let message = describeCsvError(p.error, this.header);
+    if (p.error.code === 'CSV_QUOTE_NOT_CLOSED') {
+      message += `: lines ${p.startLine}–${endLine} (to the end of the file) were read as one record`;
+    } else {
+      if (p.errorLine !== p.startLine) message += ` at line ${p.errorLine}`;
+      if (p.unclosed) message += `; a quote is then never closed: lines ${p.startLine}–${endLine} (to the end of the file) were read as one record`;
+      else if (endLine > p.startLine) message += `; the record spans lines ${p.startLine}–${endLine}`;
+    }
+    return rejectItem(
+      { source: this.cfg.name, file: this.cfg.path, line: p.startLine, record: p.record },
+      'csv-syntax',
+      message,
+      raw,
+    );
+  }
+
+  private tooLong(startLine: number): Error {
+    return sourceFatal(
+      this.cfg,
+      `the record starting at line ${startLine} is longer than ${CSV_MAX_RECORD_CHARS} characters — most likely a quote that is never closed`,
+      {
+        code: 'csv-syntax',
+        line: startLine,
+        hint: 'Look for an unbalanced quote character at or after this line; set `csv.quote` if the export uses another quote character.',
+      },
+    );
+  }
+}
+
+/** Streams a CSV source. */
+export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal): AsyncGenerator<SourceItem, void, undefined> {
+  const options = parseOptions(cfg);
+  const opened = await openSourceFile(cfg);
+  const input = fileStream(opened, signal);
+  let parser: Parser | undefined;
+  let state: CsvReadState | undefined;
+  try {
+    let window: ByteWindow;
+    try {
+      ({ parser, window } = startParse(cfg, options, input));
+    } catch (err) {
+      throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
+    }
+    const st = (state = new CsvReadState(cfg, parser, window));
+    for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
+      if (item instanceof SkippedRecord) {
+        const out = st.onSkip(item);
+        if (out !== undefined) yield out;
+      } else {
+        const out = st.onRow(item);
+        if (st.before !== undefined) {
+          const before = st.before;
+          st.before = undefined;
+          yield before;
+        }
+        if (out !== undefined) yield out;
+      }
+    }
+    const last = st.finish();
+    if (last !== undefined) yield last;
+  } catch (err) {
+    throw wrapReadError(cfg, err, { line: state?.anchorLine, what: 'CSV read error' });
+  } finally {
+    parser?.destroy();
+    input.destroy();
+  }
+}
+
+/** The header names of a CSV source (or `csv.columns`), reading only the first record. */
+export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
+  const columns = cfg.csv?.columns;
+  const options = parseOptions(cfg);
+  if (columns !== undefined) {
+    checkColumnNames(cfg, columns, undefined);
+    return [...columns];
+  }
+  const opened = await openSourceFile(cfg);
+  const input = fileStream(opened, undefined);
+  let parser: Parser | undefined;
+  try {
+    let window: ByteWindow;
+    try {
+      ({ parser, window } = startParse(cfg, options, input));
+    } catch (err) {
+      throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
+    }
+    const st = new CsvReadState(cfg, parser, window);
+    for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
+      if (item instanceof SkippedRecord) st.onSkip(item); // before the header: throws
+      else {
+        st.onRow(item);
+        return [...(st.header ?? [])];
+      }
+    }
+    return [];
+  } catch (err) {
+    throw wrapReadError(cfg, err, { what: 'CSV read error' });
+  } finally {
+    parser?.destroy();
+    input.destroy();
+  }
+}

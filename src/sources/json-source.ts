@@ -1,0 +1,206 @@
+import { pipeline, type Readable } from 'node:stream';
+import StreamJsonParser from 'stream-json/Parser.js';
+import Pick from 'stream-json/filters/Pick.js';
+import StreamArray from 'stream-json/streamers/StreamArray.js';
+import { parsePlainPath, stackMatches, type PathSegment } from './json-records-path.js';
+import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
+import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
+import { JSON_MAX_WHOLE_FILE_BYTES, type SourceConfig, type SourceItem } from './types.js';
+
+/*
+ * JSON reader. The records are the elements of one array: the top-level value, or the value at
+ * `records`. A plain path is streamed with stream-json (parser → pick → streamArray: one element in
+ * memory at a time). Any other JSONata expression needs the whole document: the file is read and
+ * parsed (refused above JSON_MAX_WHOLE_FILE_BYTES) and the expression evaluated with jsonata.
+ * Element i is record i+1; JSON has no line numbers here.
+ */
+
+const TOKEN_KIND: Readonly<Record<string, string>> = {
+  startObject: 'an object',
+  startArray: 'an array',
+  startString: 'a string',
+  stringValue: 'a string',
+  startNumber: 'a number',
+  numberValue: 'a number',
+  nullValue: 'null',
+  trueValue: 'a boolean',
+  falseValue: 'a boolean',
+};
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}
+
+function isRecordObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function elementItem(cfg: SourceConfig, index: number, value: unknown): SourceItem {
+  const origin = { source: cfg.name, file: cfg.path, record: index + 1 };
+  if (isRecordObject(value)) return { ok: true, data: value, origin };
+  let raw: string | undefined;
+  try {
+    raw = JSON.stringify(value);
+  } catch {
+    raw = undefined;
+  }
+  return rejectItem(origin, 'not-object', `element ${index} of the records array is ${kindOf(value)}, not an object`, raw);
+}
+
+function recordsLabel(cfg: SourceConfig): string {
+  return cfg.records === undefined ? 'the top-level value' : `\`records: ${cfg.records}\``;
+}
+
+const RECORDS_HINT =
+  'Set `records` to the path of the array of records, e.g. `records: staff` or `records: data.patients` (a JSONata expression also works, for files up to 256 MiB).';
+
+export async function* readJson(cfg: SourceConfig, signal?: AbortSignal): AsyncGenerator<SourceItem, void, undefined> {
+  const segs = cfg.records === undefined ? undefined : parsePlainPath(cfg.records);
+  if (cfg.records !== undefined && segs === undefined) {
+    yield* readJsonWithJsonata(cfg, cfg.records, signal);
+    return;
+  }
+  const opened = await openSourceFile(cfg);
+  yield* streamJsonArray(cfg, opened, segs, signal);
+}
+
+async function* streamJsonArray(
+  cfg: SourceConfig,
+  opened: OpenedSource,
+  segs: PathSegment[] | undefined,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SourceItem, void, undefined> {
+  const input = fileStream(opened, signal);
+  // A UTF-8 BOM decodes to U+FEFF, which stream-json's whitespace pattern (\s) skips.
+  const parser = new StreamJsonParser({ streamValues: false });
+  const array = new StreamArray();
+  let found: string | undefined;
+  const stages: Readable[] = [input, parser];
+  if (segs !== undefined) {
+    stages.push(
+      new Pick({
+        filter: (stack, token) => {
+          if (!stackMatches(stack, segs)) return false;
+          found = token.name;
+          return true;
+        },
+        once: true,
+      }),
+    );
+  }
+  let count = 0;
+  pipeline([...stages, array], () => undefined);
+  try {
+    for await (const { key, value } of array as AsyncIterable<{ key: number; value: unknown }>) {
+      count = key + 1;
+      yield elementItem(cfg, key, value);
+    }
+    if (segs !== undefined && found === undefined) {
+      throw sourceFatal(cfg, `${recordsLabel(cfg)} not found in the document`, { code: 'json-records', hint: RECORDS_HINT });
+    }
+  } catch (err) {
+    const message = err instanceof Error ? err.message : '';
+    if (message === 'Top-level object should be an array.') {
+      const kind = found === undefined ? 'not an array' : `${TOKEN_KIND[found] ?? found}, not an array`;
+      throw sourceFatal(cfg, `${recordsLabel(cfg)} is ${kind}`, { code: 'json-records', hint: RECORDS_HINT });
+    }
+    if (message.startsWith('Parser ')) {
+      const where = count === 0 ? 'before the first record' : `after record ${count}`;
+      throw sourceFatal(cfg, `invalid JSON ${where}: ${message.replace(/^Parser (cannot parse input: )?/, '')}`, {
+        code: 'json-syntax',
+        record: count + 1,
+        cause: err,
+      });
+    }
+    throw wrapReadError(cfg, err, { record: count + 1, what: 'JSON read error' });
+  } finally {
+    array.destroy();
+    input.destroy();
+  }
+}
+
+/** `records` is a JSONata expression that is not a plain path: evaluate it on the whole document. */
+async function* readJsonWithJsonata(
+  cfg: SourceConfig,
+  expression: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<SourceItem, void, undefined> {
+  const { default: jsonata } = await import('jsonata');
+  let compiled: ReturnType<typeof jsonata>;
+  try {
+    compiled = jsonata(expression);
+  } catch (err) {
+    const e = err as { message?: string; position?: number };
+    throw sourceFatal(cfg, `\`records\` is not a valid JSONata expression: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, {
+      code: 'json-records',
+      cause: err,
+    });
+  }
+  const opened = await openSourceFile(cfg);
+  const tooLarge = (): Error =>
+    sourceFatal(
+      cfg,
+      `file is larger than ${JSON_MAX_WHOLE_FILE_BYTES / 1024 / 1024} MiB: \`records: ${expression}\` is a JSONata expression, which needs the whole file in memory`,
+      {
+        code: 'source-too-large',
+        hint: 'Use a plain path for `records` (e.g. `data.patients`), which is streamed, and filter records in the mapping instead.',
+      },
+    );
+  if (opened.size > JSON_MAX_WHOLE_FILE_BYTES) {
+    await opened.handle.close().catch(() => undefined);
+    throw tooLarge();
+  }
+  let text: string;
+  const input = fileStream(opened, signal);
+  try {
+    // Read with a running total: a FIFO reports no size up front.
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      if (total > JSON_MAX_WHOLE_FILE_BYTES) throw tooLarge();
+      chunks.push(chunk);
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  } catch (err) {
+    throw wrapReadError(cfg, err, { what: 'JSON read error' });
+  } finally {
+    input.destroy();
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+  } catch (err) {
+    const m = err instanceof Error ? /at position (\d+)/.exec(err.message) : null;
+    throw sourceFatal(cfg, `invalid JSON${m ? ` at character ${Number(m[1]) + 1}` : ''}`, { code: 'json-syntax', cause: err });
+  }
+  text = '';
+  let result: unknown;
+  try {
+    result = await compiled.evaluate(doc);
+  } catch (err) {
+    // jsonata messages may quote a value from the document (PHI): only keep them when they do not.
+    const e = err as { message?: string; code?: string; value?: unknown; position?: number };
+    const reason = e.value === undefined ? (e.message ?? String(err)) : 'error';
+    const at = e.position !== undefined ? ` (at character ${e.position})` : '';
+    throw sourceFatal(cfg, `evaluating \`records: ${expression}\` failed: ${e.code ? `${e.code} ` : ''}${reason}${at}`, {
+      code: 'json-records',
+      cause: err,
+    });
+  }
+  if (result === undefined) {
+    throw sourceFatal(cfg, `${recordsLabel(cfg)} matched nothing in the document`, {
+      code: 'json-records',
+      hint: 'Check the expression; to accept an empty result, wrap it in an array constructor: `[ … ]`.',
+    });
+  }
+  // JSONata returns a single match as the value itself, not a one-element array.
+  const elements: readonly unknown[] = Array.isArray(result) ? result : [result];
+  for (let i = 0; i < elements.length; i++) {
+    signal?.throwIfAborted();
+    yield elementItem(cfg, i, elements[i]);
+  }
+}

@@ -1,0 +1,69 @@
+import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import type { Origin, SourceConfig, SourceItem } from './types.js';
+
+/**
+ * Builders for the two kinds of problems a source reader reports:
+ * - a fatal `CareEtlError` (exit code 2) when the file as a whole cannot be read;
+ * - a `{ ok: false }` reject for one record, after which reading goes on.
+ * Messages name the source, file, line/record and reason — never field values (PHI).
+ */
+
+export interface FatalDetails {
+  code: string;
+  line?: number;
+  record?: number;
+  hint?: string;
+  cause?: unknown;
+  /** Extra issues (e.g. one per bad header name); default: one issue built from the message. */
+  issues?: Issue[];
+}
+
+export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDetails): CareEtlError {
+  const issues = details.issues ?? [
+    {
+      severity: 'fatal' as const,
+      code: details.code,
+      message,
+      location: { file: cfg.path, line: details.line, record: details.record },
+    },
+  ];
+  const where = details.line !== undefined ? `${cfg.path}:${details.line}` : cfg.path;
+  return new CareEtlError(`Source \`${cfg.name}\`: ${where}: ${message}`, {
+    issues,
+    hint: details.hint,
+    exitCode: ExitCode.config,
+    cause: details.cause,
+  });
+}
+
+export function rejectItem(origin: Origin, code: string, message: string, raw?: string): SourceItem {
+  const issue: Issue = {
+    severity: 'error',
+    code,
+    message,
+    location: { file: origin.file, line: origin.line, record: origin.record },
+  };
+  return raw === undefined ? { ok: false, origin, issues: [issue] } : { ok: false, origin, issues: [issue], raw };
+}
+
+/** True for errors that mean "the caller aborted", which are passed through unchanged. */
+export function isAbortError(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
+}
+
+/** Wraps an unexpected error (I/O, library) into a fatal error naming the source; keeps CareEtlError / AbortError. */
+export function wrapReadError(cfg: SourceConfig, err: unknown, details: { line?: number; record?: number; what?: string } = {}): unknown {
+  if (err instanceof CareEtlError || isAbortError(err)) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  // Node system errors (EIO, EISDIR, …) name no data; library errors may quote the input, so they are summarised.
+  const reason =
+    typeof code === 'string' && /^E[A-Z]+$/.test(code) && err instanceof Error
+      ? err.message
+      : `${details.what ?? 'read error'}${typeof code === 'string' ? ` (${code})` : ''}`;
+  return sourceFatal(cfg, `cannot read the file: ${reason}`, {
+    code: 'source-read',
+    line: details.line,
+    record: details.record,
+    cause: err,
+  });
+}

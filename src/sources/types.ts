@@ -1,0 +1,75 @@
+import type { Issue } from '../core/issues.js';
+
+export type SourceFormat = 'csv' | 'json' | 'ndjson';
+
+export interface CsvOptions {
+  /** Field delimiter; default `,` (tab for `.tsv` files). */
+  delimiter?: string;
+  /** Quote character; default `"`. */
+  quote?: string;
+  /** Escape character inside quoted fields; default: the quote character (`""` → `"`). */
+  escape?: string;
+  /** Node encoding of the file; default utf8 (a UTF-8 BOM is always stripped). */
+  encoding?: BufferEncoding;
+  /** Lines starting with this character are skipped (full-line comments only). */
+  comment?: string;
+  /** Trim whitespace around unquoted fields; default false. */
+  trim?: boolean;
+  /** Skip empty lines; default true. */
+  skipEmptyLines?: boolean;
+  /** Column names when the file has no header row. */
+  columns?: string[];
+}
+
+export interface SourceConfig {
+  /** Source name from the mapping file. */
+  name: string;
+  /** Absolute path of the export file. */
+  path: string;
+  /** Default from the extension: .csv/.tsv/.txt → csv, .json → json, .ndjson/.jsonl → ndjson. */
+  format?: SourceFormat;
+  /**
+   * JSON only: where the array of records is. A plain path (`staff`, `data.patients`, `data[0].patients`)
+   * is streamed; any other JSONata expression is evaluated on the whole document (files ≤ 256 MiB).
+   */
+  records?: string;
+  csv?: CsvOptions;
+}
+
+/** Where a record came from. */
+export interface Origin {
+  source: string;
+  file: string;
+  /** 1-based line where the record starts (CSV, NDJSON); absent for JSON. */
+  line?: number;
+  /** 1-based data record number (rejected records are counted too). */
+  record: number;
+}
+
+export interface SourceRecord {
+  data: Record<string, unknown>;
+  origin: Origin;
+}
+
+export interface SourceReject {
+  origin: Origin;
+  issues: Issue[];
+  /** The raw text of the record (CSV line(s), NDJSON line, JSON element) for the rejects file. */
+  raw?: string;
+}
+
+export type SourceItem = ({ ok: true } & SourceRecord) | ({ ok: false } & SourceReject);
+
+export interface OpenSourceOptions {
+  /** Aborting destroys the underlying file stream; iteration then rejects with an AbortError. */
+  signal?: AbortSignal;
+}
+
+/** CSV records longer than this (in characters) are a fatal error: almost always an unclosed quote. */
+export const CSV_MAX_RECORD_CHARS = 4 * 1024 * 1024;
+/** NDJSON lines longer than this (in bytes) are a fatal error (e.g. a JSON document named `.ndjson`). */
+export const NDJSON_MAX_LINE_BYTES = 64 * 1024 * 1024;
+/** A JSON file whose `records` is a JSONata expression (not a plain path) is read whole: up to this size. */
+export const JSON_MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024;
+/** `readHeader` reports the union of keys of this many first JSON/NDJSON records. */
+export const HEADER_SAMPLE_RECORDS = 50;

@@ -1,0 +1,687 @@
+/**
+ * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks.
+ *
+ * The loader's exactly-once guarantee rests on one rule: **an intent to create is committed to this file
+ * before the POST is sent.** After a crash/kill/timeout the entry is still `pending` and the next run
+ * reconciles it (search the server by `matchValue`, adopt or create) instead of blindly creating again.
+ *
+ * ## Durability: WAL + synchronous=NORMAL (and when it is not enough)
+ * In WAL mode a commit appends the transaction's pages to `state.db-wal` with write(2) and returns; with
+ * `synchronous=NORMAL` SQLite only fsyncs the WAL at checkpoints, not at every commit. Once write(2) has
+ * returned, the bytes live in the kernel's page cache, which belongs to the OS, not to the process: a crash,
+ * an uncaught exception, `kill -9` or an OOM kill of *the process* loses nothing — the next open replays
+ * the WAL (SQLite docs: "transactions are durable across application crashes regardless of the synchronous
+ * setting or journal mode"). What NORMAL can lose is the last commits before an **OS crash or power loss**
+ * (the database stays consistent, it just rolls back to an earlier commit). For the loader that would
+ * mean: an intent lost while its POST reached the server → a duplicate on the next run, unless the loader
+ * reconciles unknown keys by their match value. Whoever needs that level too opens the ledger with
+ * `{ synchronous: 'FULL' }` (an fsync per commit, ~0.1–10 ms depending on the disk; batch intents in
+ * one `transaction()` to amortise it).
+ *
+ * ## One writer
+ * The file is opened with `locking_mode=EXCLUSIVE` by default: two care-etl processes on the same state
+ * file would both see a key as new and both create it. The second one fails fast with a clear message.
+ * (Side effect: WAL runs without the `-shm` file; the OS releases the lock when the process dies, even
+ * on SIGKILL.)
+ *
+ * ## Files
+ * The db file is created 0600 before SQLite opens it; SQLite gives its `-wal`/`-journal`/`-shm` side files
+ * the permissions of the db file, and we chmod them anyway after open. The folder is created 0700.
+ */
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { CareEtlError } from '../core/issues.js';
+
+export type EntryStatus = 'pending' | 'synced' | 'rejected';
+
+export interface LedgerEntry {
+  mapping: string;
+  key: string;
+  resourceType: string;
+  /** pending = a create intent was recorded and its outcome is unknown. */
+  status: EntryStatus;
+  serverId?: string;
+  versionId?: string;
+  /**
+   * Hash of the resource content last sent successfully — or intended, while pending; a rejected create
+   * (no server id) keeps the hash of the refused content, a rejected update the last successful one.
+   */
+  hash?: string;
+  /** The run that last saw the key in the source. */
+  lastRunId?: number;
+  /** The reconciliation match value (e.g. "urn:clinic:mrn|123") recorded with the intent. */
+  matchValue?: string;
+  /** When an association was ended by onMissing: end. */
+  endedAt?: string;
+  /** Why the last write of this key was rejected (status rejected). */
+  reason?: string;
+  updatedAt: string;
+}
+
+export type RunOutcome = 'completed' | 'aborted' | 'failed';
+
+export interface RunInfo {
+  id: number;
+  mappingFile: string;
+  dryRun: boolean;
+  startedAt: string;
+  finishedAt?: string;
+  /** Undefined while running — or when the process died without finishing the run. */
+  outcome?: RunOutcome;
+  summary?: unknown;
+}
+
+export interface IntentInput {
+  mapping: string;
+  key: string;
+  resourceType: string;
+  hash: string;
+  matchValue?: string;
+  runId: number;
+}
+
+export interface SyncedInput {
+  mapping: string;
+  key: string;
+  resourceType: string;
+  serverId: string;
+  versionId?: string;
+  hash: string;
+  runId: number;
+}
+
+export interface RejectedInput {
+  mapping: string;
+  key: string;
+  resourceType: string;
+  runId: number;
+  reason?: string;
+}
+
+export interface LedgerScope {
+  readonly baseUrl: string;
+  readonly tenantId: string;
+  beginRun(info: { mappingFile: string; dryRun: boolean }): number;
+  finishRun(runId: number, outcome: RunOutcome, summary?: object): void;
+  /** Most recent runs of this scope, newest first. */
+  recentRuns(limit?: number): RunInfo[];
+  get(mapping: string, key: string): LedgerEntry | undefined;
+  /**
+   * Records the intent to create (status pending). Durable when it returns — unless called inside
+   * `transaction()`, then durable when the transaction returns: send the POST only after that.
+   * Clears any previous server id (a create will produce a new one).
+   */
+  recordIntent(e: IntentInput): void;
+  /** After a create/update/adopt succeeded. Clears `endedAt` and the rejection reason. */
+  recordSynced(e: SyncedInput): void;
+  /** The server refused the write (definitive 4xx). Keeps the server id, version and hash if any. */
+  recordRejected(e: RejectedInput): void;
+  /** Marks unchanged keys as seen by `runId` (one transaction). Unknown keys are ignored. */
+  markSeen(mapping: string, keys: readonly string[], runId: number): void;
+  /** Interrupted creates to reconcile. */
+  pending(mapping?: string): LedgerEntry[];
+  /**
+   * Synced entries of `mapping` not seen by `runId` and not already ended — for onMissing: end.
+   * Only meaningful once the whole source has been read by that run.
+   */
+  notSeenSince(mapping: string, runId: number): LedgerEntry[];
+  markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void;
+  keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined;
+  serverIdOf(mapping: string, key: string): string | undefined;
+  getWatermark(name: string): string | undefined;
+  setWatermark(name: string, value: string): void;
+  counts(mapping?: string): Record<EntryStatus, number>;
+  /** Runs `fn` in one SQLite transaction (nestable: inner calls become savepoints). Returns its result. */
+  transaction<T>(fn: () => T): T;
+}
+
+export interface LedgerOptions {
+  /** 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss. */
+  synchronous?: 'NORMAL' | 'FULL';
+  /** Hold an exclusive lock on the file while open (default true): one writer per state file. */
+  exclusive?: boolean;
+  /** How long to wait for a lock held by another connection (default 5000 ms). */
+  busyTimeoutMs?: number;
+  /** Clock for `updatedAt` / run timestamps (tests). */
+  now?: () => Date;
+}
+
+const SCHEMA_VERSION = 1;
+const HINT = 'delete or move the state file with --state';
+const STATUSES: readonly EntryStatus[] = ['pending', 'synced', 'rejected'];
+
+const MIGRATIONS: Record<number, string> = {
+  1: `
+    CREATE TABLE scopes (
+      id        INTEGER PRIMARY KEY,
+      base_url  TEXT NOT NULL,
+      tenant_id TEXT NOT NULL,
+      UNIQUE (base_url, tenant_id)
+    );
+    CREATE TABLE runs (
+      id           INTEGER PRIMARY KEY AUTOINCREMENT,
+      scope_id     INTEGER NOT NULL REFERENCES scopes(id),
+      mapping_file TEXT NOT NULL,
+      dry_run      INTEGER NOT NULL,
+      started_at   TEXT NOT NULL,
+      finished_at  TEXT,
+      outcome      TEXT,
+      summary      TEXT
+    );
+    CREATE INDEX runs_scope ON runs (scope_id, id);
+    CREATE TABLE entries (
+      scope_id      INTEGER NOT NULL,
+      mapping       TEXT NOT NULL,
+      key           TEXT NOT NULL,
+      resource_type TEXT NOT NULL,
+      status        TEXT NOT NULL CHECK (status IN ('pending', 'synced', 'rejected')),
+      server_id     TEXT,
+      version_id    TEXT,
+      hash          TEXT,
+      last_run_id   INTEGER,
+      match_value   TEXT,
+      ended_at      TEXT,
+      reason        TEXT,
+      updated_at    TEXT NOT NULL,
+      PRIMARY KEY (scope_id, mapping, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX entries_server_id ON entries (scope_id, resource_type, server_id) WHERE server_id IS NOT NULL;
+    CREATE INDEX entries_pending ON entries (scope_id, mapping) WHERE status = 'pending';
+    CREATE TABLE watermarks (
+      scope_id   INTEGER NOT NULL,
+      name       TEXT NOT NULL,
+      value      TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      PRIMARY KEY (scope_id, name)
+    ) WITHOUT ROWID;
+  `,
+};
+
+interface EntryRow {
+  mapping: string;
+  key: string;
+  resource_type: string;
+  status: EntryStatus;
+  server_id: string | null;
+  version_id: string | null;
+  hash: string | null;
+  last_run_id: number | null;
+  match_value: string | null;
+  ended_at: string | null;
+  reason: string | null;
+  updated_at: string;
+}
+
+interface RunRow {
+  id: number;
+  mapping_file: string;
+  dry_run: number;
+  started_at: string;
+  finished_at: string | null;
+  outcome: RunOutcome | null;
+  summary: string | null;
+}
+
+const ENTRY_COLUMNS =
+  'mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at';
+
+function toEntry(r: EntryRow): LedgerEntry {
+  const e: LedgerEntry = {
+    mapping: r.mapping,
+    key: r.key,
+    resourceType: r.resource_type,
+    status: r.status,
+    updatedAt: r.updated_at,
+  };
+  if (r.server_id !== null) e.serverId = r.server_id;
+  if (r.version_id !== null) e.versionId = r.version_id;
+  if (r.hash !== null) e.hash = r.hash;
+  if (r.last_run_id !== null) e.lastRunId = r.last_run_id;
+  if (r.match_value !== null) e.matchValue = r.match_value;
+  if (r.ended_at !== null) e.endedAt = r.ended_at;
+  if (r.reason !== null) e.reason = r.reason;
+  return e;
+}
+
+/** Same service, written differently (`https://X/fhir/` vs `https://x/fhir`), is one scope. */
+export function normalizeBaseUrl(baseUrl: string): string {
+  let s = baseUrl.trim();
+  try {
+    const u = new URL(s);
+    u.hash = '';
+    s = u.toString();
+  } catch {
+    // not a URL: keep as typed
+  }
+  return s.replace(/\/+$/, '');
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return typeof code === 'string' ? `${err.message} (${code})` : err.message;
+  }
+  return String(err);
+}
+
+type Stmt = Database.Statement<unknown[], unknown>;
+
+export class Ledger {
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly now: () => Date;
+  private readonly stmts = new Map<string, Stmt>();
+  private readonly scopes = new Map<string, LedgerScopeImpl>();
+  private closed = false;
+
+  private constructor(path: string, db: Database.Database, now: () => Date) {
+    this.path = path;
+    this.db = db;
+    this.now = now;
+  }
+
+  /** Opens (creating if needed) the state file. `':memory:'` gives a throw-away ledger for tests. */
+  static open(path: string, opts: LedgerOptions = {}): Ledger {
+    const memory = path === ':memory:' || path === '';
+    const fail = (what: string, err: unknown): never => {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+        throw new CareEtlError(
+          `State file ${path} is in use by another care-etl process (or another connection); only one run at a time may use it.`,
+          { hint: 'wait for the other run to finish, or use a different state file with --state', cause: err },
+        );
+      }
+      throw new CareEtlError(`State file ${path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
+    };
+
+    if (!memory) {
+      try {
+        const dir = dirname(path);
+        if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+        // Create owner-only before SQLite opens it (SQLite would use the umask); tighten an existing file.
+        closeSync(openSync(path, 'a', 0o600));
+        chmodIfOwned(path);
+      } catch (err) {
+        fail('creating the file', err);
+      }
+    }
+
+    let db: Database.Database | undefined;
+    try {
+      db = new Database(path);
+      if (opts.exclusive ?? true) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
+      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000))}`);
+      if (!memory) {
+        const mode = db.pragma('journal_mode = WAL', { simple: true });
+        if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
+      }
+      db.pragma(`synchronous = ${opts.synchronous ?? 'NORMAL'}`);
+      // Take the (exclusive) lock now rather than at the first write, so a second process fails at open.
+      db.exec('BEGIN IMMEDIATE; COMMIT;');
+      migrate(db);
+      if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);
+    } catch (err) {
+      try {
+        db?.close();
+      } catch {
+        // ignore
+      }
+      if (err instanceof CareEtlError) throw err;
+      fail('opening', err);
+    }
+    return new Ledger(path, db!, opts.now ?? (() => new Date()));
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.stmts.clear();
+    this.scopes.clear();
+    this.db.close();
+  }
+
+  /** The ledger of one service + tenant. Same key in two scopes = two independent entries. */
+  scope(baseUrl: string, tenantId: string): LedgerScope {
+    const base = normalizeBaseUrl(baseUrl);
+    const k = `${base}\u0000${tenantId}`;
+    let s = this.scopes.get(k);
+    if (!s) {
+      const id = this.guard('opening the scope', () => {
+        this.stmt('INSERT OR IGNORE INTO scopes (base_url, tenant_id) VALUES (?, ?)').run(base, tenantId);
+        return (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number }).id;
+      });
+      s = new LedgerScopeImpl(this, id, base, tenantId);
+      this.scopes.set(k, s);
+    }
+    return s;
+  }
+
+  /** Runs `fn` in one transaction (nestable). Nothing in it is durable before it returns. */
+  transaction<T>(fn: () => T): T {
+    // Errors thrown by `fn` pass through untouched (our own statements already wrap theirs).
+    return this.guard('a transaction', () => this.db.transaction(fn)());
+  }
+
+  /** @internal */
+  nowIso(): string {
+    return this.now().toISOString();
+  }
+
+  /** @internal Prepared once per SQL text, reused for the life of the connection. */
+  stmt(sql: string): Stmt {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      if (this.closed) throw new CareEtlError(`State file ${this.path} is closed.`);
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  /** @internal Turns SQLite failures into one CareEtlError (errors already CareEtlError pass through). */
+  guard<T>(what: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof CareEtlError) throw err;
+      if (!isSqliteError(err)) throw err;
+      throw new CareEtlError(`State file ${this.path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
+    }
+  }
+
+  /** @internal */
+  rawTransaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}
+
+function isSqliteError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  return err.name === 'SqliteError' || (typeof code === 'string' && code.startsWith('SQLITE_'));
+}
+
+function chmodIfOwned(p: string): void {
+  try {
+    chmodSync(p, 0o600);
+  } catch {
+    // missing side file, or not ours to chmod: nothing to do
+  }
+}
+
+function migrate(db: Database.Database): void {
+  const current = Number(db.pragma('user_version', { simple: true }));
+  if (current > SCHEMA_VERSION) {
+    throw new CareEtlError(
+      `The state file was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`,
+      { hint: `upgrade care-etl, or ${HINT}` },
+    );
+  }
+  if (current === SCHEMA_VERSION) return;
+  if (current === 0) {
+    // A non-empty file without our user_version is not ours.
+    const tables = db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
+    if (tables.n > 0) throw new Error('the file is an SQLite database but not a care-etl state file');
+  }
+  db.transaction(() => {
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
+      db.exec(MIGRATIONS[v]!);
+      db.pragma(`user_version = ${v}`);
+    }
+  }).immediate();
+}
+
+class LedgerScopeImpl implements LedgerScope {
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly scopeId: number,
+    readonly baseUrl: string,
+    readonly tenantId: string,
+  ) {}
+
+  beginRun(info: { mappingFile: string; dryRun: boolean }): number {
+    return this.ledger.guard('recording the run', () => {
+      const r = this.ledger
+        .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?)')
+        .run(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso());
+      return Number(r.lastInsertRowid);
+    });
+  }
+
+  finishRun(runId: number, outcome: RunOutcome, summary?: object): void {
+    this.ledger.guard('recording the run outcome', () => {
+      this.ledger
+        .stmt('UPDATE runs SET finished_at = ?, outcome = ?, summary = ? WHERE id = ? AND scope_id = ?')
+        .run(this.ledger.nowIso(), outcome, summary === undefined ? null : JSON.stringify(summary), runId, this.scopeId);
+    });
+  }
+
+  recentRuns(limit = 10): RunInfo[] {
+    const rows = this.ledger.guard('reading runs', () =>
+      this.ledger.stmt('SELECT * FROM runs WHERE scope_id = ? ORDER BY id DESC LIMIT ?').all(this.scopeId, limit),
+    ) as RunRow[];
+    return rows.map((r) => {
+      const info: RunInfo = { id: r.id, mappingFile: r.mapping_file, dryRun: r.dry_run === 1, startedAt: r.started_at };
+      if (r.finished_at !== null) info.finishedAt = r.finished_at;
+      if (r.outcome !== null) info.outcome = r.outcome;
+      if (r.summary !== null) info.summary = JSON.parse(r.summary);
+      return info;
+    });
+  }
+
+  get(mapping: string, key: string): LedgerEntry | undefined {
+    const row = this.ledger.guard('reading an entry', () =>
+      this.ledger
+        .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?`)
+        .get(this.scopeId, mapping, key),
+    ) as EntryRow | undefined;
+    return row ? toEntry(row) : undefined;
+  }
+
+  recordIntent(e: IntentInput): void {
+    this.ledger.guard(`recording the create intent of ${e.mapping}/${e.key}`, () => {
+      this.ledger
+        .stmt(
+          `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
+           VALUES (?, ?, ?, ?, 'pending', NULL, NULL, ?, ?, ?, NULL, NULL, ?)
+           ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
+             resource_type = excluded.resource_type, status = 'pending', server_id = NULL, version_id = NULL,
+             hash = excluded.hash, last_run_id = excluded.last_run_id, match_value = excluded.match_value,
+             ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`,
+        )
+        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.hash, e.runId, e.matchValue ?? null, this.ledger.nowIso());
+    });
+  }
+
+  recordSynced(e: SyncedInput): void {
+    this.ledger.guard(`recording ${e.mapping}/${e.key} as synced`, () => {
+      this.ledger
+        .stmt(
+          `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
+           VALUES (?, ?, ?, ?, 'synced', ?, ?, ?, ?, NULL, NULL, NULL, ?)
+           ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
+             resource_type = excluded.resource_type, status = 'synced', server_id = excluded.server_id,
+             version_id = excluded.version_id, hash = excluded.hash, last_run_id = excluded.last_run_id,
+             ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`,
+        )
+        .run(
+          this.scopeId,
+          e.mapping,
+          e.key,
+          e.resourceType,
+          e.serverId,
+          e.versionId ?? null,
+          e.hash,
+          e.runId,
+          this.ledger.nowIso(),
+        );
+    });
+  }
+
+  recordRejected(e: RejectedInput): void {
+    this.ledger.guard(`recording ${e.mapping}/${e.key} as rejected`, () => {
+      this.ledger
+        .stmt(
+          `INSERT INTO entries (scope_id, mapping, key, resource_type, status, last_run_id, reason, updated_at)
+           VALUES (?, ?, ?, ?, 'rejected', ?, ?, ?)
+           ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
+             resource_type = excluded.resource_type, status = 'rejected', last_run_id = excluded.last_run_id,
+             reason = excluded.reason, updated_at = excluded.updated_at`,
+        )
+        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason ?? null, this.ledger.nowIso());
+    });
+  }
+
+  markSeen(mapping: string, keys: readonly string[], runId: number): void {
+    if (keys.length === 0) return;
+    this.ledger.guard(`marking ${keys.length} keys of ${mapping} as seen`, () => {
+      const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
+      this.ledger.rawTransaction(() => {
+        for (const key of keys) stmt.run(runId, this.scopeId, mapping, key);
+      });
+    });
+  }
+
+  pending(mapping?: string): LedgerEntry[] {
+    const rows = this.ledger.guard('listing pending entries', () =>
+      mapping === undefined
+        ? this.ledger
+            .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND status = 'pending' ORDER BY mapping, key`)
+            .all(this.scopeId)
+        : this.ledger
+            .stmt(
+              `SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'pending' ORDER BY key`,
+            )
+            .all(this.scopeId, mapping),
+    ) as EntryRow[];
+    return rows.map(toEntry);
+  }
+
+  notSeenSince(mapping: string, runId: number): LedgerEntry[] {
+    const rows = this.ledger.guard('listing entries missing from the source', () =>
+      this.ledger
+        .stmt(
+          `SELECT ${ENTRY_COLUMNS} FROM entries
+           WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL
+             AND (last_run_id IS NULL OR last_run_id <> ?)
+           ORDER BY key`,
+        )
+        .all(this.scopeId, mapping, runId),
+    ) as EntryRow[];
+    return rows.map(toEntry);
+  }
+
+  markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void {
+    this.ledger.guard(`marking ${mapping}/${key} as ended`, () => {
+      this.ledger
+        .stmt(
+          `UPDATE entries SET ended_at = ?, version_id = coalesce(?, version_id), hash = coalesce(?, hash), updated_at = ?
+           WHERE scope_id = ? AND mapping = ? AND key = ?`,
+        )
+        .run(endedAt, versionId ?? null, hash ?? null, this.ledger.nowIso(), this.scopeId, mapping, key);
+    });
+  }
+
+  keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
+    return this.ledger.guard('looking up a server id', () =>
+      this.ledger
+        .stmt(
+          'SELECT mapping, key FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id = ? ORDER BY mapping, key LIMIT 1',
+        )
+        .get(this.scopeId, resourceType, serverId),
+    ) as { mapping: string; key: string } | undefined;
+  }
+
+  serverIdOf(mapping: string, key: string): string | undefined {
+    const row = this.ledger.guard('looking up a server id', () =>
+      this.ledger
+        .stmt('SELECT server_id FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?')
+        .get(this.scopeId, mapping, key),
+    ) as { server_id: string | null } | undefined;
+    return row?.server_id ?? undefined;
+  }
+
+  getWatermark(name: string): string | undefined {
+    const row = this.ledger.guard('reading a watermark', () =>
+      this.ledger.stmt('SELECT value FROM watermarks WHERE scope_id = ? AND name = ?').get(this.scopeId, name),
+    ) as { value: string } | undefined;
+    return row?.value;
+  }
+
+  setWatermark(name: string, value: string): void {
+    this.ledger.guard('writing a watermark', () => {
+      this.ledger
+        .stmt(
+          `INSERT INTO watermarks (scope_id, name, value, updated_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (scope_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+        )
+        .run(this.scopeId, name, value, this.ledger.nowIso());
+    });
+  }
+
+  counts(mapping?: string): Record<EntryStatus, number> {
+    const rows = this.ledger.guard('counting entries', () =>
+      mapping === undefined
+        ? this.ledger.stmt('SELECT status, count(*) AS n FROM entries WHERE scope_id = ? GROUP BY status').all(this.scopeId)
+        : this.ledger
+            .stmt('SELECT status, count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? GROUP BY status')
+            .all(this.scopeId, mapping),
+    ) as { status: EntryStatus; n: number }[];
+    const out = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<EntryStatus, number>;
+    for (const r of rows) out[r.status] = r.n;
+    return out;
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.ledger.transaction(fn);
+  }
+}
+
+/**
+ * Stable hash of a resource's content: canonical JSON (object keys sorted recursively, `undefined`
+ * members dropped, JSON semantics otherwise — `toJSON` honoured, non-finite numbers → null) → sha256 hex.
+ * The top-level `id` and `meta` are ignored (server-assigned), so a resource read back from the server
+ * hashes like the one that was sent.
+ */
+export function contentHash(resource: unknown): string {
+  let root = resource;
+  if (root !== null && typeof root === 'object' && !Array.isArray(root)) {
+    const { id: _id, meta: _meta, ...rest } = root as Record<string, unknown>;
+    root = rest;
+  }
+  return createHash('sha256').update(canonicalJson(root) ?? 'null').digest('hex');
+}
+
+/** Canonical JSON text (sorted keys); `undefined` for values JSON would omit (undefined, functions, symbols). */
+export function canonicalJson(value: unknown): string | undefined {
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    value = (value as { toJSON: () => unknown }).toJSON();
+  }
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? JSON.stringify(value) : 'null';
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'bigint':
+      throw new TypeError('contentHash: BigInt values cannot be hashed as JSON');
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+  }
+  if (value === null) return 'null';
+  if (Array.isArray(value)) {
+    return `[${value.map((v) => canonicalJson(v) ?? 'null').join(',')}]`;
+  }
+  const obj = value as Record<string, unknown>;
+  const parts: string[] = [];
+  for (const k of Object.keys(obj).sort()) {
+    const v = canonicalJson(obj[k]);
+    if (v !== undefined) parts.push(`${JSON.stringify(k)}:${v}`);
+  }
+  return `{${parts.join(',')}}`;
+}

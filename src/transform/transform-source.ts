@@ -1,0 +1,121 @@
+import type { Issue } from '../core/issues.js';
+import type { CompiledResource } from '../mapping/compile-mapping.js';
+import { MappingEvalError } from '../mapping/errors.js';
+import type { EvalContext } from '../mapping/functions.js';
+import type { ResourceType } from '../mapping/types.js';
+import type { Origin, SourceItem } from '../sources/types.js';
+import type { Resource } from '../api/types.js';
+import type { RejectRecord } from '../pipeline/rejects.js';
+
+/** A row (or a `groupBy` group of rows) turned into a valid resource. */
+export interface MappedResource {
+  ok: true;
+  mapping: string;
+  type: ResourceType;
+  key: string;
+  resource: Resource;
+  origin: Origin;
+  /** Every row of a group (groupBy); absent for single rows. */
+  lines?: number[];
+}
+
+export type TransformItem = MappedResource | ({ ok: false } & RejectRecord);
+
+export interface TransformOptions {
+  ctx: EvalContext;
+  /** Schema validation of the mapped resource (empty = valid). */
+  validate: (type: ResourceType, resource: unknown) => Issue[];
+}
+
+function issuesOf(err: unknown, origin: Origin): Issue[] {
+  if (err instanceof MappingEvalError) return err.issues.map((i) => ({ ...i, location: i.location ?? { file: origin.file, line: origin.line } }));
+  return [{ severity: 'error', code: 'exception', message: err instanceof Error ? err.message : String(err) }];
+}
+
+function reject(stage: RejectRecord['stage'], res: CompiledResource, origin: Origin, issues: Issue[], extra: Partial<RejectRecord>): { ok: false } & RejectRecord {
+  return { ok: false, stage, mapping: res.def.name, source: origin.source, file: origin.file, line: origin.line, record: origin.record, issues, ...extra };
+}
+
+/**
+ * Source items → mapped, schema-valid resources or rejects, in source order.
+ * Evaluations are awaited one after another: JSONata runs ~12× faster that way than with many in flight.
+ * A key seen twice is a reject of the later row (never two creates); with `groupBy` the rows of a key are
+ * collected first (memory grows with the number of groups, which is why only grouped mappings buffer).
+ */
+export async function* transformSource(res: CompiledResource, items: AsyncIterable<SourceItem>, opts: TransformOptions): AsyncGenerator<TransformItem> {
+  const { def } = res;
+  if (def.groupBy !== undefined && res.evalGroupKey) {
+    const groups = new Map<string, { rows: Record<string, unknown>[]; origins: Origin[] }>();
+    for await (const item of items) {
+      if (!item.ok) {
+        yield reject('source', res, item.origin, item.issues, { raw: item.raw });
+        continue;
+      }
+      let gk: string;
+      try {
+        gk = await res.evalGroupKey(item.data);
+      } catch (err) {
+        yield reject('transform', res, item.origin, issuesOf(err, item.origin), { row: item.data });
+        continue;
+      }
+      let g = groups.get(gk);
+      if (!g) groups.set(gk, (g = { rows: [], origins: [] }));
+      g.rows.push(item.data);
+      g.origins.push(item.origin);
+    }
+    for (const [key, g] of groups) {
+      const origin = g.origins[0];
+      const lines = g.origins.map((o) => o.line ?? o.record);
+      yield await mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows });
+    }
+    return;
+  }
+
+  const firstSeen = new Map<string, number>();
+  for await (const item of items) {
+    if (!item.ok) {
+      yield reject('source', res, item.origin, item.issues, { raw: item.raw });
+      continue;
+    }
+    let key: string;
+    try {
+      key = await res.evalKey(item.data);
+    } catch (err) {
+      yield reject('transform', res, item.origin, issuesOf(err, item.origin), { row: item.data });
+      continue;
+    }
+    const where = item.origin.line ?? item.origin.record;
+    const earlier = firstSeen.get(key);
+    if (earlier !== undefined) {
+      yield reject('transform', res, item.origin, [
+        {
+          severity: 'error',
+          code: 'duplicate-key',
+          message: `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
+        },
+      ], { key, row: item.data });
+      continue;
+    }
+    firstSeen.set(key, where);
+    yield await mapOne(res, item.data, key, item.origin, opts, { row: item.data });
+  }
+}
+
+async function mapOne(
+  res: CompiledResource,
+  input: unknown,
+  key: string,
+  origin: Origin,
+  opts: TransformOptions,
+  extra: { lines?: number[]; row: unknown },
+): Promise<TransformItem> {
+  let resource: unknown;
+  try {
+    resource = await res.evalMap(input, opts.ctx);
+  } catch (err) {
+    return reject('transform', res, origin, issuesOf(err, origin), { key, ...extra });
+  }
+  const issues = opts.validate(res.def.type, resource);
+  if (issues.length) return reject('validate', res, origin, issues, { key, ...extra });
+  return { ok: true, mapping: res.def.name, type: res.def.type, key, resource: resource as Resource, origin, lines: extra.lines };
+}

@@ -1,0 +1,356 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { AdaptiveLimiter } from '../../src/load/adaptive-concurrency.js';
+import { withRetry, type RetryDecision } from '../../src/load/retry.js';
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Lets queued promise callbacks run (no timers). */
+const flush = () => vi.advanceTimersByTimeAsync(0);
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 1_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const clock = () => Date.now();
+
+describe('AdaptiveLimiter queue', () => {
+  it('runs at most `limit` tasks at once, in FIFO order', async () => {
+    const lim = new AdaptiveLimiter({ initial: 2, now: clock, pacing: false });
+    const started: number[] = [];
+    const gates = Array.from({ length: 5 }, () => deferred<number>());
+    const results = gates.map((g, i) =>
+      lim.run(async () => {
+        started.push(i);
+        return g.promise;
+      }),
+    );
+    await flush();
+    expect(started).toEqual([0, 1]);
+    expect(lim.inFlight).toBe(2);
+    expect(lim.queued).toBe(3);
+
+    gates[1]!.resolve(1);
+    await flush();
+    expect(started).toEqual([0, 1, 2]);
+    gates[0]!.resolve(0);
+    await flush();
+    expect(started).toEqual([0, 1, 2, 3]);
+    for (const g of gates.slice(2)) g.resolve(9);
+    await expect(Promise.all(results)).resolves.toEqual([0, 1, 9, 9, 9]);
+    expect(lim.inFlight).toBe(0);
+    await expect(lim.idle()).resolves.toBeUndefined();
+  });
+
+  it('propagates errors (async and sync throws) and keeps going', async () => {
+    const lim = new AdaptiveLimiter({ initial: 1, now: clock });
+    const a = lim.run(async () => Promise.reject(new Error('async boom')));
+    const b = lim.run((() => {
+      throw new Error('sync boom');
+    }) as () => Promise<never>);
+    const c = lim.run(async () => 'fine');
+    await expect(a).rejects.toThrow('async boom');
+    await expect(b).rejects.toThrow('sync boom');
+    await expect(c).resolves.toBe('fine');
+    expect(lim.inFlight).toBe(0);
+  });
+
+  it('idle() waits for queued and running tasks', async () => {
+    const lim = new AdaptiveLimiter({ initial: 1, now: clock });
+    const g = deferred();
+    void lim.run(() => g.promise);
+    void lim.run(async () => undefined);
+    let idle = false;
+    void lim.idle().then(() => (idle = true));
+    await flush();
+    expect(idle).toBe(false);
+    g.resolve();
+    await flush();
+    expect(idle).toBe(true);
+  });
+
+  it('accepts tasks queued from inside a running task', async () => {
+    const lim = new AdaptiveLimiter({ initial: 2, now: clock });
+    const order: string[] = [];
+    await lim.run(async () => {
+      order.push('outer');
+      await lim.run(async () => void order.push('inner'));
+    });
+    expect(order).toEqual(['outer', 'inner']);
+  });
+
+  it('validates its options', () => {
+    expect(() => new AdaptiveLimiter({ initial: 0 })).toThrow(RangeError);
+    expect(() => new AdaptiveLimiter({ initial: 4, min: 5, max: 4 })).toThrow(RangeError);
+    expect(new AdaptiveLimiter({ initial: 10, max: 4 }).limit).toBe(4);
+  });
+});
+
+describe('AdaptiveLimiter AIMD', () => {
+  it('halves on overload, at most once per cooldown, never below min', () => {
+    const lim = new AdaptiveLimiter({ initial: 16, now: clock, cooldownMs: 1000, pacing: false });
+    lim.onOverload();
+    expect(lim.limit).toBe(8);
+    lim.onOverload(); // same burst
+    vi.advanceTimersByTime(999);
+    lim.onOverload();
+    expect(lim.limit).toBe(8);
+    vi.advanceTimersByTime(1);
+    lim.onOverload();
+    expect(lim.limit).toBe(4);
+    for (let i = 0; i < 5; i++) {
+      vi.advanceTimersByTime(1000);
+      lim.onOverload();
+    }
+    expect(lim.limit).toBe(1);
+
+    const floor = new AdaptiveLimiter({ initial: 8, min: 3, now: clock, pacing: false });
+    floor.onOverload();
+    vi.advanceTimersByTime(1000);
+    floor.onOverload();
+    expect(floor.limit).toBe(3);
+  });
+
+  it('grows by one per round of `limit` successes, never above max', () => {
+    const lim = new AdaptiveLimiter({ initial: 8, now: clock, pacing: false });
+    lim.onOverload();
+    expect(lim.limit).toBe(4);
+    for (let i = 0; i < 3; i++) lim.onSuccess();
+    expect(lim.limit).toBe(4);
+    lim.onSuccess();
+    expect(lim.limit).toBe(5);
+    for (let i = 0; i < 5; i++) lim.onSuccess();
+    expect(lim.limit).toBe(6);
+    for (let i = 0; i < 1000; i++) lim.onSuccess();
+    expect(lim.limit).toBe(8);
+  });
+
+  it('onUnavailable (503) halves the window once per cooldown, without pacing or pausing', () => {
+    const lim = new AdaptiveLimiter({ initial: 16, now: clock });
+    lim.onUnavailable();
+    lim.onUnavailable();
+    expect(lim.limit).toBe(8);
+    expect(lim.pacedRate).toBeUndefined();
+    expect(lim.pausedUntil).toBe(-Infinity);
+    vi.advanceTimersByTime(1000);
+    lim.onUnavailable();
+    expect(lim.limit).toBe(4);
+  });
+
+  it('starts more tasks as soon as the limit grows', async () => {
+    const lim = new AdaptiveLimiter({ initial: 2, now: clock, pacing: false });
+    lim.onOverload();
+    expect(lim.limit).toBe(1);
+    const gates = [deferred(), deferred(), deferred()];
+    gates.forEach((g) => void lim.run(() => g.promise));
+    await flush();
+    expect(lim.inFlight).toBe(1);
+    lim.onSuccess(); // one round at limit 1 → 2
+    await flush();
+    expect(lim.inFlight).toBe(2);
+  });
+});
+
+describe('AdaptiveLimiter pauses and pacing', () => {
+  it('starts nothing new until Retry-After has elapsed', async () => {
+    const lim = new AdaptiveLimiter({ initial: 4, now: clock });
+    lim.onOverload(500);
+    const started: number[] = [];
+    const all = [0, 1, 2].map((i) => lim.run(async () => void started.push(Date.now())));
+    await vi.advanceTimersByTimeAsync(499);
+    expect(started).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(started).toEqual([1_000_500]);
+    // The others follow, paced (an overload before any success: slow start from a low pace).
+    await vi.advanceTimersByTimeAsync(5000);
+    await Promise.all(all);
+    expect(started).toHaveLength(3);
+    expect(Math.min(...started)).toBeGreaterThanOrEqual(1_000_500);
+  });
+
+  it('extends the pause with a later Retry-After, never shortens it', async () => {
+    const lim = new AdaptiveLimiter({ initial: 4, now: clock });
+    lim.onOverload(1000);
+    lim.onOverload(200);
+    expect(lim.pausedUntil).toBe(1_001_000);
+    vi.advanceTimersByTime(500);
+    lim.onOverload(1000); // within cooldown: no second decrease, but the pause moves
+    expect(lim.pausedUntil).toBe(1_001_500);
+    expect(lim.limit).toBe(2);
+    const p = lim.run(async () => Date.now());
+    await vi.advanceTimersByTimeAsync(1000);
+    await expect(p).resolves.toBe(1_001_500);
+  });
+
+  it('caps an absurd Retry-After', () => {
+    const lim = new AdaptiveLimiter({ initial: 4, now: clock, retryAfterCapMs: 5000 });
+    lim.onOverload(3_600_000);
+    expect(lim.pausedUntil).toBe(1_005_000);
+  });
+
+  it('is never paced while the server does not push back', async () => {
+    const lim = new AdaptiveLimiter({ initial: 4, now: clock });
+    const all = Array.from({ length: 200 }, () =>
+      lim.run(async () => {
+        await new Promise((r) => setTimeout(r, 5));
+        lim.onSuccess();
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(1000);
+    await Promise.all(all);
+    expect(lim.pacedRate).toBeUndefined();
+    expect(lim.limit).toBe(4);
+  });
+
+  it('after an overload, paces starts just under the rate the server admitted', async () => {
+    const lim = new AdaptiveLimiter({ initial: 50, now: clock });
+    // 100 successes over the last second: 100/s admitted.
+    void lim.run(() => new Promise(() => {})); // keeps the limiter busy
+    for (let i = 0; i < 100; i++) {
+      vi.advanceTimersByTime(10);
+      lim.onSuccess();
+    }
+    expect(lim.pacedRate).toBeUndefined();
+    lim.onOverload();
+    expect(lim.pacedRate).toBeGreaterThan(85);
+    expect(lim.pacedRate).toBeLessThan(95);
+
+    const starts: number[] = [];
+    const all = Array.from({ length: 21 }, () => lim.run(async () => void starts.push(Date.now())));
+    await vi.advanceTimersByTimeAsync(1000);
+    await Promise.all(all);
+    const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(10);
+    expect(starts.at(-1)! - starts[0]!).toBeGreaterThanOrEqual(200);
+  });
+
+  it('does not trust a rate measured on the first moments (the server\'s banked burst)', () => {
+    const lim = new AdaptiveLimiter({ initial: 16, now: clock });
+    void lim.run(() => new Promise(() => {}));
+    for (let i = 0; i < 40; i++) {
+      vi.advanceTimersByTime(1);
+      lim.onSuccess(); // 40 successes in 40 ms: "1000/s"
+    }
+    lim.onOverload(1000);
+    // Starts from what was admitted per second (40), not from 1000/s.
+    expect(lim.pacedRate).toBeLessThanOrEqual(40);
+    expect(lim.pausedUntil).toBe(Date.now() + 1000);
+  });
+});
+
+describe('AdaptiveLimiter against a simulated rate-limited server', () => {
+  /**
+   * Deterministic simulation on the fake clock: a server with a token bucket (rate R, burst B) or a
+   * fixed window (R per second), answering 429 (with Retry-After if set) when out of tokens, latency L.
+   * Every task goes through withRetry(() => limiter.run(send)), as in the loader.
+   */
+  async function simulate(p: {
+    rate: number;
+    burst?: number;
+    fixedWindow?: boolean;
+    latencyMs: number;
+    concurrency: number;
+    tasks: number;
+    retryAfterMs?: number;
+  }) {
+    let seed = 42;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    let tokens = p.fixedWindow ? 0 : (p.burst ?? p.rate);
+    let last = p.fixedWindow ? -1 : Date.now();
+    const take = () => {
+      const t = Date.now();
+      if (p.fixedWindow) {
+        const w = Math.floor(t / 1000);
+        if (w !== last) [last, tokens] = [w, p.rate];
+      } else {
+        tokens = Math.min(p.burst ?? p.rate, tokens + ((t - last) * p.rate) / 1000);
+        last = t;
+      }
+      if (tokens < 1) return false;
+      tokens -= 1;
+      return true;
+    };
+    class TooMany extends Error {
+      constructor(readonly retryAfterMs?: number) {
+        super('429');
+      }
+    }
+    const classify = (e: unknown): RetryDecision =>
+      e instanceof TooMany ? { retry: true, delayMs: e.retryAfterMs, reason: '429' } : { retry: false };
+    const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+    const lim = new AdaptiveLimiter({ initial: p.concurrency, now: clock });
+    let rejected = 0;
+    const successAt: number[] = [];
+    const t0 = Date.now();
+    const send = async () => {
+      const ok = take();
+      await sleep(ok ? p.latencyMs : Math.min(5, p.latencyMs));
+      if (ok) {
+        successAt.push(Date.now() - t0);
+        lim.onSuccess();
+        return;
+      }
+      rejected++;
+      lim.onOverload(p.retryAfterMs);
+      throw new TooMany(p.retryAfterMs);
+    };
+    let done = 0;
+    let failed = 0;
+    for (let i = 0; i < p.tasks; i++) {
+      withRetry(() => lim.run(send), classify, { attempts: 20, sleep, random }).then(
+        () => done++,
+        () => failed++,
+      );
+    }
+    while (done + failed < p.tasks) await vi.advanceTimersByTimeAsync(100);
+    const end = successAt.at(-1)!;
+    // Steady state: leave out the first 2 s (the server's initial burst, the first probes).
+    const steady = successAt.filter((t) => t >= 2000).length;
+    return { failed, rejected, share: (steady * 1000) / (end - 2000) / p.rate, limiter: lim };
+  }
+
+  it('sandbox-like bucket (burst = 1 s, Retry-After: 1 s, fast server): ≥ 85 % of R, few 429s', async () => {
+    const r = await simulate({ rate: 100, burst: 100, latencyMs: 2, concurrency: 8, tasks: 2500, retryAfterMs: 1000 });
+    expect(r.failed).toBe(0);
+    expect(r.share).toBeGreaterThanOrEqual(0.85);
+    expect(r.rejected).toBeLessThan(2500 * 0.02);
+  });
+
+  it('small burst, Retry-After: 1 s: ≥ 85 % of R, few 429s', async () => {
+    const r = await simulate({ rate: 100, burst: 20, latencyMs: 40, concurrency: 16, tasks: 3000, retryAfterMs: 1000 });
+    expect(r.failed).toBe(0);
+    expect(r.share).toBeGreaterThanOrEqual(0.85);
+    expect(r.rejected).toBeLessThan(3000 * 0.01);
+  });
+
+  it('slow server, no Retry-After: ≥ 85 % of R without a storm', async () => {
+    const r = await simulate({ rate: 50, burst: 10, latencyMs: 300, concurrency: 32, tasks: 1500 });
+    expect(r.failed).toBe(0);
+    expect(r.share).toBeGreaterThanOrEqual(0.85);
+    expect(r.rejected).toBeLessThan(1500 * 0.05);
+  });
+
+  it('fixed-window quota, no Retry-After: ≥ 85 % of R', async () => {
+    const r = await simulate({ rate: 50, fixedWindow: true, latencyMs: 20, concurrency: 8, tasks: 1500 });
+    expect(r.failed).toBe(0);
+    expect(r.share).toBeGreaterThanOrEqual(0.85);
+    expect(r.rejected).toBeLessThan(1500 * 0.05);
+  });
+
+  it('no rate limit: full speed, never paced', async () => {
+    const r = await simulate({ rate: 1e9, latencyMs: 10, concurrency: 8, tasks: 2000 });
+    expect(r.rejected).toBe(0);
+    expect(r.limiter.pacedRate).toBeUndefined();
+    expect(r.limiter.limit).toBe(8);
+  });
+});

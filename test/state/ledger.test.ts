@@ -1,0 +1,403 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import ts from 'typescript';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CareEtlError } from '../../src/core/issues.js';
+import { Ledger, contentHash, canonicalJson, normalizeBaseUrl } from '../../src/state/ledger.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = join(here, '..', '..');
+const BASE = 'https://api.example.test/fhir';
+
+let dir: string;
+const open: Ledger[] = [];
+function openLedger(path: string, opts?: Parameters<typeof Ledger.open>[1]): Ledger {
+  const l = Ledger.open(path, opts);
+  open.push(l);
+  return l;
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'care-etl-ledger-'));
+});
+afterEach(() => {
+  for (const l of open.splice(0)) l.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('Ledger entries', () => {
+  it('round-trips intent → synced → rejected (keeping the server id)', () => {
+    const s = openLedger(':memory:').scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    expect(s.get('patients', 'A')).toBeUndefined();
+
+    s.recordIntent({ mapping: 'patients', key: 'A', resourceType: 'Patient', hash: 'h1', matchValue: 'urn:mrn|A', runId: run });
+    expect(s.get('patients', 'A')).toMatchObject({
+      mapping: 'patients',
+      key: 'A',
+      resourceType: 'Patient',
+      status: 'pending',
+      hash: 'h1',
+      matchValue: 'urn:mrn|A',
+      lastRunId: run,
+    });
+    expect(s.get('patients', 'A')!.serverId).toBeUndefined();
+
+    s.recordSynced({ mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'p-1', versionId: '1', hash: 'h1', runId: run });
+    const synced = s.get('patients', 'A')!;
+    expect(synced).toMatchObject({ status: 'synced', serverId: 'p-1', versionId: '1', hash: 'h1', matchValue: 'urn:mrn|A' });
+    expect(Date.parse(synced.updatedAt)).not.toBeNaN();
+    expect(s.serverIdOf('patients', 'A')).toBe('p-1');
+
+    s.recordRejected({ mapping: 'patients', key: 'A', resourceType: 'Patient', runId: run, reason: 'HTTP 422 invalid birthDate' });
+    expect(s.get('patients', 'A')).toMatchObject({
+      status: 'rejected',
+      serverId: 'p-1',
+      versionId: '1',
+      hash: 'h1',
+      reason: 'HTTP 422 invalid birthDate',
+    });
+
+    // A later successful update clears the reason.
+    s.recordSynced({ mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'p-1', versionId: '2', hash: 'h2', runId: run });
+    const again = s.get('patients', 'A')!;
+    expect(again.status).toBe('synced');
+    expect(again.reason).toBeUndefined();
+    expect(again.versionId).toBe('2');
+  });
+
+  it('records a rejection of a never-created key without a server id', () => {
+    const s = openLedger(':memory:').scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordRejected({ mapping: 'patients', key: 'B', resourceType: 'Patient', runId: run });
+    expect(s.get('patients', 'B')).toMatchObject({ status: 'rejected', lastRunId: run });
+    expect(s.serverIdOf('patients', 'B')).toBeUndefined();
+    expect(s.counts()).toEqual({ pending: 0, synced: 0, rejected: 1 });
+  });
+
+  it('isolates scopes: same mapping/key under two tenants and two base URLs', () => {
+    const l = openLedger(':memory:');
+    const a = l.scope(BASE, 'tenant-a');
+    const b = l.scope(BASE, 'tenant-b');
+    const c = l.scope('https://other.example.test/fhir', 'tenant-a');
+    for (const [s, id] of [
+      [a, 'a-1'],
+      [b, 'b-1'],
+    ] as const) {
+      const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+      s.recordSynced({ mapping: 'patients', key: 'K', resourceType: 'Patient', serverId: id, hash: 'h', runId: run });
+    }
+    expect(a.serverIdOf('patients', 'K')).toBe('a-1');
+    expect(b.serverIdOf('patients', 'K')).toBe('b-1');
+    expect(c.get('patients', 'K')).toBeUndefined();
+    expect(a.keyOfServerId('Patient', 'b-1')).toBeUndefined();
+    a.setWatermark('observations', '2024-01-01T00:00:00Z');
+    expect(b.getWatermark('observations')).toBeUndefined();
+    expect(c.counts()).toEqual({ pending: 0, synced: 0, rejected: 0 });
+  });
+
+  it('treats base URLs differing only by a trailing slash or host case as one scope', () => {
+    expect(normalizeBaseUrl('https://API.example.test/fhir/')).toBe('https://api.example.test/fhir');
+    const l = openLedger(':memory:');
+    const s1 = l.scope('https://API.example.test/fhir/', 't');
+    const run = s1.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s1.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'x', hash: 'h', runId: run });
+    expect(l.scope('https://api.example.test/fhir', 't').serverIdOf('m', 'k')).toBe('x');
+  });
+
+  it('re-intending a key clears its old server id (a create makes a new one)', () => {
+    const s = openLedger(':memory:').scope(BASE, 't');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'gone', hash: 'h', runId: run });
+    s.recordIntent({ mapping: 'm', key: 'k', resourceType: 'Patient', hash: 'h2', runId: run });
+    expect(s.get('m', 'k')).toMatchObject({ status: 'pending', hash: 'h2' });
+    expect(s.serverIdOf('m', 'k')).toBeUndefined();
+    expect(s.keyOfServerId('Patient', 'gone')).toBeUndefined();
+  });
+
+  it('lists pending entries per mapping and overall, and counts', () => {
+    const s = openLedger(':memory:').scope(BASE, 't');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordIntent({ mapping: 'patients', key: 'p2', resourceType: 'Patient', hash: 'h', runId: run });
+    s.recordIntent({ mapping: 'patients', key: 'p1', resourceType: 'Patient', hash: 'h', runId: run });
+    s.recordIntent({ mapping: 'practitioners', key: 'd1', resourceType: 'Practitioner', hash: 'h', runId: run });
+    s.recordSynced({ mapping: 'patients', key: 'p3', resourceType: 'Patient', serverId: 'x', hash: 'h', runId: run });
+    expect(s.pending('patients').map((e) => e.key)).toEqual(['p1', 'p2']);
+    expect(s.pending().map((e) => `${e.mapping}/${e.key}`)).toEqual(['patients/p1', 'patients/p2', 'practitioners/d1']);
+    expect(s.counts('patients')).toEqual({ pending: 2, synced: 1, rejected: 0 });
+    expect(s.counts()).toEqual({ pending: 3, synced: 1, rejected: 0 });
+  });
+
+  it('markSeen / notSeenSince / markEnded drive onMissing: end', () => {
+    const s = openLedger(':memory:').scope(BASE, 't');
+    const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    for (const k of ['a', 'b', 'c', 'd']) {
+      s.recordSynced({ mapping: 'teams', key: k, resourceType: 'CareTeam', serverId: `ct-${k}`, hash: `h-${k}`, runId: run1 });
+    }
+    s.recordRejected({ mapping: 'teams', key: 'r', resourceType: 'CareTeam', runId: run1 });
+    s.finishRun(run1, 'completed', { created: 4 });
+
+    const run2 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    expect(run2).toBeGreaterThan(run1);
+    s.markSeen('teams', ['a', 'c', 'not-in-ledger'], run2);
+    s.recordSynced({ mapping: 'teams', key: 'b', resourceType: 'CareTeam', serverId: 'ct-b', hash: 'h-b2', runId: run2 });
+    expect(s.get('teams', 'a')!.lastRunId).toBe(run2);
+    expect(s.get('not-in-ledger', 'x')).toBeUndefined();
+
+    const missing = s.notSeenSince('teams', run2);
+    expect(missing.map((e) => e.key)).toEqual(['d']); // rejected 'r' is not synced: not ended
+
+    s.markEnded('teams', 'd', '2024-05-01T00:00:00Z', '3', 'h-d-ended');
+    expect(s.get('teams', 'd')).toMatchObject({ endedAt: '2024-05-01T00:00:00Z', versionId: '3', hash: 'h-d-ended', status: 'synced' });
+    expect(s.notSeenSince('teams', run2)).toEqual([]);
+
+    // markEnded without version/hash keeps the old ones.
+    s.markEnded('teams', 'a', '2024-06-01T00:00:00Z');
+    expect(s.get('teams', 'a')).toMatchObject({ endedAt: '2024-06-01T00:00:00Z', hash: 'h-a' });
+
+    // The key comes back in the source and is re-synced: no longer ended.
+    const run3 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordSynced({ mapping: 'teams', key: 'd', resourceType: 'CareTeam', serverId: 'ct-d', versionId: '4', hash: 'h-d', runId: run3 });
+    expect(s.get('teams', 'd')!.endedAt).toBeUndefined();
+  });
+
+  it('marks 50,000 keys in one call', () => {
+    const s = openLedger(join(dir, 'big.db')).scope(BASE, 't');
+    const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    const keys = Array.from({ length: 50_000 }, (_, i) => `MRN-${i}`);
+    s.transaction(() => {
+      for (const k of keys) s.recordSynced({ mapping: 'patients', key: k, resourceType: 'Patient', serverId: `id-${k}`, hash: 'h', runId: run1 });
+    });
+    const run2 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.markSeen('patients', keys.slice(0, 49_990), run2);
+    expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(49_990).sort());
+    expect(s.keyOfServerId('Patient', 'id-MRN-1234')).toEqual({ mapping: 'patients', key: 'MRN-1234' });
+  });
+
+  it('rolls back a transaction whose function throws, and rethrows its error untouched', () => {
+    const s = openLedger(':memory:').scope(BASE, 't');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    const boom = new Error('boom');
+    expect(() =>
+      s.transaction(() => {
+        s.recordIntent({ mapping: 'm', key: 'k', resourceType: 'Patient', hash: 'h', runId: run });
+        throw boom;
+      }),
+    ).toThrow(boom);
+    expect(s.get('m', 'k')).toBeUndefined();
+    expect(s.transaction(() => 42)).toBe(42);
+  });
+
+  it('keeps watermarks and run history', () => {
+    const l = openLedger(':memory:', { now: () => new Date('2024-01-02T03:04:05.000Z') });
+    const s = l.scope(BASE, 't');
+    expect(s.getWatermark('observations')).toBeUndefined();
+    s.setWatermark('observations', '2024-01-01T00:00:00Z');
+    s.setWatermark('observations', '2024-02-01T00:00:00Z');
+    expect(s.getWatermark('observations')).toBe('2024-02-01T00:00:00Z');
+
+    const r1 = s.beginRun({ mappingFile: 'a.yaml', dryRun: true });
+    s.finishRun(r1, 'failed', { errors: 2 });
+    const r2 = s.beginRun({ mappingFile: 'b.yaml', dryRun: false });
+    expect(s.recentRuns()).toEqual([
+      { id: r2, mappingFile: 'b.yaml', dryRun: false, startedAt: '2024-01-02T03:04:05.000Z' },
+      {
+        id: r1,
+        mappingFile: 'a.yaml',
+        dryRun: true,
+        startedAt: '2024-01-02T03:04:05.000Z',
+        finishedAt: '2024-01-02T03:04:05.000Z',
+        outcome: 'failed',
+        summary: { errors: 2 },
+      },
+    ]);
+  });
+
+  it('finds the source key of a server id (for $sourceKey in exports)', () => {
+    const s = openLedger(':memory:').scope(BASE, 't');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordSynced({ mapping: 'patients', key: 'MRN-9', resourceType: 'Patient', serverId: '42', hash: 'h', runId: run });
+    s.recordSynced({ mapping: 'practitioners', key: 'NPI-1', resourceType: 'Practitioner', serverId: '42', hash: 'h', runId: run });
+    expect(s.keyOfServerId('Patient', '42')).toEqual({ mapping: 'patients', key: 'MRN-9' });
+    expect(s.keyOfServerId('Practitioner', '42')).toEqual({ mapping: 'practitioners', key: 'NPI-1' });
+    expect(s.keyOfServerId('CareTeam', '42')).toBeUndefined();
+  });
+});
+
+describe('Ledger file', () => {
+  it('keeps a recorded intent across close and a fresh open', () => {
+    const path = join(dir, '.care-etl', 'state.db');
+    const l1 = Ledger.open(path);
+    const s1 = l1.scope(BASE, 't');
+    const run = s1.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s1.recordIntent({ mapping: 'patients', key: 'A', resourceType: 'Patient', hash: 'h', matchValue: 'urn:mrn|A', runId: run });
+    s1.setWatermark('w', 'v');
+    l1.close();
+
+    const s2 = openLedger(path).scope(BASE, 't');
+    expect(s2.pending()).toMatchObject([{ mapping: 'patients', key: 'A', status: 'pending', matchValue: 'urn:mrn|A', lastRunId: run }]);
+    expect(s2.getWatermark('w')).toBe('v');
+    expect(s2.beginRun({ mappingFile: 'm.yaml', dryRun: false })).toBeGreaterThan(run);
+  });
+
+  it('creates the folder 0700 and the db file (and its WAL) 0600 whatever the umask', () => {
+    const path = join(dir, 'nested', '.care-etl', 'state.db');
+    let previous: number | undefined;
+    try {
+      previous = process.umask(0o000);
+    } catch {
+      // worker threads cannot change the umask: the default one still proves the point
+    }
+    try {
+      const l = openLedger(path);
+      const s = l.scope(BASE, 't');
+      s.recordIntent({ mapping: 'm', key: 'k', resourceType: 'Patient', hash: 'h', runId: s.beginRun({ mappingFile: 'm', dryRun: false }) });
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      expect(statSync(dirname(path)).mode & 0o777).toBe(0o700);
+      for (const side of ['-wal', '-shm']) {
+        if (existsSync(path + side)) expect(statSync(path + side).mode & 0o777).toBe(0o600);
+      }
+    } finally {
+      if (previous !== undefined) process.umask(previous);
+    }
+  });
+
+  it('refuses a second concurrent opener of the same file with a clear error', () => {
+    const path = join(dir, 'state.db');
+    openLedger(path);
+    let err: unknown;
+    try {
+      openLedger(path, { busyTimeoutMs: 50 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    expect((err as CareEtlError).message).toMatch(/in use/);
+  });
+
+  it('turns a file that is not a state db into a CareEtlError with a hint', () => {
+    const path = join(dir, 'state.db');
+    writeFileSync(path, 'this is not sqlite at all, just some text that is long enough'.repeat(100));
+    let err: unknown;
+    try {
+      openLedger(path);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    expect((err as CareEtlError).hint).toMatch(/delete or move the state file with --state/);
+  });
+
+  it('refuses a state file from a newer schema', async () => {
+    const path = join(dir, 'state.db');
+    Ledger.open(path).close();
+    const { default: Database } = await import('better-sqlite3');
+    const raw = new Database(path);
+    raw.pragma('user_version = 99');
+    raw.close();
+    expect(() => openLedger(path)).toThrow(/newer care-etl/);
+  });
+
+  it('reports statement failures after close as CareEtlError', () => {
+    const l = Ledger.open(':memory:');
+    const s = l.scope(BASE, 't');
+    l.close();
+    expect(() => s.get('m', 'never-prepared')).toThrow(CareEtlError);
+  });
+
+  it(
+    'finds the intent pending after the writing process is killed with SIGKILL',
+    async () => {
+      // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
+      const out = join(dir, 'build');
+      const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
+      for (const rel of ['src/state/ledger.ts', 'src/core/issues.ts']) {
+        const js = ts
+          .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
+            compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
+          })
+          .outputText.replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
+        const dest = join(out, rel.replace(/\.ts$/, '.js'));
+        mkdirSync(dirname(dest), { recursive: true });
+        writeFileSync(dest, js);
+      }
+      const moduleUrl = pathToFileURL(join(out, 'src/state/ledger.js')).href;
+      const path = join(dir, 'killed', 'state.db');
+
+      const child = spawn(process.execPath, [join(here, 'fixtures', 'intent-then-wait.mjs'), moduleUrl, path], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+      await new Promise<void>((resolve, reject) => {
+        let stdout = '';
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          if (stdout.includes('written')) resolve();
+        });
+        child.on('exit', (code) => reject(new Error(`child exited (${code}) before writing: ${stderr}`)));
+      });
+
+      // While the child holds the file, a second run is refused.
+      expect(() => openLedger(path, { busyTimeoutMs: 50 })).toThrow(/in use/);
+
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+
+      const s = openLedger(path).scope(BASE, 'tenant-a');
+      expect(s.pending()).toMatchObject([
+        { mapping: 'patients', key: 'MRN-001', status: 'pending', resourceType: 'Patient', hash: 'h1', matchValue: 'urn:clinic:mrn|MRN-001' },
+      ]);
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+    },
+    30_000,
+  );
+});
+
+describe('contentHash', () => {
+  const patient = {
+    resourceType: 'Patient',
+    identifier: [{ system: 'urn:mrn', value: '001' }],
+    name: [{ family: 'Doe', given: ['J'] }],
+    birthDate: '1970-01-01',
+    active: true,
+  };
+
+  it('is a sha256 hex digest independent of key order at every depth', () => {
+    const reordered = {
+      active: true,
+      birthDate: '1970-01-01',
+      name: [{ given: ['J'], family: 'Doe' }],
+      identifier: [{ value: '001', system: 'urn:mrn' }],
+      resourceType: 'Patient',
+    };
+    expect(contentHash(patient)).toMatch(/^[0-9a-f]{64}$/);
+    expect(contentHash(reordered)).toBe(contentHash(patient));
+  });
+
+  it('ignores the top-level id and meta and undefined members', () => {
+    expect(contentHash({ ...patient, id: '123', meta: { versionId: '7', lastUpdated: 'x' } })).toBe(contentHash(patient));
+    expect(contentHash({ ...patient, gender: undefined })).toBe(contentHash(patient));
+  });
+
+  it('changes when a value changes, including nested ids and array order', () => {
+    const h = contentHash(patient);
+    expect(contentHash({ ...patient, birthDate: '1970-01-02' })).not.toBe(h);
+    expect(contentHash({ ...patient, active: false })).not.toBe(h);
+    expect(contentHash({ ...patient, name: [{ family: 'Doe', given: ['J', 'K'] }] })).not.toBe(h);
+    expect(contentHash({ ...patient, name: [{ id: 'n1', family: 'Doe', given: ['J'] }] })).not.toBe(h);
+    expect(contentHash([1, 2])).not.toBe(contentHash([2, 1]));
+    expect(contentHash({ a: '1' })).not.toBe(contentHash({ a: 1 }));
+  });
+
+  it('serialises like JSON with sorted keys', () => {
+    expect(canonicalJson({ b: [1, undefined, 'x'], a: { d: null, c: new Date(0) }, e: undefined })).toBe(
+      '{"a":{"c":"1970-01-01T00:00:00.000Z","d":null},"b":[1,null,"x"]}',
+    );
+  });
+});
