@@ -148,3 +148,15 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     expect(report.totals).toMatchObject({ created: 0, updated: 0, unchanged: 64 });
   });
 });
+
+describe('care-etl run --max-errors', () => {
+  it('stops early once more rows than allowed were rejected, and says so', async () => {
+    const dir = copyTree('examples/clinic');
+    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--max-errors', '2', '--json']);
+    expect(res.code).toBe(1);
+    const report = JSON.parse(res.stdout) as RunReport;
+    expect(report.stoppedEarly).toMatch(/--max-errors/);
+    expect(report.totals.rejected).toBe(3);
+    expect(report.mappings.careteam.read).toBe(0);
+  });
+});
