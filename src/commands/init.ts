@@ -1,0 +1,48 @@
+import { Command, Flags } from '@oclif/core';
+import type { ErrorJson } from '../cli/render.js';
+import type { StarterResult } from '../init/starter-mapping.js';
+
+export type InitResult = Omit<StarterResult, 'text'> | ErrorJson;
+
+export default class Init extends Command {
+  static override summary = 'Write a starter mapping file for the given export files.';
+  static override description = `Reads the header (CSV) or the first records (JSON, NDJSON) of each export and writes a mapping with one resource per export: its type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every column listed as a commented field to fill in, and TODO markers where a choice is needed. \`care-etl validate\` reports every TODO left with its line and column.
+
+An existing file is never overwritten without --force.
+
+Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
+  static override examples = [
+    '<%= config.bin %> init --from data/patients.csv --from data/staff.json --from data/assignments.csv',
+    '<%= config.bin %> init --from export/Patient.ndjson --out onboarding/mapping.yaml --force',
+  ];
+  static override enableJsonFlag = true;
+  static override flags = {
+    from: Flags.string({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
+    out: Flags.string({ description: 'the mapping file to write', default: 'mapping.yaml' }),
+    force: Flags.boolean({ description: 'overwrite the output file if it exists' }),
+  };
+
+  async run(): Promise<InitResult> {
+    const { flags } = await this.parse(Init);
+    const [{ writeStarterMapping }, { describeError, table }] = await Promise.all([import('../init/starter-mapping.js'), import('../cli/render.js')]);
+    try {
+      const result = await writeStarterMapping({ from: flags.from, out: flags.out, force: flags.force });
+      if (!this.jsonEnabled()) {
+        this.log(`Wrote ${flags.out}:`);
+        this.log(table(['export', 'source', 'mapping', 'type', 'key'], result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')])));
+        this.log(
+          result.todos
+            ? `${result.todos} TODO marker${result.todos === 1 ? '' : 's'} to resolve: \`care-etl validate ${flags.out}\` lists them with their positions.`
+            : `Next: uncomment the fields you need, then \`care-etl validate ${flags.out}\`.`,
+        );
+      }
+      const { text: _text, ...rest } = result;
+      return rest;
+    } catch (err) {
+      const { text, json } = describeError(err);
+      if (!this.jsonEnabled()) process.stderr.write(`${text}\n`);
+      process.exitCode = json.exitCode;
+      return json;
+    }
+  }
+}

@@ -1,0 +1,43 @@
+import { Args, Command, Flags } from '@oclif/core';
+import type { TestReport } from '../mapping-tests/types.js';
+
+export default class Test extends Command {
+  static override summary = 'Run the test cases of mapping files (*.test.yaml), offline.';
+  static override description = `Finds every *.test.yaml under the given files and folders (default: the current folder) and runs its cases: input rows (inline or from a fixture file) go through one resource mapping exactly as in \`care-etl run\` — key, groupBy, map, schema validation — with $ref targets stubbed from the case's refs:, and the result is compared with the expected resource (expect), part of it (expectSubset) or rejection (reject). No server is contacted.
+
+Failures show a structural diff (path, expected, got) and, for rejections, the file:line:column of the failing expression in the mapping. Test files are described in schemas/mapping-test.schema.json.
+
+Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mapping is broken (or no test file was found).`;
+  static override examples = [
+    '<%= config.bin %> test',
+    '<%= config.bin %> test mappings/synthea',
+    '<%= config.bin %> test mappings/synthea/mapping.yaml',
+    '<%= config.bin %> test mappings examples --json',
+    '<%= config.bin %> test mapping.test.yaml --grep careteam',
+  ];
+  static override enableJsonFlag = true;
+  static override strict = false;
+  static override args = {
+    paths: Args.string({ description: 'test files (*.test.yaml), folders to search recursively, or mapping files (their tests beside them); default: the current folder', required: false }),
+  };
+  static override flags = {
+    grep: Flags.string({ char: 'g', description: 'only run the cases whose name contains this text' }),
+  };
+
+  async run(): Promise<TestReport> {
+    const { argv, flags } = await this.parse(Test);
+    const [{ runMappingTests }, { formatFile, formatSummary }] = await Promise.all([import('../mapping-tests/run-mapping-tests.js'), import('../mapping-tests/format-report.js')]);
+    const json = this.jsonEnabled();
+    const color = !json && process.stdout.isTTY === true && !process.env.NO_COLOR;
+    const report = await runMappingTests(argv as string[], {
+      grep: flags.grep,
+      onFile: json ? undefined : (r) => this.log(formatFile(r, { color }).join('\n')),
+    });
+    if (!json) {
+      this.log('');
+      this.log(formatSummary(report, { color }));
+    }
+    process.exitCode = report.exitCode;
+    return report;
+  }
+}

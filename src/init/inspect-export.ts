@@ -1,0 +1,194 @@
+/**
+ * What `care-etl init` needs to know about an export file: its format, the CSV delimiter, where the records
+ * of a JSON document are, the column names (`readHeader`) and a few facts sampled from the first records
+ * (date layouts, sex codes, boolean spellings). Only such derived facts are kept, never values that could
+ * identify a person.
+ */
+import { open, readFile, stat } from 'node:fs/promises';
+import { basename, extname } from 'node:path';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { detectFormat, openSource, readHeader } from '../sources/open-source.js';
+import type { SourceConfig, SourceFormat } from '../sources/types.js';
+
+export const SAMPLE_RECORDS = 50;
+/** JSON documents whose records are not the top-level array are read whole to find them: up to this size. */
+export const RECORDS_SEARCH_MAX_BYTES = 64 * 1024 * 1024;
+
+export interface ColumnFacts {
+  name: string;
+  /** Sampled non-empty values are all JSON booleans / all of these spellings. */
+  booleans?: 'json' | { true: string; false: string };
+  /** Date layout in `$date` format tokens, when every sampled value has the same one. */
+  dateFormat?: string;
+  /** Distinct short codes (≤ 12, each ≤ 12 characters) of a sex/gender column. */
+  codes?: string[];
+  /** Some sampled value is non-empty. */
+  seen: boolean;
+}
+
+export interface ExportFacts {
+  path: string;
+  format: SourceFormat;
+  /** CSV delimiter when not `,` (and not a tab in a `.tsv`). */
+  delimiter?: string;
+  /** JSON: the path of the records array; `null` when it could not be found. */
+  records?: string | null;
+  columns: ColumnFacts[];
+}
+
+const DELIMITERS = [',', ';', '\t', '|'];
+
+/** The delimiter occurring most often outside quotes in the first line. */
+export function sniffDelimiter(firstLine: string): string {
+  const counts = new Map<string, number>(DELIMITERS.map((d) => [d, 0]));
+  let quoted = false;
+  for (const ch of firstLine) {
+    if (ch === '"') quoted = !quoted;
+    else if (!quoted && counts.has(ch)) counts.set(ch, counts.get(ch)! + 1);
+  }
+  let best = ',';
+  for (const d of DELIMITERS) if (counts.get(d)! > counts.get(best)!) best = d;
+  return best;
+}
+
+async function firstLine(path: string): Promise<string> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    let text = buf.subarray(0, bytesRead).toString('utf8');
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    const nl = text.search(/\r?\n/);
+    return nl < 0 ? text : text.slice(0, nl);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Path (`a.b`) of the first array of objects in the document, breadth first, at most 3 levels deep. */
+export function findRecordsPath(doc: unknown): string | undefined {
+  const isPlainKey = (k: string) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k);
+  let level: { value: unknown; path: string[] }[] = [{ value: doc, path: [] }];
+  for (let depth = 0; depth < 3 && level.length; depth++) {
+    const next: typeof level = [];
+    for (const { value, path } of level) {
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) continue;
+      for (const [k, v] of Object.entries(value)) {
+        if (!isPlainKey(k)) continue;
+        if (Array.isArray(v) && v.length > 0 && v.every((x) => x !== null && typeof x === 'object' && !Array.isArray(x))) return [...path, k].join('.');
+        next.push({ value: v, path: [...path, k] });
+      }
+    }
+    level = next;
+  }
+  return undefined;
+}
+
+const DATE_LAYOUTS: { re: RegExp; format: (samples: string[]) => string }[] = [
+  { re: /^\d{4}-\d{2}-\d{2}$/, format: () => 'YYYY-MM-DD' },
+  { re: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/, format: () => 'YYYY-MM-DDTHH:mm:ssZ' },
+  { re: /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/, format: () => 'YYYY-MM-DD HH:mm:ss' },
+  { re: /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$/, format: () => 'YYYY-MM-DD HH:mm' },
+  { re: /^\d{2}\/\d{2}\/\d{4}$/, format: (s) => (s.some((v) => Number(v.slice(0, 2)) > 12) ? 'DD/MM/YYYY' : 'MM/DD/YYYY') },
+  { re: /^\d{1,2}\/\d{1,2}\/\d{4}$/, format: (s) => (s.some((v) => Number(v.split('/')[0]) > 12) ? 'D/M/YYYY' : 'M/D/YYYY') },
+  { re: /^\d{2}\.\d{2}\.\d{4}$/, format: () => 'DD.MM.YYYY' },
+  { re: /^\d{8}$/, format: () => 'YYYYMMDD' },
+];
+
+function dateLayout(values: string[]): string | undefined {
+  if (!values.length) return undefined;
+  for (const l of DATE_LAYOUTS) if (values.every((v) => l.re.test(v))) return l.format(values);
+  // mixed padding (1/5/2020 and 12/25/2020) is the same layout as M/D/YYYY
+  const slash = DATE_LAYOUTS[5]!;
+  if (values.every((v) => slash.re.test(v))) return slash.format(values);
+  return undefined;
+}
+
+const BOOLEAN_SPELLINGS: [string, string][] = [
+  ['Y', 'N'],
+  ['y', 'n'],
+  ['Yes', 'No'],
+  ['YES', 'NO'],
+  ['true', 'false'],
+  ['TRUE', 'FALSE'],
+  ['True', 'False'],
+  ['1', '0'],
+  ['T', 'F'],
+];
+
+export const normalizeColumn = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, '');
+export const isSexColumn = (name: string) => ['sex', 'gender', 'administrativegender', 'sexcode', 'gendercode'].includes(normalizeColumn(name));
+export const isDateColumn = (name: string) => /(dob|date|birth|start|end|stop|_dt$|dt$|since|until|from$|to$)/i.test(name) && !/update|created|modified/i.test(name);
+
+export async function inspectExport(path: string, shown = basename(path)): Promise<ExportFacts> {
+  const format = detectFormat(path);
+  const fail = (message: string, code: string) =>
+    new CareEtlError(`${shown}: ${message}`, { issues: [{ severity: 'error', code, message, location: { file: shown } }], exitCode: ExitCode.config });
+  if (!format) throw fail(`cannot tell the format from the extension \`${extname(path) || '(none)'}\`; use .csv, .tsv, .txt, .json, .ndjson or .jsonl`, 'source-format');
+  try {
+    const st = await stat(path);
+    if (!st.isFile()) throw fail('not a regular file', 'source-read');
+  } catch (err) {
+    if (err instanceof CareEtlError) throw err;
+    throw fail(`file not found (${(err as NodeJS.ErrnoException).code ?? 'error'})`, 'source-not-found');
+  }
+
+  const facts: ExportFacts = { path, format, columns: [] };
+  const cfg: SourceConfig = { name: 'export', path, format };
+  if (format === 'csv') {
+    const d = sniffDelimiter(await firstLine(path));
+    const tsv = extname(path).toLowerCase() === '.tsv';
+    cfg.csv = { delimiter: d };
+    if (d !== ',' && !(tsv && d === '\t')) facts.delimiter = d;
+  }
+
+  let columns: string[];
+  try {
+    columns = await readHeader(cfg);
+  } catch (err) {
+    const code = err instanceof CareEtlError ? err.issues[0]?.code : undefined;
+    if (format !== 'json' || code !== 'json-records') throw err;
+    // Not a top-level array: look for the records inside the document.
+    const size = (await stat(path)).size;
+    let found: string | undefined;
+    if (size <= RECORDS_SEARCH_MAX_BYTES) {
+      try {
+        found = findRecordsPath(JSON.parse(await readFile(path, 'utf8')) as unknown);
+      } catch {
+        found = undefined;
+      }
+    }
+    facts.records = found ?? null;
+    if (!found) return facts;
+    cfg.records = found;
+    columns = await readHeader(cfg);
+  }
+
+  const samples = new Map<string, unknown[]>(columns.map((c) => [c, []]));
+  let n = 0;
+  for await (const item of openSource(cfg)) {
+    if (item.ok) {
+      for (const c of columns) {
+        const v = item.data[c];
+        if (v !== undefined && v !== null && v !== '') samples.get(c)!.push(v);
+      }
+    }
+    if (++n >= SAMPLE_RECORDS) break;
+  }
+
+  for (const name of columns) {
+    const values = samples.get(name)!;
+    const col: ColumnFacts = { name, seen: values.length > 0 };
+    const texts = values.filter((v): v is string => typeof v === 'string').map((v) => v.trim());
+    if (values.length && values.every((v) => typeof v === 'boolean')) col.booleans = 'json';
+    else if (texts.length === values.length && texts.length) {
+      const distinct = new Set(texts);
+      const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
+      if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
+      if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
+      if (isSexColumn(name) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12)) col.codes = [...distinct].sort();
+    }
+    facts.columns.push(col);
+  }
+  return facts;
+}

@@ -1,0 +1,491 @@
+/**
+ * `care-etl init`: a starter mapping for the given export files. One resource mapping per export, its
+ * type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every
+ * column listed in the `map` as a commented field to fill in, and a TODO marker wherever a decision is
+ * needed. TODO markers are chosen so that `care-etl validate` reports each one with its position until it
+ * is resolved: `type: TODO` breaks the schema, `$TODO("…")` is an unknown function.
+ */
+import { writeFile } from 'node:fs/promises';
+import { basename, dirname, extname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import type { ResourceType } from '../mapping/types.js';
+import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
+
+export const MAPPING_SCHEMA_PATH = fileURLToPath(new URL('../../schemas/mapping.schema.json', import.meta.url));
+export const NPI_SYSTEM = 'http://hl7.org/fhir/sid/us-npi';
+
+export interface StarterOptions {
+  /** Export files (CSV, JSON, NDJSON). */
+  from: string[];
+  /** The mapping file to write (default `mapping.yaml`); source paths are written relative to its folder. */
+  out?: string;
+  /** Base of relative paths (default `process.cwd()`). */
+  cwd?: string;
+}
+
+export interface StarterResource {
+  file: string;
+  source: string;
+  name: string;
+  type?: ResourceType;
+  /** Why this type was chosen (or why none was). */
+  reason: string;
+  key?: string;
+  groupBy?: string;
+}
+
+export interface StarterResult {
+  out: string;
+  text: string;
+  resources: StarterResource[];
+  /** Active TODO markers left to resolve (outside comments). */
+  todos: number;
+}
+
+// ------------------------------------------------------------------------------------------ column roles
+
+type Role =
+  | 'first' | 'middle' | 'last' | 'prefix' | 'fullname' | 'dob' | 'sex' | 'phone' | 'mobile' | 'workphone' | 'fax' | 'email'
+  | 'addr1' | 'addr2' | 'city' | 'state' | 'zip' | 'country' | 'active' | 'role' | 'qualification' | 'start' | 'end';
+
+const ROLE_NAMES: Record<Role, string[]> = {
+  first: ['first', 'firstname', 'givenname', 'given', 'fname', 'forename'],
+  middle: ['middle', 'middlename', 'mname', 'middleinitial'],
+  last: ['last', 'lastname', 'familyname', 'family', 'surname', 'lname'],
+  prefix: ['prefix', 'title', 'salutation'],
+  fullname: ['name', 'fullname', 'displayname', 'providername', 'patientname', 'staffname'],
+  dob: ['dob', 'birthdate', 'dateofbirth', 'birthday', 'birthdt', 'dobdate'],
+  sex: ['sex', 'gender', 'administrativegender', 'sexcode', 'gendercode'],
+  phone: ['phone', 'phonenumber', 'telephone', 'tel', 'homephone', 'phonehome', 'primaryphone'],
+  mobile: ['mobile', 'mobilephone', 'cell', 'cellphone', 'phonemobile', 'phonecell'],
+  workphone: ['workphone', 'phonework', 'officephone', 'businessphone'],
+  fax: ['fax', 'faxnumber'],
+  email: ['email', 'emailaddress', 'mail'],
+  addr1: ['address', 'address1', 'addressline1', 'street', 'streetaddress', 'line1', 'addr1', 'addr'],
+  addr2: ['address2', 'addressline2', 'line2', 'addr2', 'apt', 'suite'],
+  city: ['city', 'town'],
+  state: ['state', 'province', 'region', 'stateprovince'],
+  zip: ['zip', 'zipcode', 'postalcode', 'postcode'],
+  country: ['country', 'countrycode'],
+  active: ['active', 'isactive', 'enabled'],
+  role: ['role', 'staffrole', 'position', 'jobtitle', 'speciality', 'specialty', 'discipline', 'providertype'],
+  qualification: ['credentials', 'credential', 'degree', 'qualification', 'qualifications'],
+  start: ['start', 'startdate', 'from', 'fromdate', 'begin', 'begindate', 'assigned', 'assigneddate', 'since', 'effectivedate'],
+  end: ['end', 'enddate', 'stop', 'to', 'todate', 'until', 'thru', 'through', 'discharged', 'dischargedate'],
+};
+
+const PATIENT_KEYS = ['mrn', 'medicalrecordnumber', 'patientmrn', 'patientid', 'patientnumber', 'clientid', 'clientnumber', 'chartnumber', 'chartno', 'id'];
+const PRACTITIONER_KEYS = ['npi', 'providernpi', 'practitionernpi', 'providerid', 'practitionerid', 'staffid', 'clinicianid', 'employeeid', 'id'];
+const CARETEAM_PATIENT = ['mrn', 'patientmrn', 'patientid', 'patient', 'patientnumber', 'chartnumber', 'medicalrecordnumber'];
+const CARETEAM_MEMBER = ['npi', 'providernpi', 'practitionernpi', 'provider', 'providerid', 'practitioner', 'practitionerid', 'clinician', 'clinicianid', 'staffid'];
+
+const findColumn = (cols: ColumnFacts[], names: string[]) => {
+  for (const n of names) {
+    const c = cols.find((col) => normalizeColumn(col.name) === n);
+    if (c) return c;
+  }
+  return undefined;
+};
+
+function roleOf(col: ColumnFacts): Role | undefined {
+  const n = normalizeColumn(col.name);
+  for (const [role, names] of Object.entries(ROLE_NAMES) as [Role, string[]][]) if (names.includes(n)) return role;
+  return undefined;
+}
+
+// ------------------------------------------------------------------------------------------ text helpers
+
+/** A JSONata field reference: `MRN`, or `` `First Name` `` for names that are not identifiers. */
+export function field(name: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : `\`${name}\``;
+}
+
+/** A YAML scalar: plain when safe, else single-quoted when that needs no escape, else double-quoted (JSON escapes are valid YAML). */
+function yamlScalar(s: string): string {
+  if (/^[A-Za-z0-9_./][A-Za-z0-9_./ -]*$/.test(s) && !s.endsWith(' ') && !/^(true|false|null|yes|no|on|off|~|[0-9.+-]+)$/i.test(s)) return s;
+  if (!s.includes("'") && !/[\n\r\t\\]/.test(s) && s.includes('"')) return `'${s}'`;
+  return JSON.stringify(s);
+}
+
+const posix = (p: string) => p.split(sep).join('/');
+
+function relativeFrom(dir: string, target: string): string {
+  const rel = relative(dir, target);
+  if (isAbsolute(rel)) return posix(target);
+  return posix(rel) || '.';
+}
+
+const todo = (hint: string) => `$TODO(${JSON.stringify(hint)})`;
+
+// ------------------------------------------------------------------------------------------ type guess
+
+interface Guess {
+  type?: ResourceType;
+  reason: string;
+}
+
+export function guessType(file: string, cols: ColumnFacts[]): Guess {
+  const base = basename(file, extname(file)).toLowerCase();
+  const patientCol = findColumn(cols, ['mrn', 'medicalrecordnumber', 'patientmrn']);
+  const npiCol = findColumn(cols, ['npi', 'providernpi', 'practitionernpi']);
+  if (/care.?team|assignment|caseload|encounter|visit|appointment|episode|referral/.test(base)) return { type: 'CareTeam', reason: `guessed from the file name \`${basename(file)}\`` };
+  if (/patient|client/.test(base)) return { type: 'Patient', reason: `guessed from the file name \`${basename(file)}\`` };
+  if (/practitioner|provider|clinician|staff|physician|doctor|therapist|employee|user/.test(base)) return { type: 'Practitioner', reason: `guessed from the file name \`${basename(file)}\`` };
+  if (patientCol && npiCol) return { type: 'CareTeam', reason: `guessed from the columns ${patientCol.name} and ${npiCol.name}` };
+  if (patientCol) return { type: 'Patient', reason: `guessed from the column ${patientCol.name}` };
+  if (npiCol) return { type: 'Practitioner', reason: `guessed from the column ${npiCol.name}` };
+  return { reason: 'no obvious type: neither the file name nor the columns (MRN, NPI) tell' };
+}
+
+// ------------------------------------------------------------------------------------------ generation
+
+interface Ctx {
+  todos: number;
+  genderLookup: boolean;
+  patientName?: string;
+  practitionerName?: string;
+}
+
+const FHIR_GENDERS = ['male', 'female', 'other', 'unknown'];
+
+function genderCodeLabel(code: string): string | undefined {
+  const c = code.toLowerCase();
+  if (c === 'm' || c === 'male') return 'male';
+  if (c === 'f' || c === 'female') return 'female';
+  if (c === 'u' || c === 'unk' || c === 'unknown') return 'unknown';
+  if (c === 'o' || c === 'other') return 'other';
+  return undefined;
+}
+
+function needsGenderLookup(col: ColumnFacts): boolean {
+  return !(col.codes && col.codes.length > 0 && col.codes.every((c) => FHIR_GENDERS.includes(c)));
+}
+
+function dateCall(fn: '$date' | '$dateTime', col: ColumnFacts): string {
+  return `${fn}(${field(col.name)}, ${col.dateFormat ? JSON.stringify(col.dateFormat) : todo(`the date format of ${col.name}, e.g. MM/DD/YYYY`)})`;
+}
+
+function activeExpr(col: ColumnFacts): string {
+  if (col.booleans === 'json') return field(col.name);
+  if (col.booleans) return `${field(col.name)} = ${JSON.stringify(col.booleans.true)}`;
+  return `${field(col.name)} = ${todo(`the value of ${col.name} that means active, e.g. "Y"`)}`;
+}
+
+/** Commented field lines (`/* "name": …, *\/`) for the columns with an obvious use; returns the columns used. */
+function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used: Set<string>): { lines: string[]; extension: string[] } {
+  const by = new Map<Role, ColumnFacts>();
+  for (const c of cols) {
+    if (used.has(c.name)) continue;
+    const r = roleOf(c);
+    if (r && !by.has(r)) by.set(r, c);
+  }
+  const take = (r: Role) => {
+    const c = by.get(r);
+    if (c) used.add(c.name);
+    return c;
+  };
+  const lines: string[] = [];
+  const extension: string[] = [];
+
+  const first = take('first');
+  const middle = take('middle');
+  const last = take('last');
+  const prefix = take('prefix');
+  const full = first || last ? undefined : take('fullname');
+  if (first || last || middle) {
+    const given = [first, middle].filter(Boolean).map((c) => `$name(${field(c!.name)})`);
+    const parts = [
+      type === 'Patient' ? '"use": "official"' : undefined,
+      last ? `"family": $name(${field(last.name)})` : undefined,
+      given.length ? `"given": [${given.join(', ')}]` : undefined,
+      prefix ? `"prefix": [${field(prefix.name)}]` : undefined,
+    ].filter(Boolean);
+    lines.push(`"name": [{ ${parts.join(', ')} }],`);
+  } else if (full) {
+    lines.push(`"name": [{ "family": $name($substringAfter(${field(full.name)}, " ")), "given": [$name($substringBefore(${field(full.name)}, " "))]${prefix ? `, "prefix": [${field(prefix.name)}]` : ''} }],`);
+  } else if (prefix) {
+    lines.push(`"name": [{ "prefix": [${field(prefix.name)}] }],`);
+  }
+
+  const sex = take('sex');
+  if (sex) lines.push(`"gender": ${needsGenderLookup(sex) ? `$lookup($gender, ${field(sex.name)})` : field(sex.name)},`);
+  const dob = take('dob');
+  if (dob) lines.push(`"birthDate": ${dateCall('$date', dob)},`);
+
+  const use = type === 'Patient' ? 'home' : 'work';
+  const telecom: string[] = [];
+  const phone = take('phone');
+  const mobile = take('mobile');
+  const work = take('workphone');
+  const fax = take('fax');
+  const email = take('email');
+  if (phone) telecom.push(`${field(phone.name)} ? { "system": "phone", "value": $phone(${field(phone.name)}), "use": "${use}" }`);
+  if (mobile) telecom.push(`${field(mobile.name)} ? { "system": "phone", "value": $phone(${field(mobile.name)}), "use": "mobile" }`);
+  if (work) telecom.push(`${field(work.name)} ? { "system": "phone", "value": $phone(${field(work.name)}), "use": "work" }`);
+  if (fax) telecom.push(`${field(fax.name)} ? { "system": "fax", "value": $phone(${field(fax.name)}), "use": "${use}" }`);
+  if (email) telecom.push(`${field(email.name)} ? { "system": "email", "value": $clean(${field(email.name)})${type === 'Practitioner' ? ', "use": "work"' : ''} }`);
+  if (telecom.length) lines.push(`"telecom": [${telecom.join(', ')}],`);
+
+  const a1 = take('addr1');
+  const a2 = take('addr2');
+  const city = take('city');
+  const state = take('state');
+  const zip = take('zip');
+  const country = take('country');
+  if (type === 'Patient' && (a1 || city || zip)) {
+    const guard = field((a1 ?? city ?? zip)!.name);
+    const parts = [
+      '"use": "home"',
+      a1 || a2 ? `"line": [${[a1, a2].filter(Boolean).map((c) => field(c!.name)).join(', ')}]` : undefined,
+      city ? `"city": ${field(city.name)}` : undefined,
+      state ? `"state": ${field(state.name)}` : undefined,
+      zip ? `"postalCode": ${field(zip.name)}` : undefined,
+      country ? `"country": ${field(country.name)}` : undefined,
+    ].filter(Boolean);
+    lines.push(`"address": ${guard} ? [{ ${parts.join(', ')} }],`);
+  } else {
+    // Practitioners have no address in this API: leave those columns to the "not mapped" list.
+    for (const c of [a1, a2, city, state, zip, country]) if (c) used.delete(c.name);
+  }
+
+  const active = take('active');
+  if (active) lines.push(`"active": ${activeExpr(active)},`);
+
+  if (type === 'Practitioner') {
+    const role = take('role');
+    if (role) extension.push(`{ "url": ${todo("your platform's staff roles URL")}, "valueString": ${field(role.name)} }`);
+    const qual = take('qualification');
+    if (qual) lines.push(`"qualification": [{ "code": { "text": ${field(qual.name)} } }],`);
+  }
+  return { lines, extension };
+}
+
+function commentLine(s: string): string {
+  return `/* ${s} */`;
+}
+
+function notMappedLine(cols: ColumnFacts[], why: string): string[] {
+  return cols.length ? [commentLine(`${why}: ${cols.map((c) => c.name).join(', ')}`)] : [];
+}
+
+interface Block {
+  resource: StarterResource;
+  yaml: string[];
+}
+
+function resourceBlock(facts: ExportFacts, source: string, name: string, guess: Guess, ctx: Ctx, fileShown: string): Block {
+  const cols = facts.columns;
+  const resource: StarterResource = { file: fileShown, source, name, type: guess.type, reason: guess.reason };
+  const y: string[] = [];
+  const used = new Set<string>();
+  const body: string[] = [];
+  const anchor: string[] = [];
+  y.push(`  # ${fileShown} → ${guess.type ?? '?'}: ${guess.reason}${guess.type ? ' — check it' : ''}.`);
+  y.push(`  - name: ${name}`);
+  if (guess.type) y.push(`    type: ${guess.type}`);
+  else {
+    y.push('    type: TODO    # TODO: Patient, Practitioner or CareTeam');
+    ctx.todos++;
+  }
+  y.push(`    from: ${source}`);
+
+  if (guess.type === 'Patient' || guess.type === 'Practitioner') {
+    const keyCol = findColumn(cols, guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS);
+    if (keyCol) {
+      used.add(keyCol.name);
+      resource.key = keyCol.name;
+      y.push(`    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`);
+    } else {
+      y.push(`    key: ${yamlScalar(todo('the column that identifies a record, e.g. MRN'))}   # TODO`);
+      ctx.todos++;
+    }
+    const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
+    let system: string;
+    if (isNpi) system = JSON.stringify(NPI_SYSTEM);
+    else {
+      system = todo(guess.type === 'Patient' ? 'the namespace (URI) of your MRNs, e.g. urn:your-clinic:mrn' : 'the namespace (URI) of your staff ids, e.g. urn:your-clinic:staff');
+      ctx.todos++;
+    }
+    const value = keyCol ? field(keyCol.name) : todo('the key column');
+    if (!keyCol) ctx.todos++;
+    anchor.push(`"identifier": [{ "system": ${system}, "value": ${value} }]`);
+    const { lines, extension } = personLines(cols, guess.type, used);
+    if (lines.some((l) => l.includes('$lookup($gender'))) ctx.genderLookup = true;
+    body.push(...lines.map(commentLine));
+    // Columns without an obvious field: listed, and the first one shown as a string extension (the only
+    // free-form field of this API) — one line per column would not stay valid JSONata when uncommented.
+    const rest = cols.filter((c) => !used.has(c.name));
+    body.push(...notMappedLine(rest, `not mapped yet (no obvious ${guess.type} field)`));
+    const ext = [...extension, ...rest.slice(0, 1).map((c) => `{ "url": ${todo(`a URL naming ${c.name}`)}, "valueString": $string(${field(c.name)}) }`)];
+    if (ext.length) body.push(commentLine(`"extension": [${ext.join(', ')}],`));
+  } else if (guess.type === 'CareTeam') {
+    const patientCol = findColumn(cols, CARETEAM_PATIENT);
+    const memberCol = findColumn(cols, CARETEAM_MEMBER);
+    if (patientCol) {
+      used.add(patientCol.name);
+      resource.groupBy = patientCol.name;
+      y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
+    } else {
+      y.push(`    groupBy: ${yamlScalar(todo('the column naming the patient, e.g. MRN'))}   # TODO: every row of a patient → one care team`);
+      ctx.todos++;
+    }
+    const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
+    if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
+    anchor.push('"status": "active"');
+    if (pat) body.push(commentLine(`"name": "Care team of patient " & ${pat},`));
+    if (pat && ctx.patientName) anchor.push(`"subject": { "reference": $ref(${JSON.stringify(ctx.patientName)}, ${pat}) }`);
+    else body.push(commentLine(`"subject": { "reference": $ref("patient", ${pat ?? todo('the patient column')}) },`));
+
+    const start = cols.find((c) => roleOf(c) === 'start');
+    const end = cols.find((c) => roleOf(c) === 'end');
+    const role = cols.find((c) => roleOf(c) === 'role');
+    for (const c of [memberCol, start, end, role]) if (c) used.add(c.name);
+    const pLines: string[] = [];
+    if (role) pLines.push(commentLine(`"role": [{ "coding": [{ "system": ${todo("your platform's staff roles URL")}, "display": ${field(role.name)} }] }],`));
+    if (start || end) {
+      const parts = [start ? `"start": ${dateCall('$dateTime', start)}` : undefined, end ? `"end": ${dateCall('$dateTime', end)}` : undefined].filter(Boolean);
+      pLines.push(commentLine(`"period": { ${parts.join(', ')} },`));
+    }
+    const rest = cols.filter((c) => !used.has(c.name));
+    pLines.push(...notMappedLine(rest, 'not mapped (no CareTeam field; see docs/mapping-functions.md)'));
+    if (memberCol && ctx.practitionerName) {
+      anchor.push(
+        ['"participant": [$.{', ...pLines.map((l) => `  ${l}`), `  "member": { "reference": $ref(${JSON.stringify(ctx.practitionerName)}, ${field(memberCol.name)}) }`, '}]'].join('\n'),
+      );
+    } else {
+      body.push(commentLine(`"participant": [$.{ "member": { "reference": $ref("practitioner", ${memberCol ? field(memberCol.name) : todo('the practitioner column, e.g. NPI')}) } }],`));
+      body.push(...pLines);
+    }
+  } else {
+    y.push(`    key: ${yamlScalar(todo('the column that identifies a record'))}   # TODO`);
+    ctx.todos++;
+    body.push(...notMappedLine(cols, 'columns (choose the type, then map them)'));
+  }
+
+  y.push('    map: |');
+  const inner = [...body, ...anchor.map((a, i) => (i < anchor.length - 1 ? `${a},` : a))];
+  y.push('      {');
+  for (const l of inner.join('\n').split('\n')) y.push(`        ${l}`);
+  y.push('      }');
+  return { resource, yaml: y };
+}
+
+function sourceName(file: string, taken: Set<string>): string {
+  let base = basename(file, extname(file)).toLowerCase().replace(/[^a-z0-9_-]+/g, '_').replace(/^[^a-z]+/, '').replace(/_+$/, '');
+  if (!base) base = 'source';
+  let name = base;
+  for (let i = 2; taken.has(name); i++) name = `${base}-${i}`;
+  taken.add(name);
+  return name;
+}
+
+export async function generateStarterMapping(opts: StarterOptions): Promise<StarterResult> {
+  const cwd = opts.cwd ?? process.cwd();
+  const out = resolve(cwd, opts.out ?? 'mapping.yaml');
+  const outDir = dirname(out);
+  if (!opts.from.length) throw new CareEtlError('give at least one export file with --from', { exitCode: ExitCode.config });
+
+  const exports: { facts: ExportFacts; shown: string; rel: string }[] = [];
+  for (const f of opts.from) {
+    const abs = resolve(cwd, f);
+    exports.push({ facts: await inspectExport(abs, f), shown: f, rel: relativeFrom(outDir, abs) });
+  }
+
+  const taken = new Set<string>();
+  const plans = exports.map((e) => ({ ...e, source: sourceName(e.facts.path, taken), guess: guessType(e.facts.path, e.facts.columns) }));
+  const names = new Set<string>();
+  const counts = new Map<string, number>();
+  for (const p of plans) if (p.guess.type) counts.set(p.guess.type, (counts.get(p.guess.type) ?? 0) + 1);
+  const resourceNames = plans.map((p) => {
+    const preferred = p.guess.type && counts.get(p.guess.type) === 1 ? p.guess.type.toLowerCase() : p.source;
+    let n = preferred;
+    for (let i = 2; names.has(n); i++) n = `${preferred}-${i}`;
+    names.add(n);
+    return n;
+  });
+  const ctx: Ctx = {
+    todos: 0,
+    genderLookup: false,
+    patientName: counts.get('Patient') === 1 ? resourceNames[plans.findIndex((p) => p.guess.type === 'Patient')] : undefined,
+    practitionerName: counts.get('Practitioner') === 1 ? resourceNames[plans.findIndex((p) => p.guess.type === 'Practitioner')] : undefined,
+  };
+
+  // ---------------------------------------------------------------- header
+  const schemaRel = relativeFrom(outDir, MAPPING_SCHEMA_PATH);
+  const y: string[] = [
+    `# yaml-language-server: $schema=${schemaRel}`,
+    '#',
+    `# Starter mapping written by \`care-etl init\` from: ${plans.map((p) => p.shown).join(', ')}`,
+    '# Next steps (README "Writing a mapping"):',
+    '#   1. Resolve every TODO. `care-etl validate <this file>` lists each one with its line and column.',
+    '#   2. In each `map`, uncomment the fields you need (remove `/*` and `*/`) and adapt them: the functions',
+    '#      ($date, $name, $phone, $lookup, $ref …) are described in docs/mapping-functions.md.',
+    '#   3. Write test cases beside this file (<name>.test.yaml) and run `care-etl test`,',
+    '#      then `care-etl run --dry-run <this file>`, then `care-etl run <this file>`.',
+    '#',
+    '# Where to load: command-line flags and the CARE_* environment variables override `target:`.',
+    '# Without any target, `care-etl run` loads into an embedded sandbox kept in .care-etl/ beside this file.',
+    '# target:',
+    '#   baseUrl: ${CARE_BASE_URL}',
+    '#   apiKey: ${CARE_API_KEY}',
+    '#   emrId: ${CARE_EMR_ID}',
+    '#   tenantId: ${CARE_TENANT_ID}',
+    'version: 1',
+    '',
+    'sources:',
+  ];
+  const width = Math.max(...plans.map((p) => p.source.length)) + 1;
+  for (const p of plans) {
+    const parts = [`path: ${yamlScalar(p.rel)}`];
+    if (p.facts.delimiter) parts.push(`csv: { delimiter: ${JSON.stringify(p.facts.delimiter)} }`);
+    let note = '';
+    if (p.facts.records === null) {
+      parts.push(`records: ${yamlScalar(todo('the path of the array of records in this JSON document, e.g. data.patients'))}`);
+      ctx.todos++;
+      note = '   # TODO: where are the records?';
+    } else if (p.facts.records) parts.push(`records: ${yamlScalar(p.facts.records)}`);
+    y.push(`  ${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${note}`);
+  }
+
+  const blocks = plans.map((p, i) => resourceBlock(p.facts, p.source, resourceNames[i]!, p.guess, ctx, p.shown));
+
+  if (ctx.genderLookup) {
+    const codes = new Set<string>();
+    for (const p of plans) for (const c of p.facts.columns) if (isSexColumn(c.name)) for (const code of c.codes ?? []) codes.add(code);
+    const known = [...codes].filter((c) => genderCodeLabel(c));
+    const unknown = [...codes].filter((c) => !genderCodeLabel(c));
+    const table = known.length ? known.map((c) => `${JSON.stringify(c)}: ${genderCodeLabel(c)}`) : ['"M": male', '"F": female', '"U": unknown'];
+    y.push('', 'lookups:', '  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)');
+    if (unknown.length) y.push(`  # TODO: codes seen in the first records that need a label: ${unknown.map((c) => JSON.stringify(c)).join(', ')}`);
+    y.push(`  gender: { ${table.join(', ')} }`);
+  }
+
+  y.push('', 'resources:');
+  blocks.forEach((b, i) => {
+    if (i) y.push('');
+    y.push(...b.yaml);
+  });
+  y.push('');
+  return { out, text: y.join('\n'), resources: blocks.map((b) => b.resource), todos: ctx.todos };
+}
+
+/** Generates and writes the starter mapping; never overwrites an existing file unless `force`. */
+export async function writeStarterMapping(opts: StarterOptions & { force?: boolean }): Promise<StarterResult> {
+  const result = await generateStarterMapping(opts);
+  try {
+    await writeFile(result.out, result.text, { flag: opts.force ? 'w' : 'wx' });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const shown = relativeFrom(opts.cwd ?? process.cwd(), result.out);
+    if (code === 'EEXIST') {
+      throw new CareEtlError(`${shown} already exists: not overwritten`, {
+        issues: [{ severity: 'error', code: 'file-exists', message: `${shown} already exists`, location: { file: shown } }],
+        exitCode: ExitCode.config,
+        hint: 'Choose another file with --out, or replace it with --force.',
+      });
+    }
+    throw new CareEtlError(`cannot write ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err });
+  }
+  return result;
+}

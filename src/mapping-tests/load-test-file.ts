@@ -1,0 +1,282 @@
+/**
+ * Loads a mapping test file (`*.test.yaml`): YAML with positions → schemas/mapping-test.schema.json →
+ * the rules the schema cannot say nicely (one of input/fixture, …) → numbers YAML would silently change
+ * (`000123` → 123). Every problem is collected; one CareEtlError (exit 2) carries them all.
+ */
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { LineCounter, parseDocument, visit, type Scalar } from 'yaml';
+import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { closest } from '../mapping/closest.js';
+import { YamlLocator, toPointer, type DocPath } from '../mapping/yaml-positions.js';
+import type { FixtureDef, MappingTestFile, RefStubs, RejectExpectation, RowSelector, TestCaseDef } from './types.js';
+
+export const MAPPING_TEST_SCHEMA_URL = new URL('../../schemas/mapping-test.schema.json', import.meta.url);
+const MAX_ISSUES = 50;
+
+let validator: ValidateFunction | undefined;
+function testValidator(): ValidateFunction {
+  if (!validator) {
+    const schema = JSON.parse(readFileSync(MAPPING_TEST_SCHEMA_URL, 'utf8')) as object;
+    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictRequired: false, allowUnionTypes: true });
+    validator = ajv.compile(schema);
+  }
+  return validator;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+export async function loadTestFile(file: string): Promise<MappingTestFile> {
+  const abs = resolve(file);
+  const dir = dirname(abs);
+  const fail = (issues: Issue[]) => {
+    if (issues.length > MAX_ISSUES) {
+      const more = issues.length - MAX_ISSUES;
+      issues = [...issues.slice(0, MAX_ISSUES), { severity: 'error', code: 'invalid', message: `… and ${more} more problems`, location: { file } }];
+    }
+    return new CareEtlError(`test file ${file}: ${issues.length} problem${issues.length === 1 ? '' : 's'}`, {
+      issues,
+      exitCode: ExitCode.config,
+      hint: 'Test files are described in schemas/mapping-test.schema.json (add `# yaml-language-server: $schema=<path>/schemas/mapping-test.schema.json` as the first line for completion in your editor).',
+    });
+  };
+
+  let text: string;
+  try {
+    text = await readFile(abs, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const message = `cannot read ${file}${code === 'ENOENT' ? ' (file not found)' : code ? ` (${code})` : ''}`;
+    throw new CareEtlError(message, { issues: [{ severity: 'error', code: 'file-unreadable', message, location: { file } }], exitCode: ExitCode.config, cause: err });
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
+  const loc = new YamlLocator(file, text, doc, lineCounter);
+  const issues: Issue[] = [];
+  for (const e of doc.errors) {
+    issues.push({
+      severity: 'error',
+      code: 'yaml',
+      message: `${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')} (${e.code})`,
+      location: e.linePos ? { file, line: e.linePos[0].line, column: e.linePos[0].col } : { file },
+    });
+  }
+  if (issues.length) throw fail(issues);
+
+  // Numbers whose text YAML changes (000123 → 123, 1.50 → 1.5, 1e3 → 1000): CSV cells and ids are text.
+  visit(doc, {
+    Scalar(_key, node: Scalar) {
+      if (typeof node.value !== 'number' || node.type !== 'PLAIN' || !node.range) return;
+      const src = text.slice(node.range[0], node.range[1]).trim();
+      if (src !== String(node.value)) {
+        issues.push({
+          severity: 'error',
+          code: 'number-not-text',
+          message: `YAML reads \`${src}\` as the number ${String(node.value)}; quote it ("${src}") — source cells and ids are text`,
+          location: loc.locationAt(node.range[0]),
+        });
+      }
+    },
+  });
+
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    throw fail([{ severity: 'error', code: 'yaml', message: (err as Error).message, location: { file, line: 1, column: 1 } }]);
+  }
+  if (!isObj(data)) {
+    throw fail([{ severity: 'error', code: 'invalid', message: 'a test file is a YAML mapping with `cases:` (and optionally `mapping:`, `refs:`, `env:`, `now:`)', location: loc.positionOf([]) ?? { file, line: 1, column: 1 } }]);
+  }
+
+  const validate = testValidator();
+  if (!validate(data)) issues.push(...schemaIssues(validate.errors ?? [], loc));
+
+  const at = (path: DocPath): Location => loc.positionOf(path) ?? { file };
+  const issueAt = (code: string, message: string, path: DocPath): Issue => ({ severity: 'error', code, message, path: toPointer(path), location: at(path) });
+
+  const parseNow = (v: unknown, path: DocPath): Date | undefined => {
+    if (typeof v !== 'string') return undefined;
+    const d = new Date(v);
+    if (Number.isNaN(d.getTime())) {
+      issues.push(issueAt('invalid', `\`${v}\` is not a valid instant (e.g. 2026-01-01T00:00:00Z)`, path));
+      return undefined;
+    }
+    return d;
+  };
+  const parseRefs = (v: unknown): RefStubs => {
+    const out: RefStubs = {};
+    if (!isObj(v)) return out;
+    for (const [name, table] of Object.entries(v)) {
+      if (table === 'auto') out[name] = 'auto';
+      else if (isObj(table)) out[name] = Object.fromEntries(Object.entries(table).filter(([, id]) => typeof id === 'string')) as Record<string, string>;
+    }
+    return out;
+  };
+
+  const env: Record<string, string> = {};
+  if (isObj(data.env)) for (const [k, v] of Object.entries(data.env)) if (typeof v === 'string') env[k] = v;
+
+  const cases: TestCaseDef[] = [];
+  const names = new Map<string, number>();
+  if (Array.isArray(data.cases)) {
+    data.cases.forEach((c: unknown, index: number) => {
+      if (!isObj(c)) return;
+      const base: DocPath = ['cases', index];
+      const name = typeof c.name === 'string' ? c.name : `case ${index + 1}`;
+      const prev = names.get(name);
+      if (prev !== undefined) issues.push(issueAt('duplicate-name', `two cases are named \`${name}\` (also case ${prev + 1}); names identify cases in reports`, [...base, 'name']));
+      else names.set(name, index);
+
+      const hasInput = c.input !== undefined;
+      const hasFixture = c.fixture !== undefined;
+      if (hasInput === hasFixture) {
+        issues.push(issueAt('invalid', hasInput ? 'give either `input` or `fixture`, not both' : 'missing the rows to test: give `input` (inline rows) or `fixture` (a file)', base));
+      }
+      if (c.expect === undefined && c.expectSubset === undefined && c.reject === undefined && c.count === undefined) {
+        issues.push(issueAt('invalid', 'missing the expected outcome: give `expect` (the exact resource), `expectSubset` (part of it), `count` (how many resources) or `reject`', base));
+      }
+      if (c.expect !== undefined && c.expectSubset !== undefined) {
+        issues.push(issueAt('invalid', 'give either `expect` or `expectSubset`, not both', [...base, 'expectSubset']));
+      }
+
+      const def: TestCaseDef = {
+        index,
+        name,
+        resource: typeof c.resource === 'string' ? c.resource : undefined,
+        skip: c.skip === true,
+        location: at(base),
+      };
+      if (isObj(c.input)) def.input = [{ data: c.input, line: at([...base, 'input']).line }];
+      else if (Array.isArray(c.input)) {
+        def.input = [];
+        c.input.forEach((row: unknown, j: number) => {
+          if (isObj(row)) def.input!.push({ data: row, line: at([...base, 'input', j]).line });
+        });
+      }
+      if (typeof c.fixture === 'string') def.fixture = { path: resolve(dir, c.fixture), shownPath: c.fixture };
+      else if (isObj(c.fixture)) {
+        const f = c.fixture;
+        const fx: FixtureDef = {};
+        if (typeof f.path === 'string') {
+          fx.path = resolve(dir, f.path);
+          fx.shownPath = f.path;
+        }
+        if (Array.isArray(f.rows)) {
+          const rows: RowSelector[] = [];
+          f.rows.forEach((r: unknown, j: number) => {
+            if (typeof r === 'number' && Number.isInteger(r) && r >= 1) rows.push(r);
+            else if (typeof r === 'string' && /^\d+-\d+$/.test(r)) {
+              const [a, b] = r.split('-').map(Number) as [number, number];
+              if (a > b) issues.push(issueAt('invalid', `the range \`${r}\` is empty: write first-last with first ≤ last`, [...base, 'fixture', 'rows', j]));
+              else rows.push({ from: a, to: b });
+            }
+          });
+          fx.rows = rows;
+        }
+        if (typeof f.where === 'string') fx.where = f.where;
+        def.fixture = fx;
+      }
+      if (c.refs !== undefined) def.refs = parseRefs(c.refs);
+      if (c.now !== undefined) def.now = parseNow(c.now, [...base, 'now']);
+      if (c.expect !== undefined) def.expect = c.expect;
+      if (c.expectSubset !== undefined) def.expectSubset = c.expectSubset;
+      if (typeof c.count === 'number') def.count = c.count;
+      if (isObj(c.reject) && typeof c.reject.stage === 'string') def.reject = c.reject as unknown as RejectExpectation;
+      cases.push(def);
+    });
+  }
+
+  const result: MappingTestFile = {
+    file: abs,
+    dir,
+    mappingFile: resolve(dir, typeof data.mapping === 'string' ? data.mapping : 'mapping.yaml'),
+    env,
+    now: parseNow(data.now, ['now']),
+    refs: parseRefs(data.refs),
+    cases,
+  };
+  if (issues.length) throw fail(issues);
+  return result;
+}
+
+function fromPointer(pointer: string): string[] {
+  return pointer === '' ? [] : pointer.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** ajv errors → issues at the YAML nodes. The case-level combinations (allOf/oneOf/anyOf/not) are checked in code with clearer messages. */
+function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
+  const issues: Issue[] = [];
+  const seen = new Set<string>();
+  for (const e of errors) {
+    if (['if', 'oneOf', 'anyOf', 'not', 'allOf'].includes(e.keyword) || /\/(allOf|oneOf|anyOf|not)\//.test(e.schemaPath)) continue;
+    const path = fromPointer(e.instancePath);
+    const params = e.params as Record<string, unknown>;
+    const parent = (e.parentSchema ?? {}) as { properties?: Record<string, unknown> };
+    let pointer = e.instancePath;
+    let location: Location | undefined;
+    let message: string;
+    const isRefsEntry = /^\/(cases\/\d+\/)?refs\/[^/]+$/.test(e.instancePath);
+    switch (e.keyword) {
+      case 'required': {
+        const missing = String(params.missingProperty);
+        pointer = `${e.instancePath}/${missing}`;
+        message = `missing required property \`${missing}\``;
+        break;
+      }
+      case 'additionalProperties': {
+        const prop = String(params.additionalProperty);
+        const allowed = Object.keys(parent.properties ?? {});
+        pointer = `${e.instancePath}/${prop}`;
+        location = loc.keyPositionOf([...path, prop]);
+        const guess = closest(prop, allowed);
+        message = `unknown property \`${prop}\`${guess ? ` (did you mean \`${guess}\`?)` : ''}${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`;
+        break;
+      }
+      case 'propertyNames': {
+        const prop = String(params.propertyName);
+        pointer = `${e.instancePath}/${prop}`;
+        location = loc.keyPositionOf([...path, prop]);
+        message = `name \`${prop}\` is not allowed here`;
+        break;
+      }
+      case 'enum':
+        message = `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}${typeof e.data === 'string' ? ` (got \`${e.data}\`)` : ''}`;
+        break;
+      case 'type': {
+        const want = String(params.type).split(',');
+        const got = e.data === null ? 'empty' : Array.isArray(e.data) ? 'a list' : typeof e.data === 'object' ? 'a mapping' : `a ${typeof e.data}`;
+        const words = want.map((w) => (w === 'object' ? 'a mapping (key: value)' : w === 'array' ? 'a list' : `a ${w}`));
+        message = isRefsEntry ? `must be \`auto\` or a table of source key → id, not ${got}` : `must be ${words.join(' or ')}, not ${got}`;
+        break;
+      }
+      case 'pattern':
+        message = isRefsEntry
+          ? `\`${String(e.data)}\` is not allowed: write \`auto\` or a table of source key → id`
+          : /\/refs\/[^/]+\/[^/]+$/.test(e.instancePath)
+            ? `\`${String(e.data)}\` is not a valid id (letters, digits, \`-\`, \`.\`; at most 64)`
+            : `\`${String(e.data)}\` does not match the expected form ${String(params.pattern)}`;
+        break;
+      case 'minLength':
+      case 'minItems':
+        message = 'must not be empty';
+        break;
+      case 'minimum':
+        message = `must be ≥ ${String(params.limit)}`;
+        break;
+      default:
+        message = e.message ?? `fails ${e.keyword}`;
+    }
+    const sig = `${pointer}|${message}`;
+    if (seen.has(sig)) continue;
+    seen.add(sig);
+    issues.push({ severity: 'error', code: e.keyword === 'required' ? 'required' : 'invalid', message, path: pointer, location: location ?? loc.positionOf(path) ?? { file: loc.file } });
+  }
+  return issues;
+}
+

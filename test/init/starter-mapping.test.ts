@@ -1,0 +1,181 @@
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { CareEtlError } from '../../src/core/issues.js';
+import { findRecordsPath, sniffDelimiter } from '../../src/init/inspect-export.js';
+import { generateStarterMapping, guessType, writeStarterMapping } from '../../src/init/starter-mapping.js';
+import { validateMapping } from '../../src/pipeline/validate-mapping.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const CLINIC = [join('data', 'patients.csv'), join('data', 'practitioners.json'), join('data', 'assignments.csv')];
+
+/** A temp folder holding a copy of the example clinic's exports. */
+function clinicCopy(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+  cpSync(join(ROOT, 'examples/clinic/data'), join(dir, 'data'), { recursive: true });
+  return dir;
+}
+
+/** What an author does: resolve every `$TODO("…")` and uncomment every suggested field. */
+function fillIn(text: string): string {
+  return text.replace(/\$TODO\("(?:[^"\\]|\\.)*"\)/g, '"urn:example:filled"').replace(/^(\s*)\/\* (".*,) \*\/$/gm, '$1$2');
+}
+
+async function issuesOf(f: () => Promise<unknown>) {
+  try {
+    await f();
+  } catch (err) {
+    expect(err).toBeInstanceOf(CareEtlError);
+    return err as CareEtlError;
+  }
+  throw new Error('expected a CareEtlError');
+}
+
+describe('care-etl init on the example clinic exports', () => {
+  it('writes sources, one guessed resource per export, the editor modeline and a commented target', async () => {
+    const dir = clinicCopy();
+    const r = await writeStarterMapping({ from: CLINIC, cwd: dir });
+    const text = readFileSync(join(dir, 'mapping.yaml'), 'utf8');
+    expect(r.text).toBe(text);
+
+    const modeline = /^# yaml-language-server: \$schema=(\S+)\n/.exec(text);
+    expect(modeline).not.toBeNull();
+    expect(resolve(dir, modeline![1]!)).toBe(join(ROOT, 'schemas', 'mapping.schema.json'));
+    expect(text).toContain('# target:\n#   baseUrl: ${CARE_BASE_URL}\n#   apiKey: ${CARE_API_KEY}');
+    expect(text).toContain('  patients:       { path: data/patients.csv }');
+    expect(text).toContain('  practitioners:  { path: data/practitioners.json, records: staff }');
+    expect(text).toContain('  assignments:    { path: data/assignments.csv, csv: { delimiter: ";" } }');
+
+    expect(r.resources.map((x) => [x.name, x.type, x.key ?? `groupBy ${x.groupBy}`])).toEqual([
+      ['patient', 'Patient', 'MRN'],
+      ['practitioner', 'Practitioner', 'npi'],
+      ['careteam', 'CareTeam', 'groupBy MRN'],
+    ]);
+    // Every column of every export is listed in its map.
+    for (const col of ['FIRST', 'LAST', 'DOB', 'SEX', 'PHONE', 'EMAIL', 'ADDRESS', 'CITY', 'STATE', 'ZIP']) expect(text).toContain(col);
+    for (const col of ['firstName', 'lastName', 'title', 'gender', 'role', 'phone', 'email', 'active']) expect(text).toContain(col);
+    expect(text).toContain('/* "birthDate": $date(DOB, "MM/DD/YYYY"), */');
+    expect(text).toContain('"subject": { "reference": $ref("patient", $[0].MRN) }');
+    expect(text).toContain('"member": { "reference": $ref("practitioner", NPI) }');
+    expect(text).toContain('/* "period": { "start": $dateTime(START, "YYYY-MM-DD"), "end": $dateTime(END, "YYYY-MM-DD") }, */');
+    expect(r.todos).toBe(1);
+  });
+
+  it('`validate` points at every TODO left, then accepts the mapping once they are filled in', async () => {
+    const dir = clinicCopy();
+    const r = await writeStarterMapping({ from: CLINIC, cwd: dir });
+    const err = await issuesOf(() => validateMapping(join(dir, 'mapping.yaml')));
+    expect(err.exitCode).toBe(2);
+    expect(err.issues).toHaveLength(1);
+    const todo = err.issues[0]!;
+    expect(todo.code).toBe('function-unknown');
+    const line = r.text.split('\n')[todo.location!.line! - 1]!;
+    expect(line.slice(todo.location!.column! - 1)).toMatch(/^\$TODO\("the namespace \(URI\) of your MRNs/);
+
+    writeFileSync(join(dir, 'filled.yaml'), fillIn(r.text));
+    const report = await validateMapping(join(dir, 'filled.yaml'), { sample: 6 });
+    expect(report.order).toEqual(['patient', 'practitioner', 'careteam']);
+    for (const s of Object.values(report.samples!)) expect(s.rejects).toEqual([]);
+    expect(report.samples!.patient).toMatchObject({ rows: 6, valid: 6 });
+  });
+
+  it('never overwrites an existing file without force', async () => {
+    const dir = clinicCopy();
+    writeFileSync(join(dir, 'mapping.yaml'), 'mine\n');
+    const err = await issuesOf(() => writeStarterMapping({ from: CLINIC, cwd: dir }));
+    expect(err.exitCode).toBe(2);
+    expect(err.message).toBe('mapping.yaml already exists: not overwritten');
+    expect(err.hint).toContain('--force');
+    expect(readFileSync(join(dir, 'mapping.yaml'), 'utf8')).toBe('mine\n');
+    await writeStarterMapping({ from: CLINIC, cwd: dir, force: true });
+    expect(readFileSync(join(dir, 'mapping.yaml'), 'utf8')).toMatch(/^# yaml-language-server:/);
+  });
+
+  it('writes source paths relative to --out', async () => {
+    const dir = clinicCopy();
+    const r = await generateStarterMapping({ from: CLINIC, cwd: dir, out: 'onboarding/clinic.yaml' });
+    expect(r.text).toContain('{ path: ../data/patients.csv }');
+    const schema = /\$schema=(\S+)/.exec(r.text)![1]!;
+    expect(resolve(dirname(r.out), schema)).toBe(join(ROOT, 'schemas', 'mapping.schema.json'));
+  });
+});
+
+describe('care-etl init on other exports', () => {
+  it('an export with no obvious type gets TODO markers that validate reports with positions', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+    writeFileSync(join(dir, 'misc.csv'), 'Code|Value|Comment\n1|2|x\n');
+    const r = await writeStarterMapping({ from: ['misc.csv'], cwd: dir });
+    expect(r.resources[0]).toMatchObject({ name: 'misc', type: undefined });
+    expect(r.text).toMatch(/ {2}misc: +\{ path: misc\.csv, csv: \{ delimiter: "\|" \} \}/);
+    expect(r.text).toContain(`    key: '$TODO("the column that identifies a record")'   # TODO`);
+    expect(r.text).toContain('    type: TODO');
+    expect(r.text).toContain('/* columns (choose the type, then map them): Code, Value, Comment */');
+    const err = await issuesOf(() => validateMapping(join(dir, 'mapping.yaml')));
+    const typeIssue = err.issues.find((i) => i.path === '/resources/0/type')!;
+    expect(typeIssue.message).toContain('must be one of Patient, Practitioner, CareTeam');
+    expect(r.text.split('\n')[typeIssue.location!.line! - 1]).toContain('type: TODO');
+  });
+
+  it('JSON records nested in the document, NDJSON, and names that need quoting', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+    writeFileSync(join(dir, 'clients.json'), JSON.stringify({ meta: { n: 1 }, data: { clients: [{ 'Client Id': 'c1', 'First Name': 'A', 'Last Name': 'B', Sex: 'male' }] } }));
+    writeFileSync(join(dir, 'Practitioner.ndjson'), `${JSON.stringify({ NPI: '1234567893', Gender: 'F' })}\n`);
+    const r = await generateStarterMapping({ from: ['clients.json', 'Practitioner.ndjson'], cwd: dir });
+    expect(r.text).toContain('{ path: clients.json, records: data.clients }');
+    expect(r.resources.map((x) => [x.type, x.key])).toEqual([
+      ['Patient', 'Client Id'],
+      ['Practitioner', 'NPI'],
+    ]);
+    expect(r.text).toContain('    key: "`Client Id`"');
+    expect(r.text).toContain('/* "name": [{ "use": "official", "family": $name(`Last Name`), "given": [$name(`First Name`)] }], */');
+    expect(r.text).toContain('/* "gender": Sex, */'); // already FHIR codes: no lookup
+    expect(r.text).toContain('"identifier": [{ "system": "http://hl7.org/fhir/sid/us-npi", "value": NPI }]');
+  });
+
+  it('Synthea-style exports: Id keys, a CareTeam grouped by PATIENT with PROVIDER members', async () => {
+    const r = await generateStarterMapping({ from: ['mappings/synthea/sample/patients.csv', 'mappings/synthea/sample/providers.csv', 'mappings/synthea/sample/encounters.csv'], cwd: ROOT, out: join(tmpdir(), 'synthea-starter.yaml') });
+    expect(r.resources.map((x) => [x.type, x.key ?? x.groupBy])).toEqual([
+      ['Patient', 'Id'],
+      ['Practitioner', 'Id'],
+      ['CareTeam', 'PATIENT'],
+    ]);
+    expect(r.text).toContain('"member": { "reference": $ref("practitioner", PROVIDER) }');
+    expect(r.text).toContain('$dateTime(START, "YYYY-MM-DDTHH:mm:ssZ")');
+  });
+
+  it('a missing or unknown file is an exit-2 error', async () => {
+    const err = await issuesOf(() => generateStarterMapping({ from: ['nope.csv'], cwd: tmpdir() }));
+    expect(err.exitCode).toBe(2);
+    expect(err.message).toContain('file not found');
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+    writeFileSync(join(dir, 'x.xlsx'), '');
+    expect((await issuesOf(() => generateStarterMapping({ from: ['x.xlsx'], cwd: dir }))).message).toContain('cannot tell the format');
+  });
+});
+
+describe('helpers', () => {
+  it('sniffDelimiter counts outside quotes', () => {
+    expect(sniffDelimiter('a,b,c')).toBe(',');
+    expect(sniffDelimiter('MRN;NPI;"A,B,C,D"')).toBe(';');
+    expect(sniffDelimiter('a\tb\tc')).toBe('\t');
+    expect(sniffDelimiter('single')).toBe(',');
+  });
+
+  it('findRecordsPath finds the first array of objects', () => {
+    expect(findRecordsPath({ clinic: 'x', staff: [{ a: 1 }] })).toBe('staff');
+    expect(findRecordsPath({ a: { b: { c: [{}] } } })).toBe('a.b.c');
+    expect(findRecordsPath({ tags: ['x'], n: 1 })).toBeUndefined();
+  });
+
+  it('guessType: file name first, then MRN / NPI columns', () => {
+    const cols = (...names: string[]) => names.map((name) => ({ name, seen: true }));
+    expect(guessType('x/clients.csv', cols('ID')).type).toBe('Patient');
+    expect(guessType('x/export.csv', cols('MRN', 'NPI')).type).toBe('CareTeam');
+    expect(guessType('x/export.csv', cols('Patient MRN')).type).toBe('Patient');
+    expect(guessType('x/export.csv', cols('Code', 'Value')).type).toBeUndefined();
+    expect(guessType('x/export.csv', cols('mrn')).type).toBe('Patient');
+    expect(guessType('x/export.csv', cols('npi')).type).toBe('Practitioner');
+  });
+});
