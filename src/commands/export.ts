@@ -1,0 +1,111 @@
+import { Args, Command, Flags } from '@oclif/core';
+import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
+import type { ErrorJson } from '../cli/render.js';
+import type { ExportSummary } from '../export/run-export.js';
+
+export type ExportResult = ExportSummary | ErrorJson;
+
+export default class Export extends Command {
+  static override summary = 'Export questionnaire Observations to CSV (or NDJSON) for analysts.';
+  static override description = `Reads every Observation of the tenant, page after page, and writes one row per observation. The columns come from the mapping file's exports: section (header → JSONata over one Observation; $sourceKey(subject.reference) gives the patient's source key, e.g. the MRN, from the state ledger), from --columns, or, when none are declared, a default set (id, patient id and source key, questionnaire, LOINC code, category, status, effective date, value, unit, performer, last updated, version).
+
+Formula injection: text cells starting with = + - @ tab or CR are prefixed with ' (OWASP); JSON numbers such as -3 are written as they are. --no-escape-formulas turns this off.
+--since last exports what changed since the previous complete --since last export (a watermark in the state ledger; rows near the boundary may appear twice: dedupe on id + version).
+A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>.
+With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded).
+
+Exit codes: 0 exported (an empty export is a header-only CSV); 1 failed mid-export (nothing written to --out); 2 mapping, configuration or authentication error.`;
+  static override examples = [
+    '<%= config.bin %> export examples/clinic/mapping.yaml > observations.csv',
+    '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
+    '<%= config.bin %> export mapping.yaml phq --patient 00123 --patient 00456 --format ndjson --out -',
+    'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> export mapping.yaml --out obs.csv --json',
+  ];
+  static override enableJsonFlag = true;
+  static override args = {
+    mapping: Args.string({ description: 'mapping file (YAML)', required: true }),
+    name: Args.string({ description: "export of the mapping's exports: section (needed only when it declares several)" }),
+  };
+  static override flags = {
+    out: Flags.string({ char: 'o', description: 'output file, or - for stdout', default: '-' }),
+    columns: Flags.string({ description: 'YAML file with `columns:` (header → JSONata) instead of the mapping\'s exports:' }),
+    format: Flags.string({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
+    bom: Flags.boolean({ description: 'CSV: start with a UTF-8 byte order mark (Excel)' }),
+    'escape-formulas': Flags.boolean({ description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)", default: true, allowNo: true }),
+    since: Flags.string({ description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' }),
+    overlap: Flags.integer({ description: '--since last: seconds re-read before the previous export started (clock skew, late commits)', default: 60, min: 0 }),
+    patient: Flags.string({ description: 'only this patient (source key, e.g. MRN); repeatable', multiple: true, multipleNonGreedy: true }),
+    query: Flags.string({ description: 'query parameter k=v for the first request (servers that support filters); repeatable', multiple: true, multipleNonGreedy: true }),
+    'page-size': Flags.integer({ description: 'page size asked of the server (_count on the first request)', min: 1 }),
+    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+    progress: Flags.string({ description: 'progress on stderr', options: ['auto', 'lines', 'none'], default: 'auto' }),
+    ...connectionFlags,
+  };
+
+  async run(): Promise<ExportResult> {
+    const { args, flags } = await this.parse(Export);
+    const [{ runExport }, { createExportProgress }, { describeError }, { connectionFromEnv }] = await Promise.all([
+      import('../export/run-export.js'),
+      import('../export/progress.js'),
+      import('../cli/render.js'),
+      import('../api/connection.js'),
+    ]);
+    const json = this.jsonEnabled();
+    const err = (line: string) => process.stderr.write(`${line}\n`);
+    const mode = flags.progress === 'auto' ? (json ? 'none' : process.stderr.isTTY ? 'tty' : 'lines') : flags.progress;
+    const progress = mode === 'none' ? undefined : createExportProgress({ tty: mode === 'tty', write: (t) => process.stderr.write(t) });
+    const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
+
+    // Ctrl+C / SIGTERM: stop, remove the partial file, leave the watermark where it was.
+    const abort = new AbortController();
+    const onSignal = () => abort.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    let summary: ExportSummary;
+    try {
+      summary = await runExport({
+        mappingFile: args.mapping,
+        exportName: args.name,
+        columnsFile: flags.columns,
+        out: flags.out,
+        format: flags.format,
+        bom: flags.bom,
+        escapeFormulas: flags['escape-formulas'],
+        since: flags.since,
+        overlapSeconds: flags.overlap,
+        patients: flags.patient,
+        query: flags.query,
+        pageSize: flags['page-size'],
+        statePath: flags.state,
+        connection: connectionFromFlags(flags),
+        json,
+        onTarget: (t) => {
+          if (t.embedded) err(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`);
+          else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
+        },
+        onProgress: progress?.onProgress,
+        signal: abort.signal,
+      });
+    } catch (error) {
+      progress?.stop();
+      const { text, json: body } = describeError(error, secrets);
+      if (!json) err(text);
+      process.exitCode = body.exitCode;
+      return body;
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+    progress?.stop();
+    if (!json) {
+      for (const w of summary.warnings) err(`warning: ${w}`);
+      const where = summary.out === '-' ? 'stdout' : summary.out;
+      const since = summary.since ? ` updated since ${summary.since}` : summary.sinceMode === 'last' ? ' (no watermark yet: everything)' : '';
+      err(`Exported ${summary.rows.toLocaleString('en-US')} rows${since} from ${summary.pages} pages (${summary.scanned.toLocaleString('en-US')} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`);
+      if (summary.undated) err(`${summary.undated} observations without a readable meta.lastUpdated were included`);
+      if (summary.watermarkSaved) err(`Watermark saved: the next --since last export starts at ${summary.watermark}`);
+    }
+    process.exitCode = 0;
+    return summary;
+  }
+}

@@ -1,0 +1,289 @@
+/**
+ * `exportObservations`: every Observation of the tenant → one row each (CSV or NDJSON), streamed page by
+ * page with bounded memory.
+ *
+ * - Paging follows the bundles' `next` links (CareClient.pages); the next page is fetched while the current
+ *   one is written (one page ahead: at most two pages in memory), so the time is ≈ pages × server latency.
+ * - Filters run on the client (the spec shows no query parameters): `since` on `meta.lastUpdated`
+ *   (inclusive; an observation without a readable `meta.lastUpdated` is kept — better twice than never),
+ *   `patients` on the source key of `subject`. `query` is passed through on the first request for servers
+ *   that support parameters (e.g. `_lastUpdated=ge…`).
+ * - `since: 'last'` reads the watermark of this export in the ledger scope; it is moved only after a
+ *   complete export (output flushed and `finalize` done). The new watermark is the server's time at the
+ *   first page (the first Bundle's `meta.lastUpdated`, else this machine's clock) minus `overlapMs`:
+ *   anything written before the listing started was listed, anything written while it ran has a later
+ *   `lastUpdated` and is exported again next time. The overlap (default 60 s) absorbs clock skew between
+ *   servers and writes committed after they were stamped. The price is at-least-once: a row near the
+ *   boundary can appear in two consecutive exports (dedupe on `id` + `version`).
+ */
+import type { Writable } from 'node:stream';
+import type { CareClient, ListOptions } from '../api/client.js';
+import type { Bundle, Resource } from '../api/types.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
+import type { LedgerScope } from '../state/ledger.js';
+import { defaultExport } from './default-columns.js';
+import { SourceKeys } from './references.js';
+import { RowSink, type ExportFormat } from './row-sink.js';
+
+export interface ExportProgress {
+  pages: number;
+  /** Observations read from the server. */
+  scanned: number;
+  /** Rows written (after the filters). */
+  rows: number;
+}
+
+export interface ExportObservationsOptions {
+  client: Pick<CareClient, 'pages'>;
+  /** Source keys (`$sourceKey`, the `patient_source_key` column, `patients`) and the `since: 'last'` watermark. */
+  scope?: LedgerScope;
+  /** The columns (mapping `exports:` entry or `--columns` file); default: the built-in default columns. */
+  columns?: CompiledExport;
+  output: Writable;
+  /** End `output` when done (default true; pass false for process.stdout). */
+  endOutput?: boolean;
+  format?: ExportFormat;
+  /** CSV: UTF-8 BOM for Excel. */
+  bom?: boolean;
+  /** CSV: neutralise formula-like text cells (default true). */
+  escapeFormulas?: boolean;
+  /** Lower bound on `meta.lastUpdated` (inclusive): an ISO date / date-time, a Date, or `'last'` (the watermark). */
+  since?: string | Date;
+  /** `since: 'last'`: how far before the previous export's start the next one starts again (default 60 000 ms). */
+  overlapMs?: number;
+  /** Watermark name in the ledger scope (default `export:<columns.name>`, plus the filters when there are some). */
+  watermarkName?: string;
+  /** Only observations whose subject has one of these source keys (e.g. MRNs). */
+  patients?: readonly string[];
+  /** Patient mappings of the mapping file: when given, every key of `patients` must be in the ledger. */
+  patientMappings?: readonly string[];
+  /** Query parameters of the first request. */
+  query?: Record<string, string>;
+  /** `_count` of the first request (server default when undefined). */
+  pageSize?: number;
+  retry?: ListOptions['retry'];
+  /** Called once the output is flushed, before the watermark moves (e.g. rename `<out>.partial` → `<out>`). */
+  finalize?: () => Promise<void>;
+  onProgress?: (p: ExportProgress) => void;
+  signal?: AbortSignal;
+  now?: () => Date;
+}
+
+export interface ExportReport {
+  export: string;
+  format: ExportFormat;
+  columns: string[];
+  rows: number;
+  pages: number;
+  scanned: number;
+  /** Observations without a readable `meta.lastUpdated` (kept by the `since` filter). */
+  undated: number;
+  /** Effective lower bound on `meta.lastUpdated` (ISO), null when everything was exported. */
+  since: string | null;
+  /** `'last'` when the bound came from the watermark (`null` since = no watermark yet: full export). */
+  sinceMode: 'none' | 'date' | 'last';
+  watermarkName: string;
+  /** Where the next `since: 'last'` export starts; saved only when `watermarkSaved`. */
+  watermark: string;
+  watermarkSaved: boolean;
+  startedAt: string;
+  finishedAt: string;
+  durationMs: number;
+}
+
+export const DEFAULT_OVERLAP_MS = 60_000;
+
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}$/;
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** An ISO date (midnight UTC) or date-time with a zone → epoch ms; a CareEtlError (exit 2) otherwise. */
+export function parseSince(value: string, flag = '--since'): number {
+  const ok = ISO_DATE.test(value) || ISO_DATE_TIME.test(value);
+  const ms = ok ? Date.parse(ISO_DATE.test(value) ? `${value}T00:00:00Z` : value) : NaN;
+  if (Number.isNaN(ms)) {
+    const noZone = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(value);
+    throw new CareEtlError(
+      `Expected \`${flag}\` to be \`last\`, an ISO date (2024-05-01) or a date-time with a zone (2024-05-01T08:00:00Z), got \`${value}\`${noZone ? ' (add Z or an offset such as +02:00)' : ''}`,
+      { exitCode: ExitCode.config },
+    );
+  }
+  return ms;
+}
+
+/** `export:<name>`, plus the filters: a filtered export has its own watermark (it did not see the rest). */
+export function watermarkNameOf(exportName: string, filters: { patients?: readonly string[]; query?: Record<string, string> } = {}): string {
+  const parts: string[] = [];
+  if (filters.patients?.length) parts.push(`patient=${[...new Set(filters.patients)].sort().join(',')}`);
+  for (const k of Object.keys(filters.query ?? {}).sort()) parts.push(`${k}=${filters.query![k]}`);
+  return `export:${exportName}${parts.length ? `?${parts.join('&')}` : ''}`;
+}
+
+/** Runs one page ahead of the consumer: page n+1 is requested while page n is written. */
+async function* aheadByOne<T>(it: AsyncIterator<T>): AsyncGenerator<T> {
+  let pending = it.next();
+  pending.catch(() => {}); // observed below
+  try {
+    for (;;) {
+      const r = await pending;
+      if (r.done) return;
+      pending = it.next();
+      pending.catch(() => {});
+      // Let the request leave before the page is processed: rows are evaluated in microtasks, which would
+      // otherwise hold the socket write back until the whole page is written.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      yield r.value;
+    }
+  } finally {
+    await it.return?.(undefined)?.catch(() => {});
+  }
+}
+
+const observationId = (o: Resource): string => (typeof o.id === 'string' ? o.id : '(no id)');
+
+export async function exportObservations(opts: ExportObservationsOptions): Promise<ExportReport> {
+  const now = opts.now ?? (() => new Date());
+  const started = now();
+  const t0 = performance.now();
+  const columns = opts.columns ?? defaultExport();
+  const format = opts.format ?? 'csv';
+  const overlapMs = opts.overlapMs ?? DEFAULT_OVERLAP_MS;
+  const patients = opts.patients?.length ? new Set(opts.patients) : undefined;
+  const watermarkName = opts.watermarkName ?? watermarkNameOf(columns.name, { patients: opts.patients, query: opts.query });
+  if (!Number.isFinite(overlapMs) || overlapMs < 0) {
+    throw new CareEtlError(`Expected the overlap to be a number of milliseconds ≥ 0, got \`${opts.overlapMs}\``, { exitCode: ExitCode.config });
+  }
+
+  // ---------------------------------------------------------------- lower bound
+  let sinceMs: number | undefined;
+  let sinceMode: ExportReport['sinceMode'] = 'none';
+  if (opts.since === 'last') {
+    if (!opts.scope) throw new CareEtlError('`--since last` needs the state ledger (it keeps the watermark)', { exitCode: ExitCode.config });
+    sinceMode = 'last';
+    const w = opts.scope.getWatermark(watermarkName);
+    if (w !== undefined) sinceMs = parseSince(w, `the watermark ${watermarkName}`);
+  } else if (opts.since instanceof Date) {
+    sinceMs = opts.since.getTime();
+    sinceMode = 'date';
+    if (Number.isNaN(sinceMs)) throw new CareEtlError('Expected `since` to be a valid date', { exitCode: ExitCode.config });
+  } else if (typeof opts.since === 'string') {
+    sinceMs = parseSince(opts.since);
+    sinceMode = 'date';
+  }
+
+  // ---------------------------------------------------------------- patient filter
+  if (patients && opts.patientMappings) {
+    const scope = opts.scope;
+    if (!scope) throw new CareEtlError('`--patient` needs the state ledger (it maps source keys to server ids)', { exitCode: ExitCode.config });
+    if (opts.patientMappings.length === 0) {
+      throw new CareEtlError('`--patient` takes patient source keys, but the mapping file has no Patient mapping to resolve them', { exitCode: ExitCode.config });
+    }
+    const unknown = [...patients].filter((k) => !opts.patientMappings!.some((m) => scope.serverIdOf(m, k) !== undefined));
+    if (unknown.length) {
+      throw new CareEtlError(`No patient with source key ${unknown.map((k) => `\`${k}\``).join(', ')} in the state ledger`, {
+        exitCode: ExitCode.config,
+        hint: `--patient takes the source key (e.g. MRN) of a patient loaded by \`care-etl run\` into this server and tenant, with the same state file (mappings: ${opts.patientMappings.join(', ')})`,
+      });
+    }
+  }
+
+  const keys = new SourceKeys(opts.scope);
+  const ctx: ExportContext = { now: started, sourceKey: (reference) => keys.of(reference) };
+  const report: ExportReport = {
+    export: columns.name,
+    format,
+    columns: [...columns.columns],
+    rows: 0,
+    pages: 0,
+    scanned: 0,
+    undated: 0,
+    since: sinceMs === undefined ? null : new Date(sinceMs).toISOString(),
+    sinceMode,
+    watermarkName,
+    watermark: '',
+    watermarkSaved: false,
+    startedAt: started.toISOString(),
+    finishedAt: '',
+    durationMs: 0,
+  };
+
+  const sink = new RowSink(opts.output, { format, columns: columns.columns, bom: opts.bom, escapeFormulas: opts.escapeFormulas, end: opts.endOutput });
+  let listStart: number | undefined;
+  // Aborts the page requested ahead when the export fails for another reason.
+  const stop = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
+  try {
+    opts.signal?.throwIfAborted();
+    const pages = opts.client.pages<Resource>('Observation', { query: opts.query, pageSize: opts.pageSize, signal, retry: opts.retry });
+    for await (const bundle of aheadByOne<Bundle<Resource>>(pages)) {
+      report.pages++;
+      if (listStart === undefined) {
+        const server = Date.parse(bundle.meta?.lastUpdated ?? '');
+        listStart = Number.isNaN(server) ? started.getTime() : server;
+      }
+      for (const entry of bundle.entry ?? []) {
+        const obs = entry?.resource;
+        if (!obs || typeof obs !== 'object' || obs.resourceType !== 'Observation') continue;
+        report.scanned++;
+        if (sinceMs !== undefined) {
+          const updated = Date.parse(obs.meta?.lastUpdated ?? '');
+          if (Number.isNaN(updated)) report.undated++;
+          else if (updated < sinceMs) continue;
+        }
+        if (patients) {
+          const subject = (obs.subject as { reference?: unknown } | undefined)?.reference;
+          const key = keys.of(subject);
+          if (key === undefined || !patients.has(key)) continue;
+        }
+        let row: Record<string, unknown>;
+        try {
+          row = await columns.evalRow(obs, ctx);
+        } catch (err) {
+          // A MappingEvalError names the export, the column and its file:line:col in its issue.
+          const e = err instanceof CareEtlError ? err : undefined;
+          throw new CareEtlError(`Export \`${columns.name}\` failed at observation ${observationId(obs)} (after ${report.rows} rows)`, {
+            issues: e?.issues.length ? e.issues : [{ severity: 'error', code: 'eval-failed', message: (err as Error)?.message ?? String(err) }],
+            exitCode: ExitCode.rejected,
+            hint: 'Fix the column expression, e.g. guard odd values with a condition (`field ? … : ""`), then export again.',
+            cause: err,
+          });
+        }
+        if (!sink.write(row)) await sink.drain(signal);
+        report.rows++;
+      }
+      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows });
+      opts.signal?.throwIfAborted();
+    }
+    await sink.end();
+    await opts.finalize?.();
+  } catch (err) {
+    stop.abort();
+    await sink.abort();
+    throw asExportFailure(opts.signal?.aborted ? opts.signal.reason ?? err : err, report);
+  }
+
+  report.watermark = new Date((listStart ?? started.getTime()) - overlapMs).toISOString();
+  if (sinceMode === 'last' && opts.scope) {
+    opts.scope.setWatermark(watermarkName, report.watermark);
+    report.watermarkSaved = true;
+  }
+  const finished = now();
+  report.finishedAt = finished.toISOString();
+  report.durationMs = Math.round(performance.now() - t0);
+  return report;
+}
+
+/** Configuration/authentication errors keep their exit code 2; everything else mid-export is a failure (1). */
+function asExportFailure(err: unknown, at: ExportReport): CareEtlError {
+  const where = `after ${at.rows} rows from ${at.pages} pages`;
+  if ((err as { name?: string })?.name === 'AbortError') {
+    return new CareEtlError(`Export interrupted ${where}`, { exitCode: ExitCode.rejected, cause: err });
+  }
+  if (err instanceof CareEtlError) return err;
+  const code = (err as { code?: unknown })?.code;
+  const message = (err as Error)?.message ?? String(err);
+  return new CareEtlError(`Export failed ${where}: ${message}${typeof code === 'string' && !message.includes(code) ? ` (${code})` : ''}`, {
+    exitCode: ExitCode.rejected,
+    cause: err,
+  });
+}

@@ -1,0 +1,200 @@
+/**
+ * `care-etl export`: mapping file → columns → target (flags > CARE_* > `target:`, else the embedded sandbox
+ * on `.care-etl/sandbox.db`) → ledger (`.care-etl/state.db`, scoped by server + tenant) → exportObservations.
+ *
+ * A file output is written to `<out>.partial` (mode 0600) and renamed to `<out>` only after the last row
+ * is flushed (fsync), so a failed or interrupted export never looks complete: the partial file is removed
+ * and `<out>` keeps its previous content, if any. The watermark moves after the rename.
+ */
+import { createWriteStream, fchmodSync, openSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import type { Writable } from 'node:stream';
+import { CareClient } from '../api/client.js';
+import type { ConnectionInput } from '../api/connection.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { ensureDir, PHI_FILE_MODE } from '../core/secure-fs.js';
+import { closest } from '../mapping/closest.js';
+import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
+import { loadMapping } from '../mapping/load-mapping.js';
+import { openTarget, type Target } from '../pipeline/target.js';
+import { Ledger } from '../state/ledger.js';
+import { loadColumnsFile } from './columns-file.js';
+import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
+import { exportObservations, parseSince, type ExportProgress, type ExportReport } from './observation-exporter.js';
+import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
+
+export interface RunExportOptions {
+  mappingFile: string;
+  /** Entry of the mapping's `exports:`; optional when it declares one (or none: default columns). */
+  exportName?: string;
+  /** A columns file instead of the mapping's `exports:`. */
+  columnsFile?: string;
+  /** Output file, or `-` for stdout (default). */
+  out?: string;
+  format?: string;
+  bom?: boolean;
+  escapeFormulas?: boolean;
+  /** `last`, an ISO date or a date-time with a zone. */
+  since?: string;
+  /** `--since last`: seconds re-read before the previous export's start (default 60). */
+  overlapSeconds?: number;
+  /** Patient source keys. */
+  patients?: string[];
+  /** `k=v` query parameters of the first request. */
+  query?: string[];
+  pageSize?: number;
+  /** Default `.care-etl/state.db` beside the mapping. */
+  statePath?: string;
+  /** From flags: they win over CARE_* variables, which win over the mapping's `target:`. */
+  connection?: ConnectionInput;
+  env?: NodeJS.ProcessEnv;
+  sandboxDataFile?: string;
+  /** `--json`: the summary goes to stdout, so the rows may not. */
+  json?: boolean;
+  /** Where `--out -` writes (default process.stdout). */
+  stdout?: Writable;
+  onTarget?: (t: ExportTargetInfo) => void;
+  onProgress?: (p: ExportProgress) => void;
+  signal?: AbortSignal;
+}
+
+export interface ExportTargetInfo {
+  baseUrl: string;
+  tenantId: string;
+  embedded: boolean;
+  dataFile?: string;
+}
+
+export interface ExportSummary extends ExportReport {
+  mappingFile: string;
+  /** Absolute path of the file written, or `-` (stdout). */
+  out: string;
+  statePath: string;
+  target: ExportTargetInfo;
+  warnings: string[];
+}
+
+const config = (message: string, hint?: string) => new CareEtlError(message, { exitCode: ExitCode.config, hint });
+
+/** `k=v` → { k: v }; a CareEtlError (exit 2) for anything else. */
+export function parseQuery(pairs: readonly string[] | undefined): Record<string, string> | undefined {
+  if (!pairs?.length) return undefined;
+  const out: Record<string, string> = {};
+  for (const p of pairs) {
+    const i = p.indexOf('=');
+    if (i <= 0) throw config(`Expected \`--query\` to be key=value, got \`${p}\``);
+    out[p.slice(0, i)] = p.slice(i + 1);
+  }
+  return out;
+}
+
+function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport {
+  const names = [...compiled.exports.keys()];
+  if (name !== undefined) {
+    const found = compiled.exports.get(name);
+    if (found) return found;
+    if (name === DEFAULT_EXPORT_NAME) return defaultExport();
+    const guess = closest(name, names);
+    throw config(
+      `The mapping file has no export named \`${name}\`${names.length ? ` (exports: ${names.join(', ')})` : ' (it has no `exports:` section)'}${guess ? `; did you mean \`${guess}\`?` : ''}`,
+      `Name one of the mapping's exports, or \`${DEFAULT_EXPORT_NAME}\` for the built-in default columns.`,
+    );
+  }
+  if (names.length === 0) return defaultExport();
+  if (names.length === 1) return compiled.exports.get(names[0]!)!;
+  throw config(`The mapping file declares several exports (${names.join(', ')}): name one, e.g. \`care-etl export ${compiled.mapping.file} ${names[0]}\``);
+}
+
+function openPrivateFile(path: string, shown: string): WriteStream {
+  try {
+    ensureDir(dirname(path));
+    const fd = openSync(path, 'w', PHI_FILE_MODE);
+    fchmodSync(fd, PHI_FILE_MODE); // an existing file keeps its mode on open: tighten it
+    return createWriteStream(path, { fd, flush: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable --out path.' });
+  }
+}
+
+export async function runExport(opts: RunExportOptions): Promise<ExportSummary> {
+  // ---------------------------------------------------------------- flags (nothing touched yet)
+  const outArg = opts.out ?? '-';
+  const toStdout = outArg === '-';
+  if (opts.json && toStdout) throw config('`--json` prints the summary on stdout: give the rows a file with `--out <file>`');
+  const format = (opts.format ?? 'csv') as ExportFormat;
+  if (!EXPORT_FORMATS.includes(format)) throw config(`Expected \`--format\` to be one of ${EXPORT_FORMATS.join(', ')}, got \`${opts.format}\``);
+  if (opts.bom && format !== 'csv') throw config('`--bom` applies to `--format csv` only');
+  if (opts.exportName !== undefined && opts.columnsFile !== undefined) throw config('Give either an export name or `--columns`, not both');
+  const query = parseQuery(opts.query);
+  if (opts.since !== undefined && opts.since !== 'last') parseSince(opts.since);
+  const patients = opts.patients?.map((p) => p.trim());
+  if (patients?.some((p) => p === '')) throw config('Expected `--patient` to be a patient source key, got an empty value');
+  const overlap = opts.overlapSeconds ?? 60;
+  if (!Number.isFinite(overlap) || overlap < 0) throw config(`Expected \`--overlap\` to be a number of seconds ≥ 0, got \`${opts.overlapSeconds}\``);
+
+  // ---------------------------------------------------------------- mapping
+  const mappingFile = resolve(opts.mappingFile);
+  const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
+  const compiled = compileMapping(mapping);
+  const columns = opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName);
+  const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
+
+  let target: Target | undefined;
+  let ledger: Ledger | undefined;
+  let client: CareClient | undefined;
+  const out = toStdout ? '-' : resolve(outArg);
+  const partial = toStdout ? undefined : `${out}.partial`;
+  let renamed = false;
+  try {
+    target = await openTarget(mapping, { env: opts.env, connection: opts.connection, sandboxDataFile: opts.sandboxDataFile });
+    const info: ExportTargetInfo = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
+    opts.onTarget?.(info);
+    const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
+    ledger = Ledger.open(statePath);
+    const scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
+    client = new CareClient(target.settings);
+    const output = toStdout ? (opts.stdout ?? process.stdout) : openPrivateFile(partial!, `${outArg}.partial`);
+    const report = await exportObservations({
+      client,
+      scope,
+      columns,
+      output,
+      endOutput: !toStdout,
+      format,
+      bom: opts.bom,
+      escapeFormulas: opts.escapeFormulas,
+      since: opts.since,
+      overlapMs: overlap * 1000,
+      patients,
+      patientMappings,
+      query,
+      pageSize: opts.pageSize,
+      onProgress: opts.onProgress,
+      signal: opts.signal,
+      finalize: async () => {
+        if (partial) {
+          renameSync(partial, out);
+          renamed = true;
+        }
+      },
+    });
+    return { ...report, mappingFile, out, statePath, target: info, warnings: mapping.warnings.map((w) => w.message) };
+  } finally {
+    // Every step runs whatever the others do (an open embedded sandbox would keep the process alive).
+    if (partial && !renamed) {
+      try {
+        rmSync(partial, { force: true });
+      } catch {
+        // never created (e.g. the folder is not writable)
+      }
+    }
+    await client?.close().catch(() => {});
+    try {
+      ledger?.close();
+    } catch {
+      // the export's own error matters more
+    }
+    await target?.close().catch(() => {});
+  }
+}
