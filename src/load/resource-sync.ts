@@ -11,7 +11,12 @@ import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
 export type SyncOutcome =
-  | { kind: 'created' | 'updated' | 'adopted'; serverId: string }
+  | {
+      kind: 'created' | 'updated' | 'adopted';
+      serverId: string;
+      /** CareTeam updates: members (`Practitioner/<id>`) whose participation this write ended (end date set or dropped). */
+      endedMembers?: string[];
+    }
   | { kind: 'unchanged'; serverId: string }
   | { kind: 'deferred' } // outcome unknown: reconciled at the end of the phase
   | { kind: 'rejected'; issues: Issue[] };
@@ -32,8 +37,13 @@ interface Deferred {
   matchValue?: string;
 }
 
-/** How many times a create whose answer was lost is reconciled and re-tried within one run. */
-const RECONCILE_ROUNDS = 3;
+/**
+ * How many times a create whose answer was lost is reconciled and re-tried within one run. Each round lists
+ * the type once and only runs while something is still unknown; with a fraction p of creates losing their
+ * answer, N·p^(rounds+1) creates are expected to stay unknown (3 rounds at p = 8 %: 0.08 of 2,000 — a
+ * spurious "outcome-unknown" reject in one run out of twelve).
+ */
+const RECONCILE_ROUNDS = 10;
 
 function identifierValues(resource: Resource): string[] {
   const ids = (resource.identifier as { system?: string; value?: string }[] | undefined) ?? [];
@@ -136,14 +146,19 @@ export class ResourceSync {
     const id = entry.serverId!;
     try {
       let body = item.resource;
+      let endedMembers: string[] = [];
       if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
-        body = endDroppedParticipants(body, serverBody ?? (await this.#call(() => client.get('CareTeam', id))), this.deps.now);
+        const server = serverBody ?? (await this.#call(() => client.get('CareTeam', id)));
+        body = endDroppedParticipants(body, server, this.deps.now);
+        endedMembers = newlyEndedMembers(server, body);
       }
       const updated = await this.#call(() => client.update(item.type, id, body));
       scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: updated.meta?.versionId, hash, runId });
-      return { kind: 'updated', serverId: id };
+      return endedMembers.length ? { kind: 'updated', serverId: id, endedMembers } : { kind: 'updated', serverId: id };
     } catch (err) {
-      scope.recordRejected({ mapping: item.mapping, key: item.key, resourceType: item.type, runId, reason: (err as Error).message });
+      // The entry is left as it was (synced with the last hash the server accepted): the changed content still
+      // differs from that hash, so the next run retries the update — and should the key leave the export, the
+      // entry is still "synced", so `onMissing: end` still ends the resource (a `rejected` entry never is).
       const issues = rejectedBy(err);
       if (err instanceof ApiError && err.status === 404) {
         issues.push({ severity: 'error', code: 'not-found', message: `${item.type}/${id} recorded in the state no longer exists on the server; it is not re-created automatically (remove the key from the state to create it again)` });
@@ -163,42 +178,67 @@ export class ResourceSync {
 
   /**
    * Settles every deferred create: list the server's resources of the type once, index them by match value,
-   * adopt a match (updating it if its content differs), create what is not there. A create that is lost
-   * again is reconciled again, up to RECONCILE_ROUNDS; after that it stays pending for the next run.
+   * adopt a match (updating it if its content differs), create what is not there. The items of a round are
+   * settled concurrently (the limiter bounds the requests in flight). A create that is lost again is
+   * reconciled again, up to RECONCILE_ROUNDS; after that it stays pending for the next run.
+   * Pending intents of keys this run did not meet (see `#settleOrphans`) are looked up in the first round.
+   * Call once the whole source has been synced.
    */
   async *reconcile(): AsyncGenerator<{ item: MappedResource; outcome: SyncOutcome }> {
-    const { scope, client, runId } = this.deps;
-    for (let round = 1; this.#deferred.length && round <= RECONCILE_ROUNDS; round++) {
+    const { client, scope, runId } = this.deps;
+    const deferredKeys = new Set(this.#deferred.map((d) => d.item.key));
+    let orphans = scope.pending(this.res.def.name).filter((e) => e.lastRunId !== runId && !deferredKeys.has(e.key) && e.matchValue !== undefined);
+    for (let round = 1; (this.#deferred.length || orphans.length) && round <= RECONCILE_ROUNDS; round++) {
       const batch = this.#deferred.splice(0);
       const index = new Map<string, StoredResource>();
       for await (const r of client.list(this.res.def.type, { pageSize: 500, retry: this.deps.retry })) {
         for (const v of await this.matchValues(r)) if (!index.has(v)) index.set(v, r as StoredResource);
       }
-      for (const d of batch) {
-        const found = d.matchValue !== undefined ? index.get(d.matchValue) : undefined;
-        if (d.matchValue === undefined) {
-          yield { item: d.item, outcome: { kind: 'rejected', issues: [{ severity: 'error', code: 'unreconcilable', message: 'the create may or may not have been stored and the resource has no match value (identifier or `match:`) to find it by; it stays pending' }] } };
-          continue;
-        }
-        if (found) {
-          const serverHash = contentHash(found);
-          scope.recordSynced({ mapping: d.item.mapping, key: d.item.key, resourceType: d.item.type, serverId: found.id, versionId: found.meta?.versionId, hash: serverHash, runId });
-          if (serverHash === d.hash) {
-            yield { item: d.item, outcome: { kind: 'adopted', serverId: found.id } };
-          } else {
-            const entry = scope.get(d.item.mapping, d.item.key)!;
-            const outcome = await this.#update(d.item, entry, d.hash, found);
-            yield { item: d.item, outcome: outcome.kind === 'updated' ? { kind: 'adopted', serverId: outcome.serverId } : outcome };
-          }
-          continue;
-        }
-        const outcome = await this.#create(d.item, d.hash, d.matchValue);
-        if (outcome.kind !== 'deferred') yield { item: d.item, outcome };
-      }
+      this.#settleOrphans(orphans, index);
+      orphans = [];
+      const settled = await Promise.allSettled(batch.map((d) => this.#settle(d, index)));
+      for (const s of settled) if (s.status === 'rejected') throw s.reason; // e.g. the state file failed
+      for (const s of settled) if (s.status === 'fulfilled' && s.value) yield s.value;
     }
     for (const d of this.#deferred.splice(0)) {
       yield { item: d.item, outcome: { kind: 'rejected', issues: [{ severity: 'error', code: 'outcome-unknown', message: `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations; it stays pending and is reconciled on the next run` }] } };
     }
+  }
+
+  /**
+   * A run interrupted (killed) while creating a key leaves its intent pending; if the key is gone from the
+   * export before the next run, no row brings it to `reconcile` — yet the create may have been stored. Such a
+   * resource is adopted (synced, still "last seen" by the run that intended it, so `onMissing: end` ends it
+   * in this run); an intent that never reached the server is closed as rejected (a key that comes back is
+   * created then).
+   */
+  #settleOrphans(orphans: LedgerEntry[], index: Map<string, StoredResource>): void {
+    const { scope } = this.deps;
+    for (const e of orphans) {
+      const found = index.get(e.matchValue!);
+      const base = { mapping: e.mapping, key: e.key, resourceType: e.resourceType, runId: e.lastRunId ?? 0 };
+      if (found) scope.recordSynced({ ...base, serverId: found.id, versionId: found.meta?.versionId, hash: contentHash(found) });
+      else scope.recordRejected({ ...base, reason: 'interrupted create of a key no longer in the source; it was never stored' });
+    }
+  }
+
+  /** One deferred create against the server's index: adopt, create, or (lost again) defer to the next round (undefined). */
+  async #settle(d: Deferred, index: Map<string, StoredResource>): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
+    const { scope, runId } = this.deps;
+    if (d.matchValue === undefined) {
+      return { item: d.item, outcome: { kind: 'rejected', issues: [{ severity: 'error', code: 'unreconcilable', message: 'the create may or may not have been stored and the resource has no match value (identifier or `match:`) to find it by; it stays pending' }] } };
+    }
+    const found = index.get(d.matchValue);
+    if (found) {
+      const serverHash = contentHash(found);
+      scope.recordSynced({ mapping: d.item.mapping, key: d.item.key, resourceType: d.item.type, serverId: found.id, versionId: found.meta?.versionId, hash: serverHash, runId });
+      if (serverHash === d.hash) return { item: d.item, outcome: { kind: 'adopted', serverId: found.id } };
+      const entry = scope.get(d.item.mapping, d.item.key)!;
+      const outcome = await this.#update(d.item, entry, d.hash, found);
+      return { item: d.item, outcome: outcome.kind === 'updated' ? { ...outcome, kind: 'adopted' } : outcome };
+    }
+    const outcome = await this.#create(d.item, d.hash, d.matchValue);
+    return outcome.kind === 'deferred' ? undefined : { item: d.item, outcome };
   }
 
   /**
@@ -226,6 +266,11 @@ export class ResourceSync {
           // Patient and Practitioner have no period: the spec's only "ended" state is `active: false`.
           body.active = false;
         }
+        if (contentHash(body) === contentHash(current)) {
+          // Already ended on the server (a run killed between its PUT and markEnded): record it, write nothing.
+          scope.markEnded(entry.mapping, entry.key, end, current.meta?.versionId);
+          continue;
+        }
         const updated = await this.#call(() => client.update(this.res.def.type, id, body));
         scope.markEnded(entry.mapping, entry.key, end, updated.meta?.versionId);
         ended.push({ key: entry.key, serverId: id });
@@ -247,4 +292,11 @@ export function endDroppedParticipants(mapped: Resource, server: Resource, now: 
     .filter((p) => p.member?.reference && !kept.has(p.member.reference))
     .map((p) => (p.period?.end ? p : { ...p, period: { ...p.period, end: now.toISOString() } }));
   return dropped.length ? { ...mapped, participant: [...next, ...dropped] } : mapped;
+}
+
+/** Members whose participant is open on the server and carries a `period.end` in `next`: the associations `next` ends. */
+export function newlyEndedMembers(server: Resource, next: Resource): string[] {
+  type P = { member?: { reference?: string }; period?: { end?: string } };
+  const open = new Set(((server.participant as P[] | undefined) ?? []).filter((p) => p.member?.reference && !p.period?.end).map((p) => p.member!.reference!));
+  return ((next.participant as P[] | undefined) ?? []).filter((p) => p.period?.end && open.has(p.member?.reference ?? '')).map((p) => p.member!.reference!);
 }

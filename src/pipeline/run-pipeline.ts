@@ -1,13 +1,13 @@
 import { join, resolve } from 'node:path';
 import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
-import { connectionFromEnv, hasTarget, resolveConnection, type ConnectionInput, type ConnectionSettings } from '../api/connection.js';
+import type { ConnectionInput } from '../api/connection.js';
 import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
-import { createPrivateWriteStream, ensureDir } from '../core/secure-fs.js';
+import { createPrivateWriteStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { loadMapping } from '../mapping/load-mapping.js';
-import type { LoadedMapping, ResourceType } from '../mapping/types.js';
+import type { ResourceType } from '../mapping/types.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
@@ -17,6 +17,7 @@ import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import { RejectsWriter, type RejectRecord } from './rejects.js';
+import { openTarget, type Target } from './target.js';
 
 export interface MappingCounts {
   /** Source rows read (rejected ones included). */
@@ -27,7 +28,10 @@ export interface MappingCounts {
   /** Creates whose answer was lost, found on the server and adopted instead of re-sent. */
   adopted: number;
   rejected: number;
-  /** Associations ended by `onMissing: end`. */
+  /**
+   * Practitioner–patient associations this run ended: a care team ended by `onMissing: end` counts once,
+   * and so does each participant given an end date or dropped from its group (see `RunReport.ended`).
+   */
   ended: number;
   /** Dry run: resources written to --out. */
   written: number;
@@ -47,7 +51,8 @@ export interface RunReport {
   rejectsFile?: string;
   outDir?: string;
   statePath?: string;
-  ended: { mapping: string; key: string; serverId: string }[];
+  /** One entry per ended association: a whole care team (`onMissing: end`), or one `member` of it (an end date or a dropped row). */
+  ended: { mapping: string; key: string; serverId: string; member?: string }[];
   warnings: string[];
   /** Why the run stopped before the end (e.g. `--max-errors`). */
   stoppedEarly?: string;
@@ -98,41 +103,6 @@ async function* counted(items: AsyncIterable<SourceItem>, counts: MappingCounts)
     counts.read++;
     yield item;
   }
-}
-
-interface Target {
-  settings: ConnectionSettings;
-  /** Identity of the server in the ledger: the base URL, or the data file of the embedded sandbox (its port changes every run). */
-  scopeUrl: string;
-  embedded: boolean;
-  dataFile?: string;
-  close(): Promise<void>;
-}
-
-async function openTarget(mapping: LoadedMapping, opts: RunOptions): Promise<Target> {
-  const env = opts.env ?? process.env;
-  const fromFile: ConnectionInput = {
-    baseUrl: mapping.target.baseUrl,
-    apiKey: mapping.target.apiKey,
-    emrId: mapping.target.emrId,
-    tenantId: mapping.target.tenantId,
-    updateRoutes: mapping.target.updateMethod as ConnectionInput['updateRoutes'],
-  };
-  const fromEnv = connectionFromEnv(env);
-  if (hasTarget(opts.connection, fromEnv, fromFile)) {
-    const settings = resolveConnection(opts.connection, fromEnv, fromFile);
-    return { settings, scopeUrl: settings.baseUrl, embedded: false, close: async () => {} };
-  }
-  // No server named anywhere: onboard into the in-process sandbox, durable beside the mapping.
-  const { startSandbox, DEFAULT_CREDENTIALS } = await import('../sandbox/server.js');
-  const dataFile = opts.sandboxDataFile ?? join(mapping.dir, '.care-etl', 'sandbox.db');
-  ensureDir(join(dataFile, '..'));
-  const sandbox = await startSandbox({ dataFile });
-  const settings = resolveConnection(
-    { ...opts.connection, baseUrl: sandbox.url, apiKey: DEFAULT_CREDENTIALS.apiKey, emrId: DEFAULT_CREDENTIALS.emrId, tenantId: DEFAULT_CREDENTIALS.tenants[0] },
-    { updateRoutes: fromFile.updateRoutes },
-  );
-  return { settings, scopeUrl: `sandbox:${resolve(dataFile)}`, embedded: true, dataFile, close: () => sandbox.close() };
 }
 
 /**
@@ -269,8 +239,11 @@ async function runPhases(
     const res = compiled.resources.get(name)!;
     const counts = report.mappings[name];
     const source = mapping.sources[res.def.from];
+    /** Keys `$ref` must not resolve to in this run. */
     const rejected = new Set<string>();
     rejectedKeys.set(name, rejected);
+    /** Every key of a rejected row: still in the export, so not "missing" for onMissing: end. */
+    const rejectedSeen = new Set<string>();
     const loaded = new Set<string>();
     if (opts.dryRun) loadedKeys.set(name, loaded);
     let keylessRejects = 0;
@@ -280,9 +253,13 @@ async function runPhases(
     const onReject = (r: RejectRecord) => {
       counts.rejected++;
       totalRejected++;
-      // A duplicate row does not make its key unusable: the first row of the key was loaded.
       if (r.key === undefined) keylessRejects++;
-      else if (r.issues[0]?.code !== 'duplicate-key') rejected.add(r.key);
+      else {
+        rejectedSeen.add(r.key);
+        // A duplicate row does not make its key unusable (its first row was loaded), nor does a failed update
+        // of a resource that exists on the server: references to them stay valid.
+        if (r.issues[0]?.code !== 'duplicate-key' && !(r.stage === 'load' && st.scope?.serverIdOf(name, r.key))) rejected.add(r.key);
+      }
       st.rejects.write(r);
       const { row: _row, raw: _raw, ...forDisplay } = r;
       opts.onEvent?.({ type: 'reject', reject: forDisplay });
@@ -295,6 +272,10 @@ async function runPhases(
         case 'unchanged':
         case 'adopted':
           counts[o.kind]++;
+          for (const member of (o.kind !== 'unchanged' && o.endedMembers) || []) {
+            counts.ended++;
+            report.ended.push({ mapping: name, key: item.key, serverId: o.serverId, member });
+          }
           break;
         case 'rejected':
           onReject({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues, row: undefined });
@@ -339,7 +320,7 @@ async function runPhases(
       sync.flushSeen();
       for await (const { item, outcome } of sync.reconcile()) apply(item, outcome);
       // A row rejected before loading is still in the export: it must not count as "gone".
-      if (rejected.size) st.scope!.markSeen(name, [...rejected], st.runId!);
+      if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
       if (res.def.onMissing === 'end') {
         if (report.stoppedEarly || keylessRejects > 0) {
           report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);

@@ -46,7 +46,8 @@ export interface LedgerEntry {
   versionId?: string;
   /**
    * Hash of the resource content last sent successfully — or intended, while pending; a rejected create
-   * (no server id) keeps the hash of the refused content, a rejected update the last successful one.
+   * (no server id) keeps the hash of the refused content. (A failed update does not touch the entry at all:
+   * the loader leaves it synced with the old hash, so the next run retries the update.)
    */
   hash?: string;
   /** The run that last saw the key in the source. */
