@@ -14,6 +14,7 @@ import type { RetryOptions } from '../load/retry.js';
 import { openSource } from '../sources/open-source.js';
 import type { SourceItem } from '../sources/types.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
+import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import { RejectsWriter, type RejectRecord } from './rejects.js';
@@ -212,7 +213,7 @@ async function runPhases(
   const { mapping } = compiled;
   const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
   const rejectedKeys = new Map<string, Set<string>>();
-  const loadedKeys = new Map<string, Set<string>>(); // dry run only: what `$ref` may point to
+  const loadedKeys = new Map<string, KeyIndex>(); // dry run only: what `$ref` may point to
   const limiter = new AdaptiveLimiter({ initial: opts.concurrency, max: opts.concurrency, min: 1 });
   let totalRejected = 0;
 
@@ -244,7 +245,7 @@ async function runPhases(
     rejectedKeys.set(name, rejected);
     /** Every key of a rejected row: still in the export, so not "missing" for onMissing: end. */
     const rejectedSeen = new Set<string>();
-    const loaded = new Set<string>();
+    const loaded = new KeyIndex();
     if (opts.dryRun) loadedKeys.set(name, loaded);
     let keylessRejects = 0;
     opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
@@ -297,7 +298,7 @@ async function runPhases(
           onReject(item);
           progress();
         } else if (opts.dryRun) {
-          loaded.add(item.key);
+          loaded.set(item.key, 0);
           writeDry(st.dryOut, report.outDir!, item);
           counts.written++;
           progress();

@@ -6,6 +6,7 @@ import type { ResourceType } from '../mapping/types.js';
 import type { Origin, SourceItem } from '../sources/types.js';
 import type { Resource } from '../api/types.js';
 import type { RejectRecord } from '../pipeline/rejects.js';
+import { KeyIndex } from './key-index.js';
 
 /** A row (or a `groupBy` group of rows) turned into a valid resource. */
 export interface MappedResource {
@@ -71,7 +72,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     return;
   }
 
-  const firstSeen = new Map<string, number>();
+  const firstSeen = new KeyIndex();
   for await (const item of items) {
     if (!item.ok) {
       yield reject('source', res, item.origin, item.issues, { raw: item.raw });

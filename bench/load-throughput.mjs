@@ -1,0 +1,323 @@
+// Load throughput (issue 3): runPipeline loads N generated patients (the example's `patient` mapping) into a
+// sandbox with injected latency, at a fixed concurrency. Creates/s is compared with the bound
+// CONCURRENCY / LATENCY (16 / 0.020 s = 800 req/s): the loader should keep its window full.
+// Per round: a fresh sandbox (in-memory) in its own child process (startSandbox({ faults: { latencyMs } })),
+// a fresh state file, and the pipeline in another fresh child process. The load child also records, through
+// undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the client-side
+// latency of each request and the event-loop delay — to tell a window that is not kept full from a slow server.
+// Usage: npm run build && node bench/load-throughput.mjs [N] [CONCURRENCY] [LATENCY_MS] [ROUNDS]
+//        (defaults 3000 16 20 3; env N / CONCURRENCY / LATENCY_MS / ROUNDS work too; CPU_PROF=1 profiles the
+//        last round's pipeline child instead of counting it)
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { loadAvg, makePatientFixture, median, summarizeCpuProfile } from './_patients-fixture.mjs';
+
+const self = fileURLToPath(import.meta.url);
+
+async function main() {
+  const N = Number(process.argv[2] ?? process.env.N ?? 3000);
+  const CONCURRENCY = Number(process.argv[3] ?? process.env.CONCURRENCY ?? 16);
+  const LATENCY_MS = Number(process.argv[4] ?? process.env.LATENCY_MS ?? 20);
+  const ROUNDS = Number(process.argv[5] ?? process.env.ROUNDS ?? 3);
+  const bound = CONCURRENCY / (LATENCY_MS / 1000);
+  const loadBefore = loadAvg()[0];
+  const fx = await makePatientFixture(N, 'care-etl-bench-load-');
+  const runs = [];
+  const baselines = [];
+  let ledger;
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const kind of ['pipeline', 'baseline']) {
+        const sandbox = spawn(process.execPath, [self, '--sandbox', String(LATENCY_MS)], { stdio: ['pipe', 'pipe', 'inherit'] });
+        const lines = createInterface({ input: sandbox.stdout })[Symbol.asyncIterator]();
+        try {
+          const sb = JSON.parse((await lines.next()).value);
+          const stateDir = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-state-'));
+          try {
+            const conn = [sb.url, sb.apiKey, sb.emrId, sb.tenantId, String(CONCURRENCY)];
+            // CPU_PROF=1: the last round's pipeline child runs under --cpu-prof (its figures are then not counted).
+            const prof = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1 ? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-')) : undefined;
+            const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+            const r = await runChild(kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn]);
+            if (prof) {
+              process.stderr.write(`\n--cpu-prof of one load (${r.createsPerSec} creates/s under the profiler), top self time:\n${summarizeCpuProfile(prof, 30)}\n`);
+              rmSync(prof, { recursive: true, force: true });
+              continue;
+            }
+            sandbox.stdin.write('stats\n');
+            const stats = JSON.parse((await lines.next()).value);
+            const serverCpuUsPerRequest = Math.round(stats.cpuUs / stats.requests);
+            (kind === 'pipeline' ? runs : baselines).push({ ...r, serverRequests: stats.requests, serverByStatus: stats.byStatus, serverCpuUsPerRequest });
+          } finally {
+            rmSync(stateDir, { recursive: true, force: true });
+          }
+        } finally {
+          sandbox.stdin.end();
+          if (sandbox.exitCode === null) await once(sandbox, 'exit');
+        }
+      }
+    }
+    const stateDir = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-ledger-'));
+    try {
+      ledger = await runChild([self, '--ledger', String(N), stateDir]);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  } finally {
+    fx.cleanup();
+  }
+  const rps = runs.map((r) => r.createsPerSec);
+  const base = baselines.map((r) => r.createsPerSec);
+  console.log(
+    JSON.stringify({
+      bench: 'load-throughput',
+      creates: N,
+      concurrency: CONCURRENCY,
+      latencyMs: LATENCY_MS,
+      boundPerSec: bound,
+      createsPerSec: rps,
+      ratioToBound: rps.map((x) => Math.round((x / bound) * 100) / 100),
+      medianRatio: Math.round((median(rps) / bound) * 100) / 100,
+      // The same number of POST /Patient from a bare undici loop (no pipeline), same concurrency, fresh sandbox:
+      // what the machine allows right now. pipelineVsBaseline isolates the pipeline from the machine's load.
+      baselinePerSec: base,
+      pipelineVsBaseline: rps.map((x, i) => Math.round((x / base[i]) * 100) / 100),
+      steadyPerSec: runs.map((r) => r.steadyPerSec),
+      steadyRatioToBound: runs.map((r) => Math.round((r.steadyPerSec / bound) * 100) / 100),
+      ledger,
+      runs,
+      baselines,
+      loadAvg1m: [loadBefore, loadAvg()[0]],
+      node: process.version,
+      cpus: os.cpus().length,
+    }),
+  );
+}
+
+function runChild(args) {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.on('error', reject);
+    c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`load child exited ${code}`))));
+  });
+}
+
+/** Child: the sandbox, in memory, with latency; prints its URL line, answers `stats` on stdin, exits on EOF. */
+async function sandboxChild(latencyMs) {
+  const { startSandbox } = await import('../dist/sandbox/server.js');
+  const sb = await startSandbox({ faults: { latencyMs } });
+  const c0 = process.cpuUsage();
+  const { apiKey, emrId, tenants } = sb.credentials;
+  process.stdout.write(`${JSON.stringify({ url: sb.url, apiKey, emrId, tenantId: tenants[0] })}\n`);
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line === 'stats') {
+      const c = process.cpuUsage(c0);
+      process.stdout.write(`${JSON.stringify({ ...sb.stats(), cpuUs: c.user + c.system })}\n`);
+    }
+  }
+  await sb.close();
+}
+
+/** Child: one load through runPipeline; prints one JSON line. */
+async function loadChild(mappingFile, stateDir, baseUrl, apiKey, emrId, tenantId, concurrency) {
+  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+  const probe = await probes();
+  const report = await runPipeline({
+    mappingFile,
+    connection: { baseUrl, apiKey, emrId, tenantId },
+    statePath: join(stateDir, 'state.db'),
+    rejectsFile: join(stateDir, 'rejects.ndjson'),
+    concurrency: Number(concurrency),
+    env: {},
+    onEvent(e) {
+      if (e.type === 'phase-start') probe.start();
+      if (e.type === 'phase-end') probe.stop();
+    },
+  });
+  const t = report.totals;
+  if (t.rejected || t.created !== t.read) throw new Error(`expected ${t.read} creates, got ${JSON.stringify(t)}`);
+  return { created: t.created, runSeconds: report.durationMs / 1000, ...probe.result(t.created) };
+}
+
+/** Child: N creates from a bare undici Agent + `concurrency` workers (no transform, no ledger): the control. */
+async function baselineChild(n, baseUrl, apiKey, emrId, tenantId, concurrency) {
+  const { Agent, request } = await import('undici');
+  const C = Number(concurrency);
+  const agent = new Agent({ connections: 32, keepAliveTimeout: 10_000 });
+  const headers = { 'content-type': 'application/json', accept: 'application/json', 'service-subscriptionkey': apiKey, 'service-emrid': emrId, 'service-tenantid': tenantId };
+  const { patientRow } = await import('./_patients-fixture.mjs');
+  const body = (i) => {
+    const [mrn, first, last, , , , email, address, city, state, zip] = patientRow(i);
+    return JSON.stringify({
+      resourceType: 'Patient',
+      identifier: [{ system: 'urn:lakeside:mrn', value: mrn }],
+      active: true,
+      name: [{ use: 'official', family: last, given: [first] }],
+      gender: 'female',
+      birthDate: '1980-01-02',
+      telecom: [{ system: 'phone', value: '+15552001234', use: 'home' }, { system: 'email', value: email }],
+      address: [{ use: 'home', line: [address], city, state, postalCode: zip, country: 'US' }],
+    });
+  };
+  const probe = await probes();
+  let next = 1;
+  probe.start();
+  await Promise.all(
+    Array.from({ length: C }, async () => {
+      while (next <= Number(n)) {
+        const res = await request(`${baseUrl}/Patient`, { dispatcher: agent, method: 'POST', headers, body: body(next++) });
+        await res.body.text();
+        if (res.statusCode !== 200) throw new Error(`create → ${res.statusCode}`);
+      }
+    }),
+  );
+  probe.stop();
+  await agent.close();
+  return { created: Number(n), ...probe.result(Number(n)) };
+}
+
+/**
+ * Child: what the ledger costs per create, as ResourceSync uses it (get + recordIntent + recordSynced, each
+ * statement its own autocommit transaction), against the same statements grouped in one transaction per
+ * `batch` creates. Fresh WAL state file, synchronous=NORMAL (the defaults).
+ */
+async function ledgerChild(n, stateDir) {
+  const { Ledger, contentHash } = await import('../dist/state/ledger.js');
+  const { patientRow } = await import('./_patients-fixture.mjs');
+  const out = {};
+  for (const batch of [1, 16]) {
+    const ledger = Ledger.open(join(stateDir, `ledger-${batch}.db`));
+    const scope = ledger.scope('http://127.0.0.1:1', 'demo-clinic');
+    const runId = scope.beginRun({ mappingFile: 'bench', dryRun: false });
+    const items = Array.from({ length: Number(n) }, (_, i) => ({ key: patientRow(i + 1)[0], resource: { resourceType: 'Patient', identifier: [{ system: 'urn:lakeside:mrn', value: patientRow(i + 1)[0] }] } }));
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    for (let i = 0; i < items.length; i += batch) {
+      const group = items.slice(i, i + batch);
+      const work = (step) => () => {
+        for (const it of group) {
+          if (step === 'intent') {
+            const hash = contentHash(it.resource);
+            scope.get('patient', it.key);
+            scope.recordIntent({ mapping: 'patient', key: it.key, resourceType: 'Patient', hash, matchValue: `urn:lakeside:mrn|${it.key}`, runId });
+          } else {
+            scope.recordSynced({ mapping: 'patient', key: it.key, resourceType: 'Patient', serverId: `id-${it.key}`, versionId: '1', hash: 'h', runId });
+          }
+        }
+      };
+      if (batch === 1) {
+        work('intent')();
+        work('synced')();
+      } else {
+        scope.transaction(work('intent'));
+        scope.transaction(work('synced'));
+      }
+    }
+    const wall = performance.now() - t0;
+    const c = process.cpuUsage(c0);
+    ledger.close();
+    out[batch === 1 ? 'autocommit' : `batchesOf${batch}`] = { wallUsPerCreate: Math.round((wall * 1000) / n), cpuUsPerCreate: Math.round((c.user + c.system) / n) };
+  }
+  return out;
+}
+
+/** Measures, between start() and stop(): requests in flight at the client (undici diagnostics channels, sampled
+ * every 2 ms), their latency, the event-loop delay and the CPU time of this process. */
+async function probes() {
+  const dc = await import('node:diagnostics_channel');
+  const { monitorEventLoopDelay } = await import('node:perf_hooks');
+
+  // Requests really in flight at the client (undici), and their latency.
+  const started = new WeakMap();
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const latencies = [];
+  let firstRequestAt;
+  let lastResponseAt;
+  let cpuAtFirstRequest;
+  dc.subscribe('undici:request:create', ({ request }) => {
+    const now = performance.now();
+    if (firstRequestAt === undefined && t0 !== undefined) {
+      firstRequestAt = now;
+      cpuAtFirstRequest = process.cpuUsage();
+    }
+    started.set(request, now);
+    inFlight++;
+    if (inFlight > maxInFlight) maxInFlight = inFlight;
+  });
+  const done = ({ request }) => {
+    const t = started.get(request);
+    if (t === undefined) return;
+    started.delete(request);
+    inFlight--;
+    lastResponseAt = performance.now();
+    latencies.push(lastResponseAt - t);
+  };
+  dc.subscribe('undici:request:trailers', done);
+  dc.subscribe('undici:request:error', done);
+
+  let samples = 0;
+  let inFlightSum = 0;
+  let t0;
+  let t1;
+  let c0;
+  let cpu;
+  let steadyCpu;
+  const sampler = setInterval(() => {
+    if (t0 !== undefined && t1 === undefined) {
+      samples++;
+      inFlightSum += inFlight;
+    }
+  }, 2);
+  const eld = monitorEventLoopDelay({ resolution: 5 });
+  return {
+    start() {
+      latencies.length = 0;
+      t0 = performance.now();
+      c0 = process.cpuUsage();
+      eld.enable();
+    },
+    stop() {
+      t1 = performance.now();
+      cpu = process.cpuUsage(c0);
+      steadyCpu = process.cpuUsage(cpuAtFirstRequest);
+      eld.disable();
+      clearInterval(sampler);
+    },
+    result(n) {
+      const s = (t1 - t0) / 1000;
+      latencies.sort((a, b) => a - b);
+      const pct = (p) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] * 10) / 10;
+      const ms = (ns) => Math.round(ns / 1e4) / 100;
+      return {
+        seconds: Math.round(s * 1000) / 1000,
+        createsPerSec: Math.round(n / s),
+        // from start() to the first request, and from the last answer to stop(): time with an empty window
+        firstRequestMs: Math.round(firstRequestAt - t0),
+        tailMs: Math.round(t1 - lastResponseAt),
+        // first request → last answer: the window's own rate, without the phase's start-up
+        steadyPerSec: Math.round(n / ((lastResponseAt - firstRequestAt) / 1000)),
+        steadyCpuUsPerCreate: Math.round((steadyCpu.user + steadyCpu.system) / n),
+        avgInFlight: Math.round((inFlightSum / samples) * 10) / 10,
+        maxInFlight,
+        clientLatencyMs: { p50: pct(0.5), p90: pct(0.9), p99: pct(0.99), max: pct(1) },
+        eventLoopDelayMs: { p50: ms(eld.percentile(50)), p99: ms(eld.percentile(99)), max: ms(eld.max) },
+        clientCpuUsPerCreate: Math.round((cpu.user + cpu.system) / n), // the phase, start-up included
+      };
+    },
+  };
+}
+
+const [, , mode, ...args] = process.argv;
+if (mode === '--sandbox') await sandboxChild(Number(args[0]));
+else if (mode === '--load') process.stdout.write(`${JSON.stringify(await loadChild(...args))}\n`);
+else if (mode === '--baseline') process.stdout.write(`${JSON.stringify(await baselineChild(...args))}\n`);
+else if (mode === '--ledger') process.stdout.write(`${JSON.stringify(await ledgerChild(...args))}\n`);
+else await main();
