@@ -246,7 +246,7 @@ function inRows(record: number, rows: RowSelector[] | undefined): boolean {
 
 async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: CompiledResource, shown: (p: string) => string): AsyncGenerator<SourceItem> {
   const fx = c.fixture!;
-  const src = mapping.mapping.sources[res.def.from] as SourceConfig;
+  const src = mapping.mapping.sources[res.def.from];
   let cfg: SourceConfig = { ...src };
   if (fx.path) {
     const fmt = detectFormat(fx.path) ?? src.format;

@@ -22,32 +22,9 @@ export interface TargetConfig {
   updateMethod?: Partial<Record<ResourceType, UpdateMethodConfig>>;
 }
 
-export type SourceFormat = 'csv' | 'json' | 'ndjson';
-
-/** Mirrors src/sources/types.ts CsvOptions (the schema's `csv:` block). */
-export interface CsvOptions {
-  delimiter?: string;
-  quote?: string;
-  escape?: string;
-  encoding?: 'utf-8' | 'utf8' | 'utf-16le' | 'latin1';
-  comment?: string;
-  trim?: boolean;
-  skipEmptyLines?: boolean;
-  columns?: string[];
-}
-
-/**
- * One input file. Local mirror of the shape src/sources defines (structurally compatible):
- * `path` is absolute; `format` is always filled in by the loader (from the extension when not given).
- */
-export interface SourceConfig {
-  name: string;
-  path: string;
-  format?: SourceFormat;
-  /** json only: JSONata selecting the array of records. */
-  records?: string;
-  csv?: CsvOptions;
-}
+/** Sources are configured with the types of src/sources (one definition; `path` is absolute after loading). */
+import type { SourceConfig } from '../sources/types.js';
+export type { CsvOptions, SourceConfig, SourceFormat } from '../sources/types.js';
 
 export interface ResourceMapping {
   name: string;

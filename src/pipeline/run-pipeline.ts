@@ -292,8 +292,7 @@ async function runPhases(
     const inFlight = new Set<Promise<void>>();
     const tooMany = () => opts.maxErrors !== undefined && totalRejected > opts.maxErrors;
     try {
-      // TODO(unify): mapping/types SourceConfig mirrors sources/types; encodings differ (windows-1252).
-      for await (const item of transformSource(res, counted(openSource(source as Parameters<typeof openSource>[0], { signal }), counts), { ctx, validate: validateResource })) {
+      for await (const item of transformSource(res, counted(openSource(source, { signal }), counts), { ctx, validate: validateResource })) {
         if (!item.ok) {
           onReject(item);
           progress();

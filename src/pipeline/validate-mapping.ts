@@ -6,7 +6,7 @@ import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { loadMapping } from '../mapping/load-mapping.js';
 import { openSource } from '../sources/open-source.js';
-import type { SourceConfig, SourceItem } from '../sources/types.js';
+import type { SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from './rejects.js';
@@ -92,7 +92,7 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       const result: SampleResult = { rows: 0, valid: 0, rejects: [] };
       const keys = new Set<string>();
       rejected.set(name, keys);
-      const source = mapping.sources[res.def.from] as SourceConfig;
+      const source = mapping.sources[res.def.from];
       const counted = async function* (items: AsyncIterable<SourceItem>) {
         for await (const item of items) {
           result.rows++;
