@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { LineCounter, parseDocument, visit, type Scalar } from 'yaml';
 import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
-import { closest } from '../mapping/closest.js';
+import { schemaIssue } from '../mapping/schema-issues.js';
 import { YamlLocator, toPointer, type DocPath } from '../mapping/yaml-positions.js';
 import type { FixtureDef, MappingTestFile, RefStubs, RejectExpectation, RowSelector, TestCaseDef } from './types.js';
 
@@ -205,9 +205,6 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
   return result;
 }
 
-function fromPointer(pointer: string): string[] {
-  return pointer === '' ? [] : pointer.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-}
 
 /** ajv errors → issues at the YAML nodes. The case-level combinations (allOf/oneOf/anyOf/not) are checked in code with clearer messages. */
 function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
@@ -215,68 +212,27 @@ function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
   const seen = new Set<string>();
   for (const e of errors) {
     if (['if', 'oneOf', 'anyOf', 'not', 'allOf'].includes(e.keyword) || /\/(allOf|oneOf|anyOf|not)\//.test(e.schemaPath)) continue;
-    const path = fromPointer(e.instancePath);
-    const params = e.params as Record<string, unknown>;
-    const parent = (e.parentSchema ?? {}) as { properties?: Record<string, unknown> };
-    let pointer = e.instancePath;
-    let location: Location | undefined;
-    let message: string;
-    const isRefsEntry = /^\/(cases\/\d+\/)?refs\/[^/]+$/.test(e.instancePath);
-    switch (e.keyword) {
-      case 'required': {
-        const missing = String(params.missingProperty);
-        pointer = `${e.instancePath}/${missing}`;
-        message = `missing required property \`${missing}\``;
-        break;
-      }
-      case 'additionalProperties': {
-        const prop = String(params.additionalProperty);
-        const allowed = Object.keys(parent.properties ?? {});
-        pointer = `${e.instancePath}/${prop}`;
-        location = loc.keyPositionOf([...path, prop]);
-        const guess = closest(prop, allowed);
-        message = `unknown property \`${prop}\`${guess ? ` (did you mean \`${guess}\`?)` : ''}${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`;
-        break;
-      }
-      case 'propertyNames': {
-        const prop = String(params.propertyName);
-        pointer = `${e.instancePath}/${prop}`;
-        location = loc.keyPositionOf([...path, prop]);
-        message = `name \`${prop}\` is not allowed here`;
-        break;
-      }
-      case 'enum':
-        message = `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}${typeof e.data === 'string' ? ` (got \`${e.data}\`)` : ''}`;
-        break;
-      case 'type': {
-        const want = String(params.type).split(',');
-        const got = e.data === null ? 'empty' : Array.isArray(e.data) ? 'a list' : typeof e.data === 'object' ? 'a mapping' : `a ${typeof e.data}`;
-        const words = want.map((w) => (w === 'object' ? 'a mapping (key: value)' : w === 'array' ? 'a list' : `a ${w}`));
-        message = isRefsEntry ? `must be \`auto\` or a table of source key → id, not ${got}` : `must be ${words.join(' or ')}, not ${got}`;
-        break;
-      }
-      case 'pattern':
-        message = isRefsEntry
-          ? `\`${String(e.data)}\` is not allowed: write \`auto\` or a table of source key → id`
-          : /\/refs\/[^/]+\/[^/]+$/.test(e.instancePath)
-            ? `\`${String(e.data)}\` is not a valid id (letters, digits, \`-\`, \`.\`; at most 64)`
-            : `\`${String(e.data)}\` does not match the expected form ${String(params.pattern)}`;
-        break;
-      case 'minLength':
-      case 'minItems':
-        message = 'must not be empty';
-        break;
-      case 'minimum':
-        message = `must be ≥ ${String(params.limit)}`;
-        break;
-      default:
-        message = e.message ?? `fails ${e.keyword}`;
-    }
-    const sig = `${pointer}|${message}`;
+    const issue = schemaIssue(e, loc);
+    const refs = refsMessage(e);
+    if (refs) issue.message = refs;
+    const sig = `${issue.path}|${issue.message}`;
     if (seen.has(sig)) continue;
     seen.add(sig);
-    issues.push({ severity: 'error', code: e.keyword === 'required' ? 'required' : 'invalid', message, path: pointer, location: location ?? loc.positionOf(path) ?? { file: loc.file } });
+    issues.push(issue);
   }
   return issues;
+}
+
+/** `refs:` stubs deserve messages that say what to write instead. */
+function refsMessage(e: ErrorObject): string | undefined {
+  const isRefsEntry = /^\/(cases\/\d+\/)?refs\/[^/]+$/.test(e.instancePath);
+  if (e.keyword === 'type' && isRefsEntry) {
+    const got = e.data === null ? 'empty' : Array.isArray(e.data) ? 'a list' : typeof e.data === 'object' ? 'a mapping' : `a ${typeof e.data}`;
+    return `must be \`auto\` or a table of source key → id, not ${got}`;
+  }
+  if (e.keyword !== 'pattern') return undefined;
+  if (isRefsEntry) return `\`${String(e.data)}\` is not allowed: write \`auto\` or a table of source key → id`;
+  if (/\/refs\/[^/]+\/[^/]+$/.test(e.instancePath)) return `\`${String(e.data)}\` is not a valid id (letters, digits, \`-\`, \`.\`; at most 64)`;
+  return undefined;
 }
 
