@@ -12,7 +12,6 @@ import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
 import { openSource } from '../sources/open-source.js';
-import type { SourceItem } from '../sources/types.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
@@ -99,12 +98,6 @@ function placeholderId(key: string): string {
   return `dryrun-${key.replace(/[^A-Za-z0-9\-.]/g, '-')}`.slice(0, 64);
 }
 
-async function* counted(items: AsyncIterable<SourceItem>, counts: MappingCounts): AsyncGenerator<SourceItem> {
-  for await (const item of items) {
-    counts.read++;
-    yield item;
-  }
-}
 
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
@@ -292,7 +285,7 @@ async function runPhases(
     const inFlight = new Set<Promise<void>>();
     const tooMany = () => opts.maxErrors !== undefined && totalRejected > opts.maxErrors;
     try {
-      for await (const item of transformSource(res, counted(openSource(source, { signal }), counts), { ctx, validate: validateResource })) {
+      for await (const item of transformSource(res, openSource(source, { signal }), { ctx, validate: validateResource, onRead: () => counts.read++ })) {
         if (!item.ok) {
           onReject(item);
           progress();

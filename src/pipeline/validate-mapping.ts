@@ -93,13 +93,7 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       const keys = new Set<string>();
       rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
-      const counted = async function* (items: AsyncIterable<SourceItem>) {
-        for await (const item of items) {
-          result.rows++;
-          yield item;
-        }
-      };
-      for await (const item of transformSource(res, counted(firstN(openSource(source), opts.sample)), { ctx, validate: validateResource })) {
+      for await (const item of transformSource(res, firstN(openSource(source), opts.sample), { ctx, validate: validateResource, onRead: () => result.rows++ })) {
         if (item.ok) result.valid++;
         else {
           const { ok: _ok, row: _row, raw: _raw, ...r } = item;

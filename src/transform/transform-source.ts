@@ -26,6 +26,8 @@ export interface TransformOptions {
   ctx: EvalContext;
   /** Schema validation of the mapped resource (empty = valid). */
   validate: (type: ResourceType, resource: unknown) => Issue[];
+  /** Called for every source item read (a counter: cheaper than another async generator layer per row). */
+  onRead?: () => void;
 }
 
 function issuesOf(err: unknown, origin: Origin): Issue[] {
@@ -48,6 +50,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
   if (def.groupBy !== undefined && res.evalGroupKey) {
     const groups = new Map<string, { rows: Record<string, unknown>[]; origins: Origin[] }>();
     for await (const item of items) {
+      opts.onRead?.();
       if (!item.ok) {
         yield reject('source', res, item.origin, item.issues, { raw: item.raw });
         continue;
@@ -74,6 +77,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
 
   const firstSeen = new KeyIndex();
   for await (const item of items) {
+    opts.onRead?.();
     if (!item.ok) {
       yield reject('source', res, item.origin, item.issues, { raw: item.raw });
       continue;
