@@ -308,10 +308,11 @@ async function runPhases(
       }
     } finally {
       await Promise.allSettled(inFlight);
+      sync?.flush();
     }
     if (sync) {
-      sync.flushSeen();
       for await (const { item, outcome } of sync.reconcile()) apply(item, outcome);
+      sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
       // A row rejected before loading is still in the export: it must not count as "gone".
       if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
       if (res.def.onMissing === 'end') {
