@@ -3,8 +3,8 @@
  * the rules the schema cannot say nicely (one of input/fixture, …) → numbers YAML would silently change
  * (`000123` → 123). Every problem is collected; one CareEtlError (exit 2) carries them all.
  */
+import { readTextFile } from '../core/read-text-file.js';
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { LineCounter, parseDocument, visit, type Scalar } from 'yaml';
@@ -44,15 +44,7 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
     });
   };
 
-  let text: string;
-  try {
-    text = await readFile(abs, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const message = `cannot read ${file}${code === 'ENOENT' ? ' (file not found)' : code ? ` (${code})` : ''}`;
-    throw new CareEtlError(message, { issues: [{ severity: 'error', code: 'file-unreadable', message, location: { file } }], exitCode: ExitCode.config, cause: err });
-  }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const text = await readTextFile(abs, file, 'test file');
 
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true });

@@ -4,6 +4,7 @@
  * paths only) → source paths resolved against the mapping's folder → lookup tables read.
  * Every problem found is collected; one CareEtlError (exit 2) carries them all.
  */
+import { readTextFile } from '../core/read-text-file.js';
 import { readFileSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, extname, resolve } from 'node:path';
@@ -67,18 +68,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
       hint: 'Fix the listed lines. Every key is described in schemas/mapping.schema.json (add `# yaml-language-server: $schema=<path>/schemas/mapping.schema.json` as the first line for completion in your editor).',
     });
 
-  let text: string;
-  try {
-    text = await readFile(abs, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(`cannot read mapping file ${file}${code ? ` (${code})` : ''}`, {
-      issues: [{ severity: 'error', code: 'file-unreadable', message: `cannot read ${file}${code ? ` (${code})` : ''}`, location: { file } }],
-      exitCode: ExitCode.config,
-      cause: err,
-    });
-  }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const text = await readTextFile(abs, file, 'mapping file');
 
   // ---------------------------------------------------------------- YAML
   const lineCounter = new LineCounter();

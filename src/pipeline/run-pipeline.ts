@@ -238,8 +238,8 @@ async function runPhases(
     rejectedKeys.set(name, rejected);
     /** Every key of a rejected row: still in the export, so not "missing" for onMissing: end. */
     const rejectedSeen = new Set<string>();
-    const loaded = new KeyIndex();
-    if (opts.dryRun) loadedKeys.set(name, loaded);
+    const loaded = opts.dryRun ? new KeyIndex() : undefined;
+    if (loaded) loadedKeys.set(name, loaded);
     let keylessRejects = 0;
     opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
     const progress = () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: limiter.limit });
@@ -290,7 +290,7 @@ async function runPhases(
           onReject(item);
           progress();
         } else if (opts.dryRun) {
-          loaded.set(item.key, 0);
+          loaded!.set(item.key, 0);
           writeDry(st.dryOut, report.outDir!, item);
           counts.written++;
           progress();

@@ -176,6 +176,15 @@ function describeCsvError(err: CsvError, header: readonly string[] | undefined):
 }
 
 /** Starts fs → ByteWindow → csv-parse. The caller iterates `parser` and destroys it when done. */
+/** `startParse`, with csv-parse's option errors turned into a configuration error naming the source. */
+function startParseOrFail(cfg: SourceConfig, options: CsvParseOptions, input: Readable): { parser: Parser; window: ByteWindow } {
+  try {
+    return startParse(cfg, options, input);
+  } catch (err) {
+    throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
+  }
+}
+
 function startParse(cfg: SourceConfig, options: CsvParseOptions, input: Readable): { parser: Parser; window: ByteWindow } {
   const window = new ByteWindow();
   const parser: Parser = new Parser({
@@ -451,11 +460,7 @@ export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal): AsyncGe
   let state: CsvReadState | undefined;
   try {
     let window: ByteWindow;
-    try {
-      ({ parser, window } = startParse(cfg, options, input));
-    } catch (err) {
-      throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
-    }
+    ({ parser, window } = startParseOrFail(cfg, options, input));
     const st = (state = new CsvReadState(cfg, parser, window));
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
       if (item instanceof SkippedRecord) {
@@ -494,11 +499,7 @@ export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
   let parser: Parser | undefined;
   try {
     let window: ByteWindow;
-    try {
-      ({ parser, window } = startParse(cfg, options, input));
-    } catch (err) {
-      throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
-    }
+    ({ parser, window } = startParseOrFail(cfg, options, input));
     const st = new CsvReadState(cfg, parser, window);
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
       if (item instanceof SkippedRecord) st.onSkip(item); // before the header: throws
