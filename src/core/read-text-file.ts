@@ -1,0 +1,18 @@
+import { readFile } from 'node:fs/promises';
+import { CareEtlError, ExitCode } from './issues.js';
+
+/**
+ * Reads a small UTF-8 configuration file (mapping, mapping test) whole, without a BOM. An unreadable file is a
+ * configuration error (exit 2) naming the file and why: `cannot read <what> <file> (file not found)`.
+ */
+export async function readTextFile(path: string, file: string, what: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const message = `cannot read ${what} ${file}${code === 'ENOENT' ? ' (file not found)' : code ? ` (${code})` : ''}`;
+    throw new CareEtlError(message, { issues: [{ severity: 'error', code: 'file-unreadable', message, location: { file } }], exitCode: ExitCode.config, cause: err });
+  }
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
