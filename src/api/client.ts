@@ -102,6 +102,7 @@ export class CareClient {
   readonly #origin: string;
   readonly #retry: RetryOptions | false;
   readonly #onResponse?: ClientOptions['onResponse'];
+  #countRejected = false;
 
   constructor(settings: ConnectionSettings, opts: ClientOptions = {}) {
     this.settings = settings;
@@ -157,15 +158,34 @@ export class CareClient {
     }
   }
 
+  /**
+   * Pages of a list, following `next` links. `pageSize` is asked for with `_count`, which the specification
+   * does not show: a server that answers 400 to it is asked again without it (and not asked again by this
+   * client), so listing works on servers that accept no query parameter at all.
+   */
   async *pages<R extends Resource = Resource>(type: ResourceTypeName, opts: ListOptions = {}): AsyncGenerator<Bundle<R>> {
-    const first = new URL(`${this.settings.baseUrl}/${type}`);
-    for (const [k, v] of Object.entries(opts.query ?? {})) first.searchParams.set(k, v);
-    if (opts.pageSize !== undefined) first.searchParams.set('_count', String(opts.pageSize));
+    const firstUrl = (withCount: boolean): string => {
+      const first = new URL(`${this.settings.baseUrl}/${type}`);
+      for (const [k, v] of Object.entries(opts.query ?? {})) first.searchParams.set(k, v);
+      if (withCount && opts.pageSize !== undefined) first.searchParams.set('_count', String(opts.pageSize));
+      return first.toString();
+    };
+    let withCount = opts.pageSize !== undefined && !this.#countRejected;
     const seen = new Set<string>();
-    let url: string | undefined = first.toString();
+    let url: string | undefined = firstUrl(withCount);
     while (url) {
       seen.add(url);
-      const bundle = (await this.#single({ operation: 'list', resourceType: type, method: 'GET', url, signal: opts.signal, retry: opts.retry })) as Bundle<R>;
+      let bundle: Bundle<R>;
+      try {
+        bundle = (await this.#single({ operation: 'list', resourceType: type, method: 'GET', url, signal: opts.signal, retry: opts.retry })) as Bundle<R>;
+      } catch (err) {
+        if (!(withCount && seen.size === 1 && err instanceof ApiError && err.status === 400)) throw err;
+        this.#countRejected = true;
+        withCount = false;
+        seen.clear();
+        url = firstUrl(false);
+        continue;
+      }
       if (bundle.resourceType !== 'Bundle' || (bundle.entry !== undefined && !Array.isArray(bundle.entry))) {
         throw new ProtocolError(`list ${type}: expected a Bundle, got ${JSON.stringify(bundle.resourceType)}`);
       }
@@ -178,6 +198,11 @@ export class CareClient {
       if (seen.has(nextUrl.toString())) throw new ProtocolError(`list ${type}: the server's next link repeats an earlier page`);
       url = nextUrl.toString();
     }
+  }
+
+  /** False once the server answered 400 to `_count` (lists are then asked for without it). */
+  get pageSizeAccepted(): boolean {
+    return !this.#countRejected;
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,13 @@
 import type { MappingCounts, RunEvent } from '../pipeline/run-pipeline.js';
 import { describeReject } from '../pipeline/rejects.js';
+import type { IndexBuild } from '../load/server-index.js';
+
+/** One line per server listing: when, why and what it cost (pages), so the price of a lost state is visible. */
+export function describeIndex(phase: 'start' | 'end', b: IndexBuild): string {
+  if (phase === 'start') return `[index] listing ${b.resourceType} on the server to find resources the state does not know: ${b.reason}`;
+  const size = b.pageSize ? `_count=${b.pageSize}` : "the server's page size";
+  return `[index] ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s) (${size}), ${(b.durationMs / 1000).toFixed(1)} s`;
+}
 
 export interface ProgressOptions {
   /** A progress bar per mapping on a TTY, plain lines otherwise. */
@@ -40,7 +48,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
     );
     const byMapping = new Map<string, ReturnType<InstanceType<typeof MultiBar>['create']>>();
     const update = (mapping: string, c: MappingCounts) => {
-      const done = c.created + c.updated + c.unchanged + c.adopted + c.rejected + c.written;
+      const done = c.created + c.updated + c.unchanged + c.rejected + c.written; // adopted: counted in those
       const bar = byMapping.get(mapping);
       bar?.setTotal(Math.max(c.read, done, 1));
       bar?.update(done, { mapping: mapping.padEnd(14), done, read: c.read, stats: summary(c) });
@@ -51,6 +59,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
         else if (e.type === 'phase-start') byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), done: 0, read: 0, stats: '' }));
         else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts);
         else if (e.type === 'reject') reject(describeReject(e.reject), (s) => bars.log(`${s}\n`));
+        else if (e.type === 'index') bars.log(`${describeIndex(e.phase, e.build)}\n`);
       },
       stop() {
         bars.stop();
@@ -73,6 +82,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
       else if (e.type === 'reject') reject(describeReject(e.reject), opts.write);
+      else if (e.type === 'index') opts.write(describeIndex(e.phase, e.build));
     },
     stop() {
       finish(opts.write);

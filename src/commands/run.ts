@@ -29,6 +29,12 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
     concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
     'max-errors': Flags.integer({ description: 'stop once more rows than this were rejected', min: 0 }),
+    reconcile: Flags.string({
+      description:
+        'when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping\'s reconcile:)',
+      options: ['auto', 'always', 'never'],
+    }),
+    'index-page-size': Flags.integer({ description: 'page size (_count) asked for when listing the server; 0 = the server\'s own (default 1000; a server that refuses _count is asked without it)', min: 0 }),
     progress: Flags.string({ description: 'progress display', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
     ...connectionFlags,
   };
@@ -56,6 +62,8 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
         statePath: flags.state,
         concurrency: flags.concurrency,
         maxErrors: flags['max-errors'],
+        reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
+        indexPageSize: flags['index-page-size'],
         onEvent: progress?.onEvent,
       });
     } catch (err) {
@@ -74,6 +82,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
       });
       const head = ['mapping', 'read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
       this.log(table(head, rows));
+      for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
       if (report.totals.rejected) this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried)`);

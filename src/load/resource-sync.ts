@@ -1,24 +1,38 @@
 import type { CareClient } from '../api/client.js';
 import { classifyRetry } from '../api/client.js';
 import { ApiError, TransportError } from '../api/errors.js';
-import type { Resource, StoredResource } from '../api/types.js';
+import type { Resource } from '../api/types.js';
 import type { Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
 import { contentHash } from '../state/ledger.js';
+import type { WritableType } from '../api/connection.js';
+import { CareEtlError } from '../core/issues.js';
+import { MappingEvalError } from '../mapping/errors.js';
+import type { ReconcilePolicy } from '../mapping/types.js';
+import { comparableHash } from './identity.js';
+import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
 export type SyncOutcome =
   | {
-      kind: 'created' | 'updated' | 'adopted';
+      kind: 'created' | 'updated' | 'unchanged';
       serverId: string;
+      /** The server id came from the server (found by the match rule), not from the ledger. */
+      adopted?: boolean;
       /** CareTeam updates: members (`Practitioner/<id>`) whose participation this write ended (end date set or dropped). */
       endedMembers?: string[];
     }
-  | { kind: 'unchanged'; serverId: string }
   | { kind: 'deferred' } // outcome unknown: reconciled at the end of the phase
+  | { kind: 'rejected'; issues: Issue[] };
+
+/** What the server holds for one mapped resource (`inspect`: state rebuild and check; nothing is sent). */
+export type Inspection =
+  | { kind: 'found'; serverId: string; via: 'ledger' | 'match'; equal: boolean }
+  /** Not on the server: a run would create it. `vanished`: the ledger records a server id the server no longer has. */
+  | { kind: 'absent'; vanished?: string }
   | { kind: 'rejected'; issues: Issue[] };
 
 export interface SyncDeps {
@@ -29,28 +43,29 @@ export interface SyncDeps {
   retry: RetryOptions;
   /** The run's date: `period.end` of ended associations. */
   now: Date;
+  /** The run's server listings (one per type). */
+  indexes: ServerIndexes;
+  /** This mapping's reconcile policy (flag > mapping > `auto`). */
+  policy: ReconcilePolicy;
 }
 
 interface Deferred {
   item: MappedResource;
   hash: string;
-  matchValue?: string;
+  matchValue: string;
+  /** A pending intent left by an earlier (interrupted) run, not a create this run sent. */
+  earlier: boolean;
 }
 
 /**
  * How many times a create whose answer was lost is reconciled and re-tried within one run. Each round lists
  * the type once and only runs while something is still unknown; with a fraction p of creates losing their
- * answer, N·p^(rounds+1) creates are expected to stay unknown (3 rounds at p = 8 %: 0.08 of 2,000 — a
- * spurious "outcome-unknown" reject in one run out of twelve).
+ * answer, N·p^(rounds+1) creates are expected to stay unknown (10 rounds at p = 8 %: ~2·10⁻⁸ of 2,000).
  */
 const RECONCILE_ROUNDS = 10;
 
-function identifierValues(resource: Resource): string[] {
-  const ids = (resource.identifier as { system?: string; value?: string }[] | undefined) ?? [];
-  return ids.filter((i) => i && i.value !== undefined).map((i) => `${i.system ?? ''}|${i.value}`);
-}
-
 function rejectedBy(err: unknown): Issue[] {
+  if (err instanceof MappingEvalError) return [err.issue];
   if (err instanceof ApiError) {
     const head: Issue = { severity: 'error', code: `http-${err.status}`, message: err.message };
     return err.issues.length ? [head, ...err.issues.map((i) => ({ ...i }))] : [head];
@@ -58,22 +73,42 @@ function rejectedBy(err: unknown): Issue[] {
   return [{ severity: 'error', code: err instanceof TransportError ? `transport-${err.failure}` : 'exception', message: err instanceof Error ? err.message : String(err) }];
 }
 
+const issue = (code: string, message: string): Issue[] => [{ severity: 'error', code, message }];
+
 /**
- * Brings the server in line with one mapping's resources, exactly once per source key:
- * new key → intent recorded durably, then create; changed content → update; same hash → no request.
- * A create whose answer was lost (or a pending intent of an interrupted run) is never re-sent blindly:
- * it is deferred, and `reconcile()` looks the resource up on the server by its match rule first.
+ * Brings the server in line with one mapping's resources, exactly once per source key — with or without the
+ * ledger (the server is the system of record, the ledger a cache of it):
+ * - a key the ledger holds as synced: same hash → no request; changed → one update (a 404 → found again or
+ *   created again);
+ * - a key the ledger does not know: looked up on the server by its match rule first (`ServerIndexes`, one
+ *   listing per type per run) — found once → adopted, updated only if its content differs; found twice →
+ *   rejected naming both ids; not found → intent recorded durably, then created;
+ * - a create whose answer was lost (or a pending intent of an interrupted run) is never re-sent blindly: it is
+ *   deferred, and `reconcile()` looks it up on a fresh listing first.
  */
 export class ResourceSync {
   readonly #deferred: Deferred[] = [];
   readonly #seen: string[] = [];
   /** Successful writes not yet recorded: committed together once per event-loop turn (see #recordSynced). */
   readonly #synced: SyncedInput[] = [];
+  /** Match value → the key that claimed it in this run: two keys, one value cannot both be exactly-once. */
+  readonly #claims = new Map<string, string>();
+  /** Server id → key adopted or created for it in this run (the ledger lags by one event-loop turn). */
+  readonly #owners = new Map<string, string>();
+  readonly #rule: MatchRule;
+  /** Why a listing is needed when a key unknown to the ledger comes (decided once, at the first one). */
+  #unknownReason?: string;
 
   constructor(
     readonly res: CompiledResource,
     readonly deps: SyncDeps,
-  ) {}
+  ) {
+    this.#rule = matchRuleOf(res);
+  }
+
+  get #type(): WritableType {
+    return this.res.def.type;
+  }
 
   /** Runs one request through the limiter with retries; 429s and 503s slow the limiter down. */
   async #call<T>(fn: () => Promise<T>): Promise<T> {
@@ -97,44 +132,123 @@ export class ResourceSync {
     );
   }
 
-  async matchValues(resource: Resource): Promise<string[]> {
-    if (this.res.evalMatch) {
-      const v = await this.res.evalMatch(resource);
-      return v === undefined || v === '' ? [] : [v];
-    }
-    return identifierValues(resource);
+  /** The value this mapped resource is found by on the server (see src/load/identity.ts). */
+  matchValue(resource: Resource): Promise<string> {
+    return this.#rule.ofMapped(resource);
+  }
+
+  /** `always`: list the type before the phase, so recorded resources are checked against the server too. */
+  async prepare(): Promise<void> {
+    if (this.deps.policy === 'always') await this.deps.indexes.get(this.#type, `--reconcile always (${this.res.def.name})`);
   }
 
   async sync(item: MappedResource): Promise<SyncOutcome> {
+    try {
+      return await this.#sync(item);
+    } catch (err) {
+      if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err; // the state file failed: the run cannot go on
+      return { kind: 'rejected', issues: rejectedBy(err) };
+    }
+  }
+
+  async #sync(item: MappedResource): Promise<SyncOutcome> {
     const { scope } = this.deps;
     const hash = contentHash(item.resource);
     const entry = scope.get(item.mapping, item.key);
     if (entry?.status === 'pending') {
-      this.#deferred.push({ item, hash, matchValue: entry.matchValue ?? (await this.matchValues(item.resource))[0] });
+      this.#deferred.push({ item, hash, matchValue: entry.matchValue ?? (await this.matchValue(item.resource)), earlier: entry.lastRunId !== this.deps.runId });
       return { kind: 'deferred' };
     }
     if (entry?.serverId) {
-      if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt) {
+      // `always` listed the type before the phase: the server, not the ledger, says what is there.
+      const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
+      const onServer = listed?.get(entry.serverId);
+      if (listed && !onServer) return this.#createOrAdopt(item, hash, `${this.#type}/${entry.serverId} recorded in the state is gone from the server`);
+      if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt && (!onServer || onServer.hash === comparableHash(item.resource))) {
         this.#seen.push(item.key);
         if (this.#seen.length >= 1000) this.flushSeen();
         return { kind: 'unchanged', serverId: entry.serverId };
       }
-      return this.#update(item, entry, hash);
+      const outcome = await this.#update(item, entry.serverId, hash);
+      if (outcome.kind === 'rejected' && outcome.issues.some((i) => i.code === 'http-404')) {
+        return this.#createOrAdopt(item, hash, `${this.#type}/${entry.serverId} recorded in the state answered 404`);
+      }
+      return outcome;
     }
-    return this.#create(item, hash, (await this.matchValues(item.resource))[0]);
+    return this.#createOrAdopt(item, hash);
   }
 
-  async #create(item: MappedResource, hash: string, matchValue: string | undefined): Promise<SyncOutcome> {
+  /** Why this mapping needs a listing before creating a key the ledger does not know; undefined: create directly. */
+  #reasonToLook(): string | undefined {
+    if (this.deps.policy === 'never') return undefined;
+    if (this.#unknownReason === undefined) {
+      const synced = this.deps.scope.counts(this.res.def.name).synced;
+      this.#unknownReason = synced === 0
+        ? `the state holds no loaded ${this.res.def.name} for this server and tenant (new or lost state)`
+        : `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+    }
+    return this.#unknownReason;
+  }
+
+  /** A key without a server id in the ledger: find it on the server by its match rule, else create it. */
+  async #createOrAdopt(item: MappedResource, hash: string, gone?: string): Promise<SyncOutcome> {
+    const matchValue = await this.matchValue(item.resource);
+    const claimed = this.#claims.get(matchValue);
+    if (claimed !== undefined && claimed !== item.key) return { kind: 'rejected', issues: this.#conflict(item.key, claimed, matchValue) };
+    this.#claims.set(matchValue, item.key);
+    const reason = gone ?? this.#reasonToLook();
+    if (reason === undefined) return this.#create(item, hash, matchValue);
+    const index = await this.deps.indexes.get(this.#type, reason);
+    const found = this.#found(item.key, matchValue, index);
+    if (found.kind === 'rejected') return found;
+    if (found.kind === 'none') return this.#create(item, hash, matchValue);
+    return this.#adopt(item, hash, found.resource);
+  }
+
+  /** The one server resource a key's match value designates, if any; a duplicate or another key's resource is a reject. */
+  #found(key: string, matchValue: string, index: ServerIndex): { kind: 'none' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] } {
+    const hits = index.lookup(this.res.def.name, matchValue).filter((r) => this.#owners.get(r.id) !== key);
+    if (hits.length > 1) {
+      const ids = hits.map((r) => `${this.#type}/${r.id}`);
+      return { kind: 'rejected', issues: issue('duplicate-on-server', `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`) };
+    }
+    if (hits.length === 0) return { kind: 'none' };
+    const r = hits[0]!;
+    const owner = this.#owners.get(r.id) ?? this.deps.scope.keyOfServerId(this.#type, r.id)?.key;
+    if (owner !== undefined && owner !== key) return { kind: 'rejected', issues: this.#conflict(key, owner, matchValue, r.id) };
+    return { kind: 'one', resource: r };
+  }
+
+  #conflict(key: string, other: string, matchValue: string, serverId?: string): Issue[] {
+    return issue('match-conflict', `keys \`${other}\` and \`${key}\` of ${this.res.def.name} have the same match value (${describeMatch(matchValue)})${serverId ? ` and so the same server resource ${this.#type}/${serverId}` : ''}: they cannot be told apart on the server; make \`match:\` (or the data) tell them apart — \`care-etl validate\` lists such rows`);
+  }
+
+  /** Takes a server resource over for this key: recorded, and updated only if its content differs. */
+  async #adopt(item: MappedResource, hash: string, found: IndexedResource): Promise<SyncOutcome> {
+    const { scope, runId } = this.deps;
+    this.#owners.set(found.id, item.key);
+    if (found.hash === comparableHash(item.resource)) {
+      this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: found.id, versionId: found.versionId, hash, runId });
+      return { kind: 'unchanged', serverId: found.id, adopted: true };
+    }
+    // Recorded with the server's content first: should the update fail, the next run still knows the id and retries it.
+    scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: found.id, versionId: found.versionId, hash: found.hash, runId });
+    const outcome = await this.#update(item, found.id, hash);
+    return outcome.kind === 'updated' ? { ...outcome, adopted: true } : outcome;
+  }
+
+  async #create(item: MappedResource, hash: string, matchValue: string): Promise<SyncOutcome> {
     const { scope, client, runId } = this.deps;
     scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue, runId });
     try {
       const created = await this.#call(() => client.create(item.type, item.resource));
+      this.#owners.set(created.id, item.key);
       this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: created.id, versionId: created.meta?.versionId, hash, runId });
       return { kind: 'created', serverId: created.id };
     } catch (err) {
       const maybeStored = (err instanceof TransportError && err.ambiguous) || (err instanceof ApiError && (err.status === 502 || err.status === 504));
       if (maybeStored) {
-        this.#deferred.push({ item, hash, matchValue });
+        this.#deferred.push({ item, hash, matchValue, earlier: false });
         return { kind: 'deferred' };
       }
       // The server answered: nothing was stored.
@@ -143,14 +257,13 @@ export class ResourceSync {
     }
   }
 
-  async #update(item: MappedResource, entry: LedgerEntry, hash: string, serverBody?: StoredResource): Promise<SyncOutcome> {
-    const { scope, client, runId } = this.deps;
-    const id = entry.serverId!;
+  async #update(item: MappedResource, id: string, hash: string): Promise<SyncOutcome> {
+    const { client, runId } = this.deps;
     try {
       let body = item.resource;
       let endedMembers: string[] = [];
       if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
-        const server = serverBody ?? (await this.#call(() => client.get('CareTeam', id)));
+        const server = await this.#call(() => client.get('CareTeam', id));
         body = endDroppedParticipants(body, server, this.deps.now);
         endedMembers = newlyEndedMembers(server, body);
       }
@@ -161,11 +274,53 @@ export class ResourceSync {
       // The entry is left as it was (synced with the last hash the server accepted): the changed content still
       // differs from that hash, so the next run retries the update — and should the key leave the export, the
       // entry is still "synced", so `onMissing: end` still ends the resource (a `rejected` entry never is).
-      const issues = rejectedBy(err);
-      if (err instanceof ApiError && err.status === 404) {
-        issues.push({ severity: 'error', code: 'not-found', message: `${item.type}/${id} recorded in the state no longer exists on the server; it is not re-created automatically (remove the key from the state to create it again)` });
+      return { kind: 'rejected', issues: rejectedBy(err) };
+    }
+  }
+
+  /**
+   * What the server holds for this key, without sending anything (`care-etl state rebuild|check`). With
+   * `record`, a resource found is recorded in the ledger (synced, with the server's content hash unless it
+   * equals the mapped one, so the next run updates exactly what differs) and a recorded id the server no
+   * longer has is forgotten (the next run creates the key again).
+   */
+  async inspect(item: MappedResource, record: boolean): Promise<Inspection> {
+    try {
+      const { scope, runId } = this.deps;
+      const index = await this.deps.indexes.get(this.#type, `state ${record ? 'rebuild' : 'check'}`);
+      const entry = scope.get(item.mapping, item.key);
+      const mappedHash = comparableHash(item.resource);
+      const write = (serverId: string, r: IndexedResource) => {
+        if (!record) return;
+        const hash = r.hash === mappedHash ? contentHash(item.resource) : r.hash;
+        scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId, versionId: r.versionId, hash, runId });
+      };
+      let vanished: string | undefined;
+      if (entry?.serverId) {
+        const r = index.get(entry.serverId);
+        if (r) {
+          this.#owners.set(r.id, item.key);
+          write(r.id, r);
+          return { kind: 'found', serverId: r.id, via: 'ledger', equal: r.hash === mappedHash };
+        }
+        vanished = entry.serverId;
       }
-      return { kind: 'rejected', issues };
+      const matchValue = await this.matchValue(item.resource);
+      const claimed = this.#claims.get(matchValue);
+      if (claimed !== undefined && claimed !== item.key) return { kind: 'rejected', issues: this.#conflict(item.key, claimed, matchValue) };
+      this.#claims.set(matchValue, item.key);
+      const found = this.#found(item.key, matchValue, index);
+      if (found.kind === 'rejected') return found;
+      if (found.kind === 'one') {
+        this.#owners.set(found.resource.id, item.key);
+        write(found.resource.id, found.resource);
+        return { kind: 'found', serverId: found.resource.id, via: 'match', equal: found.resource.hash === mappedHash };
+      }
+      if (record && entry) scope.forget(item.mapping, item.key);
+      return vanished ? { kind: 'absent', vanished } : { kind: 'absent' };
+    } catch (err) {
+      if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;
+      return { kind: 'rejected', issues: rejectedBy(err) };
     }
   }
 
@@ -198,29 +353,21 @@ export class ResourceSync {
     this.deps.scope.markSeen(this.res.def.name, this.#seen.splice(0), this.deps.runId);
   }
 
-  get deferredCount(): number {
-    return this.#deferred.length;
-  }
-
   /**
-   * Settles every deferred create: list the server's resources of the type once, index them by match value,
-   * adopt a match (updating it if its content differs), create what is not there. The items of a round are
-   * settled concurrently (the limiter bounds the requests in flight). A create that is lost again is
-   * reconciled again, up to RECONCILE_ROUNDS; after that it stays pending for the next run.
-   * Pending intents of keys this run did not meet (see `#settleOrphans`) are looked up in the first round.
-   * Call once the whole source has been synced.
+   * Settles every deferred create: list the type afresh, adopt a match (updating it if its content differs),
+   * create what is not there. The items of a round are settled concurrently (the limiter bounds the requests
+   * in flight). A create that is lost again is reconciled again, up to RECONCILE_ROUNDS; after that it stays
+   * pending for the next run. Pending intents of keys this run did not meet (see `#settleOrphans`) are looked
+   * up in the first round. Call once the whole source has been synced.
    */
   async *reconcile(): AsyncGenerator<{ item: MappedResource; outcome: SyncOutcome }> {
     this.flush();
-    const { client, scope, runId } = this.deps;
+    const { scope, runId } = this.deps;
     const deferredKeys = new Set(this.#deferred.map((d) => d.item.key));
     let orphans = scope.pending(this.res.def.name).filter((e) => e.lastRunId !== runId && !deferredKeys.has(e.key) && e.matchValue !== undefined);
     for (let round = 1; (this.#deferred.length || orphans.length) && round <= RECONCILE_ROUNDS; round++) {
       const batch = this.#deferred.splice(0);
-      const index = new Map<string, StoredResource>();
-      for await (const r of client.list(this.res.def.type, { pageSize: 500, retry: this.deps.retry })) {
-        for (const v of await this.matchValues(r)) if (!index.has(v)) index.set(v, r as StoredResource);
-      }
+      const index = await this.deps.indexes.refresh(this.#type, `${batch.length + orphans.length} ${this.res.def.name} create(s) with unknown outcome (round ${round})`);
       this.#settleOrphans(orphans, index);
       orphans = [];
       const settled = await Promise.allSettled(batch.map((d) => this.#settle(d, index)));
@@ -228,7 +375,7 @@ export class ResourceSync {
       for (const s of settled) if (s.status === 'fulfilled' && s.value) yield s.value;
     }
     for (const d of this.#deferred.splice(0)) {
-      yield { item: d.item, outcome: { kind: 'rejected', issues: [{ severity: 'error', code: 'outcome-unknown', message: `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations; it stays pending and is reconciled on the next run` }] } };
+      yield { item: d.item, outcome: { kind: 'rejected', issues: issue('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations; it stays pending and is reconciled on the next run`) } };
     }
   }
 
@@ -239,30 +386,25 @@ export class ResourceSync {
    * in this run); an intent that never reached the server is closed as rejected (a key that comes back is
    * created then).
    */
-  #settleOrphans(orphans: LedgerEntry[], index: Map<string, StoredResource>): void {
+  #settleOrphans(orphans: LedgerEntry[], index: ServerIndex): void {
     const { scope } = this.deps;
     for (const e of orphans) {
-      const found = index.get(e.matchValue!);
+      const hits = index.lookup(this.res.def.name, e.matchValue!);
       const base = { mapping: e.mapping, key: e.key, resourceType: e.resourceType, runId: e.lastRunId ?? 0 };
-      if (found) scope.recordSynced({ ...base, serverId: found.id, versionId: found.meta?.versionId, hash: contentHash(found) });
-      else scope.recordRejected({ ...base, reason: 'interrupted create of a key no longer in the source; it was never stored' });
+      if (hits.length === 1) scope.recordSynced({ ...base, serverId: hits[0]!.id, versionId: hits[0]!.versionId, hash: hits[0]!.hash });
+      else scope.recordRejected({ ...base, reason: hits.length ? `interrupted create of a key no longer in the source; ${hits.length} server resources match it` : 'interrupted create of a key no longer in the source; it was never stored' });
     }
   }
 
-  /** One deferred create against the server's index: adopt, create, or (lost again) defer to the next round (undefined). */
-  async #settle(d: Deferred, index: Map<string, StoredResource>): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
-    const { scope, runId } = this.deps;
-    if (d.matchValue === undefined) {
-      return { item: d.item, outcome: { kind: 'rejected', issues: [{ severity: 'error', code: 'unreconcilable', message: 'the create may or may not have been stored and the resource has no match value (identifier or `match:`) to find it by; it stays pending' }] } };
-    }
-    const found = index.get(d.matchValue);
-    if (found) {
-      const serverHash = contentHash(found);
-      scope.recordSynced({ mapping: d.item.mapping, key: d.item.key, resourceType: d.item.type, serverId: found.id, versionId: found.meta?.versionId, hash: serverHash, runId });
-      if (serverHash === d.hash) return { item: d.item, outcome: { kind: 'adopted', serverId: found.id } };
-      const entry = scope.get(d.item.mapping, d.item.key)!;
-      const outcome = await this.#update(d.item, entry, d.hash, found);
-      return { item: d.item, outcome: outcome.kind === 'updated' ? { ...outcome, kind: 'adopted' } : outcome };
+  /** One deferred create against a fresh listing: adopt, create, or (lost again) defer to the next round (undefined). */
+  async #settle(d: Deferred, index: ServerIndex): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
+    const found = this.#found(d.item.key, d.matchValue, index);
+    if (found.kind === 'rejected') return { item: d.item, outcome: found };
+    if (found.kind === 'one') {
+      const outcome = await this.#adopt(d.item, d.hash, found.resource);
+      // This run's own create, stored though its answer was lost: it counts as created.
+      if (!d.earlier && outcome.kind !== 'rejected' && outcome.kind !== 'deferred') return { item: d.item, outcome: { ...outcome, kind: 'created' } };
+      return { item: d.item, outcome };
     }
     const outcome = await this.#create(d.item, d.hash, d.matchValue);
     return outcome.kind === 'deferred' ? undefined : { item: d.item, outcome };
@@ -327,4 +469,9 @@ export function newlyEndedMembers(server: Resource, next: Resource): string[] {
   type P = { member?: { reference?: string }; period?: { end?: string } };
   const open = new Set(((server.participant as P[] | undefined) ?? []).filter((p) => p.member?.reference && !p.period?.end).map((p) => p.member!.reference!));
   return ((next.participant as P[] | undefined) ?? []).filter((p) => p.period?.end && open.has(p.member?.reference ?? '')).map((p) => p.member!.reference!);
+}
+
+/** A match value for messages: identifiers and references as they are, content identities shortened. */
+function describeMatch(v: string): string {
+  return v.startsWith('content:') ? `identical content (${v.slice(0, 20)}…)` : `\`${v}\``;
 }

@@ -27,7 +27,8 @@ import {
 import { closest as closestName } from './closest.js';
 import { analyse, errorOffset, nodeStart, type RefCall } from './jsonata-ast.js';
 import { toPointer } from './yaml-positions.js';
-import type { LoadedMapping, ResourceMapping, YamlPath } from './types.js';
+import { MATCH_KEYWORDS, type LoadedMapping, type ResourceMapping, type YamlPath } from './types.js';
+import { careTeamIdentity } from './match-values.js';
 
 export type { EvalContext } from './functions.js';
 export { MappingEvalError, RefError } from './errors.js';
@@ -200,7 +201,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
     const map = compile({ src: def.map, path: def.paths.map, role: 'map', owner });
     p.map = map.expr;
     p.refCalls = map.refs;
-    if (def.match !== undefined && def.match !== 'identifier' && def.paths.match) {
+    if (!MATCH_KEYWORDS.includes(def.match)) {
       p.match = compile({ src: def.match, path: def.paths.match, role: 'match', owner }).expr;
     }
     pending.push(p);
@@ -352,7 +353,9 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
 
     if (def.match === 'identifier') {
       compiled.evalMatch = async (resource) => identifierMatch(resource);
-    } else if (p.match && def.match !== undefined && def.paths.match) {
+    } else if (def.match === 'references') {
+      compiled.evalMatch = async (resource) => careTeamIdentity(resource);
+    } else if (p.match) {
       const mExpr = p.match;
       const mMeta: ExprMeta = { src: def.match, path: def.paths.match, role: 'match', owner };
       compiled.evalMatch = async (resource) => {
@@ -360,7 +363,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
         if (v === undefined || v === null || v === '') return undefined;
         if (typeof v === 'string') return v;
         if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-        const issue: Issue = { severity: 'error', code: 'match-invalid', message: `${owner} match: \`${short(def.match!)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`, path: toPointer(mMeta.path), location: at(mMeta.path) };
+        const issue: Issue = { severity: 'error', code: 'match-invalid', message: `${owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`, path: toPointer(mMeta.path), location: at(mMeta.path) };
         return raise(new MappingEvalError(issue, { resource: def.name, role: 'match' }));
       };
     }

@@ -266,7 +266,8 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
       const keySrc = typeof r.key === 'string' ? r.key : typeof r.groupBy === 'string' ? r.groupBy : undefined;
       if (typeof name !== 'string' || typeof type !== 'string' || typeof from !== 'string' || typeof map !== 'string' || keySrc === undefined) return;
       const keyPath: DocPath = [...base, typeof r.key === 'string' ? 'key' : 'groupBy'];
-      const match = typeof r.match === 'string' ? r.match : type === 'Patient' || type === 'Practitioner' ? 'identifier' : undefined;
+      const match = typeof r.match === 'string' ? r.match : type === 'CareTeam' ? 'references' : 'identifier';
+      const matchPath: DocPath = typeof r.match === 'string' ? [...base, 'match'] : [...base, 'type'];
       const at = (p: DocPath) => positionOf(p) ?? { file };
       const res: ResourceMapping = {
         name,
@@ -275,20 +276,16 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
         key: keySrc,
         map,
         onMissing: r.onMissing === 'end' ? 'end' : 'ignore',
+        match,
         index,
-        locations: { key: at(keyPath), map: at([...base, 'map']) },
-        paths: { key: keyPath, map: [...base, 'map'] },
+        locations: { key: at(keyPath), map: at([...base, 'map']), match: at(matchPath) },
+        paths: { key: keyPath, map: [...base, 'map'], match: matchPath },
       };
+      if (r.reconcile === 'auto' || r.reconcile === 'always' || r.reconcile === 'never') res.reconcile = r.reconcile;
       if (typeof r.groupBy === 'string') {
         res.groupBy = r.groupBy;
         res.locations.groupBy = at([...base, 'groupBy']);
         res.paths.groupBy = [...base, 'groupBy'];
-      }
-      if (match !== undefined) {
-        res.match = match;
-        const matchPath: DocPath = typeof r.match === 'string' ? [...base, 'match'] : [...base, 'type'];
-        res.locations.match = at(matchPath);
-        res.paths.match = matchPath;
       }
       resources.push(res);
     });

@@ -5,6 +5,19 @@ export const RESOURCE_TYPES: readonly ResourceType[] = ['Patient', 'Practitioner
 
 export type UpdateMethod = 'PUT' | 'PATCH' | 'POST';
 
+/** `match:` keywords (anything else is a JSONata expression); see src/load/identity.ts. */
+export const MATCH_KEYWORDS: readonly string[] = ['identifier', 'references'];
+
+/**
+ * When the loader lists the server to find resources the ledger does not know (src/load/server-index.ts):
+ * `auto` before creating a key the ledger does not hold and for creates whose outcome is unknown; `always`
+ * also at the start of every phase, checking recorded resources still exist and still hold what was sent;
+ * `never` trusts the ledger (outcome-unknown creates are still looked up: re-sending them blindly could
+ * duplicate).
+ */
+export type ReconcilePolicy = 'auto' | 'always' | 'never';
+export const RECONCILE_POLICIES: readonly ReconcilePolicy[] = ['auto', 'always', 'never'];
+
 /** `updateMethod: { Patient: PUT }` is normalised to `{ method: 'PUT' }`. */
 export interface UpdateMethodConfig {
   method: UpdateMethod;
@@ -34,18 +47,20 @@ export interface ResourceMapping {
   key: string;
   groupBy?: string;
   map: string;
-  /** `identifier` (keyword) or a JSONata expression over a resource. Patient/Practitioner default `identifier`. */
-  match?: string;
+  /** `identifier` / `references` (keywords) or a JSONata expression over a resource. Defaults: Patient and Practitioner `identifier`, CareTeam `references`. */
+  match: string;
+  /** Set in the file; the run's `--reconcile` flag wins over it (default `auto`). */
+  reconcile?: ReconcilePolicy;
   onMissing: 'ignore' | 'end';
   /** Index in `resources:` (YAML path `['resources', index, …]`). */
   index: number;
   /** Where each expression string starts in the YAML, for error positions. */
-  locations: { key: Location; map: Location; groupBy?: Location; match?: Location };
+  locations: { key: Location; map: Location; groupBy?: Location; match: Location };
   /**
    * YAML path of each expression (for `LoadedMapping.positionOf(path, offset)`): `key` points at `groupBy`
    * when the key defaults to it, `match` at `type` when it is the default `identifier`.
    */
-  paths: { key: YamlPath; map: YamlPath; groupBy?: YamlPath; match?: YamlPath };
+  paths: { key: YamlPath; map: YamlPath; groupBy?: YamlPath; match: YamlPath };
 }
 
 export type YamlPath = readonly (string | number)[];

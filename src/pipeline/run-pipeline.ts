@@ -4,10 +4,13 @@ import { CareClient } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
 import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
 import { createPrivateWriteStream } from '../core/secure-fs.js';
-import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
+import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
+import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { loadMapping } from '../mapping/load-mapping.js';
-import type { ResourceType } from '../mapping/types.js';
+import { RECONCILE_POLICIES, type ReconcilePolicy, type ResourceType } from '../mapping/types.js';
+import { matchRuleOf, ServerIndexes, type IndexBuild, type MatchRule } from '../load/server-index.js';
+import type { WritableType } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
@@ -25,7 +28,11 @@ export interface MappingCounts {
   created: number;
   updated: number;
   unchanged: number;
-  /** Creates whose answer was lost, found on the server and adopted instead of re-sent. */
+  /**
+   * Of the created, updated and unchanged: resources whose server id was found on the server by the match rule
+   * rather than read from the ledger (a lost or new state, a tenant already holding them, a create whose
+   * answer was lost). Not a separate outcome: each is also counted as created, updated or unchanged.
+   */
   adopted: number;
   rejected: number;
   /**
@@ -54,14 +61,41 @@ export interface RunReport {
   /** One entry per ended association: a whole care team (`onMissing: end`), or one `member` of it (an end date or a dropped row). */
   ended: { mapping: string; key: string; serverId: string; member?: string }[];
   warnings: string[];
+  /** Every listing of the server this run made to find resources the ledger did not know (see `--reconcile`). */
+  indexes: IndexBuild[];
+  /** `care-etl state rebuild|check`: per mapping, the source, the ledger and the server side by side. */
+  state?: Record<string, StateCounts>;
   /** Why the run stopped before the end (e.g. `--max-errors`). */
   stoppedEarly?: string;
   /** 0 all loaded, 1 some rows rejected (or stopped early), 2 configuration/authentication (see README). */
   exitCode: number;
 }
 
+/** `care-etl state check` (and `rebuild`): one mapping's keys in the source, the ledger and on the server. */
+export interface StateCounts {
+  /** Distinct keys of the source that mapped (rows rejected before the key was known are not counted). */
+  sourceKeys: number;
+  /** Of those, keys the ledger holds a server id for. */
+  inLedger: number;
+  /** Of those, keys whose resource is on the server (by the ledger's id, else by the match rule). */
+  foundOnServer: number;
+  /** …of which the server's content differs from the mapped one (a run would update them). */
+  differing: number;
+  /** Keys on the server under no ledger id but found by the match rule (a rebuild adopts them). */
+  foundByMatch: number;
+  /** Source keys not on the server (a run would create them). */
+  notOnServer: number;
+  /** Server resources of the type that no source key of this mapping matched. */
+  onlyOnServer: number;
+  /** Ledger entries (source key or not) recorded as loaded whose server id the server no longer has. */
+  syncedButAbsent: number;
+  /** Keys that cannot be settled: duplicates on the server, two keys with one match value, rows that fail to map. */
+  rejected: number;
+}
+
 export type RunEvent =
   | { type: 'target'; baseUrl: string; tenantId: string; embedded: boolean; dataFile?: string }
+  | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild }
   | { type: 'phase-start'; mapping: string; resourceType: ResourceType }
   | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number }
   | { type: 'phase-end'; mapping: string; counts: MappingCounts }
@@ -83,6 +117,13 @@ export interface RunOptions {
   concurrency?: number;
   /** Stop once more rows than this were rejected. */
   maxErrors?: number;
+  /**
+   * When to list the server for resources the ledger does not know; wins over each mapping's `reconcile:`
+   * (default `auto`). See `ReconcilePolicy`.
+   */
+  reconcile?: ReconcilePolicy;
+  /** `_count` asked for when listing the server to reconcile (default 1000; 0 = the server's own page size). */
+  indexPageSize?: number;
   retry?: RetryOptions;
   /** The embedded sandbox's data file when no target is configured (default `.care-etl/sandbox.db`). */
   sandboxDataFile?: string;
@@ -90,6 +131,11 @@ export interface RunOptions {
   signal?: AbortSignal;
   now?: Date;
 }
+
+/** `run` loads; `rebuild` records what the server holds in the ledger; `check` compares without writing anything. */
+type Mode = 'run' | 'rebuild' | 'check';
+
+const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, foundOnServer: 0, differing: 0, foundByMatch: 0, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 });
 
 const emptyCounts = (): MappingCounts => ({ read: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
 
@@ -104,19 +150,38 @@ function placeholderId(key: string): string {
  * Rows that fail any stage are rejected (rejects file) and the run goes on; configuration and
  * authentication problems throw a CareEtlError (exit 2) before anything is loaded.
  */
-export async function runPipeline(opts: RunOptions): Promise<RunReport> {
+export function runPipeline(opts: RunOptions): Promise<RunReport> {
+  return execute(opts, 'run');
+}
+
+/**
+ * `care-etl state rebuild` (`record`) and `state check`: every mapping's source through transform and
+ * validation, each key looked up on the server (one listing per type), nothing sent but reads. A rebuild
+ * records what it finds in the ledger (so a run after it writes only what differs); a check writes nothing.
+ */
+export function inspectState(opts: Omit<RunOptions, 'dryRun' | 'outDir' | 'rejectsFile' | 'maxErrors' | 'reconcile'>, record: boolean): Promise<RunReport> {
+  return execute({ ...opts, rejectsFile: undefined }, record ? 'rebuild' : 'check');
+}
+
+async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const started = new Date();
   const now = opts.now ?? started;
   const mappingFile = resolve(opts.mappingFile);
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
-  const dryRun = opts.dryRun ?? false;
+  const dryRun = mode === 'run' && (opts.dryRun ?? false);
   const concurrency = opts.concurrency ?? 8;
   if (!Number.isInteger(concurrency) || concurrency < 1) {
     throw new CareEtlError(`Expected \`--concurrency\` to be an integer ≥ 1, got \`${opts.concurrency}\``, { exitCode: ExitCode.config });
   }
+  if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
+    throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, { exitCode: ExitCode.config });
+  }
+  if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
+    throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
+  }
   const careDir = join(mapping.dir, '.care-etl');
-  const rejectsFile = resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson'));
+  const rejectsFile = mode === 'run' ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
   const report: RunReport = {
     mappingFile,
     dryRun,
@@ -129,8 +194,10 @@ export async function runPipeline(opts: RunOptions): Promise<RunReport> {
     rejectsFile,
     ended: [],
     warnings: mapping.warnings.map((w) => w.message),
+    indexes: [],
     exitCode: ExitCode.ok,
   };
+  if (mode !== 'run') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
@@ -152,10 +219,12 @@ export async function runPipeline(opts: RunOptions): Promise<RunReport> {
       report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
       ledger = Ledger.open(report.statePath);
       scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
-      runId = scope.beginRun({ mappingFile, dryRun });
-      report.runId = runId;
+      if (mode !== 'check') {
+        runId = scope.beginRun({ mappingFile, dryRun });
+        report.runId = runId;
+      }
     }
-    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut });
+    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
   } finally {
     await rejects.close().catch(() => {});
@@ -165,6 +234,7 @@ export async function runPipeline(opts: RunOptions): Promise<RunReport> {
     report.durationMs = finished.getTime() - started.getTime();
     for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] += c[k];
     report.exitCode = report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
+    if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
     if (scope && runId !== undefined) {
       try {
         scope.finishRun(runId, outcome, { totals: report.totals, stoppedEarly: report.stoppedEarly });
@@ -190,6 +260,7 @@ async function preflight(client: CareClient, retry: RetryOptions | undefined): P
 }
 
 interface PhaseState {
+  mode: Mode;
   client?: CareClient;
   scope?: LedgerScope;
   runId?: number;
@@ -209,6 +280,19 @@ async function runPhases(
   const loadedKeys = new Map<string, KeyIndex>(); // dry run only: what `$ref` may point to
   const limiter = new AdaptiveLimiter({ initial: opts.concurrency, max: opts.concurrency, min: 1 });
   let totalRejected = 0;
+  // One listing per type serves every mapping of that type (each indexes it by its own match rule).
+  const rulesByType = new Map<WritableType, Map<string, MatchRule>>();
+  for (const r of compiled.resources.values()) {
+    let m = rulesByType.get(r.def.type);
+    if (!m) rulesByType.set(r.def.type, (m = new Map()));
+    m.set(r.def.name, matchRuleOf(r));
+  }
+  const indexes = st.client
+    ? new ServerIndexes(st.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) })
+    : undefined;
+  report.indexes = indexes?.builds ?? [];
+  /** `state check` writes no ledger: server ids found by the check resolve `$ref`s from here. */
+  const foundIds = new Map<string, Map<string, string>>();
 
   const ctx: EvalContext = {
     now: opts.now,
@@ -218,7 +302,7 @@ async function runPhases(
       if (opts.dryRun) {
         if (loadedKeys.get(name)?.has(key)) return `${type}/${placeholderId(key)}`;
       } else {
-        const id = st.scope!.serverIdOf(name, key);
+        const id = st.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
         if (id) return `${type}/${id}`;
       }
       throw new RefError(name, key, `no ${name} with key \`${key}\` has been loaded (not in its source, or not yet loaded)`, 'ref-missing');
@@ -258,14 +342,23 @@ async function runPhases(
       const { row: _row, raw: _raw, ...forDisplay } = r;
       opts.onEvent?.({ type: 'reject', reject: forDisplay });
     };
-    const sync = st.client ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId!, limiter, retry: opts.retry ?? {}, now: opts.now }) : undefined;
+    const policy: ReconcilePolicy = opts.reconcile ?? res.def.reconcile ?? 'auto';
+    const sync = st.client
+      ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId ?? 0, limiter, retry: opts.retry ?? {}, now: opts.now, indexes: indexes!, policy })
+      : undefined;
+    if (st.mode !== 'run') {
+      await inspectPhase(res, sync!, indexes!, st, report, { source, ctx, onReject, foundIds, progress, counts, signal: opts.signal });
+      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      continue;
+    }
+    await sync?.prepare();
     const apply = (item: MappedResource, o: SyncOutcome) => {
       switch (o.kind) {
         case 'created':
         case 'updated':
         case 'unchanged':
-        case 'adopted':
           counts[o.kind]++;
+          if (o.adopted) counts.adopted++;
           for (const member of (o.kind !== 'unchanged' && o.endedMembers) || []) {
             counts.ended++;
             report.ended.push({ mapping: name, key: item.key, serverId: o.serverId, member });
@@ -328,6 +421,66 @@ async function runPhases(
     }
     opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
     if (report.stoppedEarly) break;
+  }
+}
+
+/**
+ * One mapping of `state rebuild|check`: each mapped key looked up on the server (`ResourceSync.inspect`),
+ * then the ledger's own entries checked against the same listing.
+ */
+async function inspectPhase(
+  res: CompiledResource,
+  sync: ResourceSync,
+  indexes: ServerIndexes,
+  st: PhaseState,
+  report: RunReport,
+  x: { source: SourceConfig; ctx: EvalContext; onReject: (r: RejectRecord) => void; foundIds: Map<string, Map<string, string>>; progress: () => void; counts: MappingCounts; signal?: AbortSignal },
+): Promise<void> {
+  const name = res.def.name;
+  const record = st.mode === 'rebuild';
+  const c = report.state![name]!;
+  const source = x.source;
+  const found = new Map<string, string>();
+  x.foundIds.set(name, found);
+  const keys = new Set<string>();
+  const matched = new Set<string>();
+  for await (const item of transformSource(res, openSource(source, { signal: x.signal }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++ })) {
+    if (!item.ok) {
+      if (item.key !== undefined && item.issues[0]?.code !== 'duplicate-key') keys.add(item.key);
+      c.rejected++;
+      x.onReject(item);
+      x.progress();
+      continue;
+    }
+    keys.add(item.key);
+    if (st.scope!.serverIdOf(name, item.key)) c.inLedger++;
+    const r = await sync.inspect(item, record);
+    if (r.kind === 'found') {
+      c.foundOnServer++;
+      if (!r.equal) c.differing++;
+      if (r.via === 'match') c.foundByMatch++;
+      found.set(item.key, r.serverId);
+      matched.add(r.serverId);
+      x.counts[r.equal ? 'unchanged' : 'updated']++;
+      if (r.via === 'match') x.counts.adopted++;
+    } else if (r.kind === 'absent') {
+      c.notOnServer++;
+      x.counts.created++;
+      if (r.vanished) c.syncedButAbsent++;
+    } else {
+      c.rejected++;
+      x.onReject({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: r.issues });
+    }
+    x.progress();
+  }
+  c.sourceKeys = keys.size;
+  const index = await indexes.get(res.def.type, `state ${st.mode}`);
+  for (const id of index.ids()) if (!matched.has(id)) c.onlyOnServer++;
+  // Entries of keys no longer in the source: recorded as loaded, but does the server still have them?
+  for (const e of [...st.scope!.entries(name)]) {
+    if (keys.has(e.key) || !e.serverId || e.status !== 'synced' || index.get(e.serverId)) continue;
+    c.syncedButAbsent++;
+    if (record) st.scope!.forget(name, e.key);
   }
 }
 

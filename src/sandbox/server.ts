@@ -45,6 +45,15 @@ export interface SandboxOptions {
   observationsPerPatient?: number;
   /** Default page size of lists (default 50); `_count` overrides, max 1000. */
   pageSize?: number;
+  /**
+   * Like servers whose list answers have a fixed shape, fill what a resource does not carry with `null` in list
+   * results (not in single reads): `spec` (default) participant role codings without `system`/`code`/`display`,
+   * as the specification says; `all` also absent optional top-level fields (outside the bundle schema: for
+   * tests of clients that must ignore such nulls); `none`.
+   */
+  listNulls?: 'spec' | 'all' | 'none';
+  /** Answer 400 to `_count` (a server that takes no query parameter); default false. */
+  rejectCount?: boolean;
   /** Default 1 MiB → 413. */
   maxBodyBytes?: number;
   faults?: FaultOptions;
@@ -68,6 +77,8 @@ export interface Sandbox {
   /** Test/bench hooks (not HTTP): add Observations verbatim (id/meta assigned when missing) or generate N per existing patient. */
   addObservations(tenant: string, observations: object[]): void;
   generateObservations(tenant: string, perPatient: number): number;
+  /** Test hook (the API has no DELETE): a resource removed on the server's side, as an operator might. */
+  removeResource(tenant: string, type: string, id: string): boolean;
   stats(): SandboxStats;
   close(): Promise<void>;
 }
@@ -123,6 +134,29 @@ function mergePatch(target: unknown, patch: unknown): unknown {
     else out[k] = mergePatch(out[k], v);
   }
   return out;
+}
+
+/** Optional top-level fields a list answer carries as `null` when the resource has none (`listNulls: 'all'`). */
+const LIST_NULLS: Record<string, readonly string[]> = {
+  Patient: ['active', 'telecom', 'address', 'extension', 'managingOrganization'],
+  Practitioner: ['active', 'telecom', 'qualification', 'extension'],
+  CareTeam: ['name', 'period'],
+};
+
+/** A stored body as a list answer shows it: absent fields null, participant role codings of a fixed shape. */
+function withNulls(type: string, body: string, fields: readonly string[]): string {
+  const r = JSON.parse(body) as Json;
+  for (const f of fields) if (!(f in r)) r[f] = null;
+  if (type === 'CareTeam' && Array.isArray(r.participant)) {
+    for (const p of r.participant) {
+      if (!isObj(p) || !Array.isArray(p.role)) continue;
+      for (const role of p.role) {
+        if (!isObj(role) || !Array.isArray(role.coding)) continue;
+        role.coding = role.coding.map((c) => (isObj(c) ? { system: c.system ?? null, code: c.code ?? null, display: c.display ?? null } : c));
+      }
+    }
+  }
+  return JSON.stringify(r);
 }
 
 /** Fault-injection state; its PRNG is consumed in request order, so a seed replays the same faults. */
@@ -194,6 +228,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const obsPerPatient = opts.observationsPerPatient ?? 2;
   const pageSize = Math.min(Math.max(1, opts.pageSize ?? 50), MAX_PAGE_SIZE);
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
+  const listNulls = opts.listNulls ?? 'spec';
   const source = `urn:care-etl:sandbox#${credentials.emrId}`;
   const validators = new Map<string, Validator>(RESOURCE_TYPES.map((t) => [t, getResourceValidator(t)]));
 
@@ -394,6 +429,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     const params = new URLSearchParams(query);
     let count = pageSize;
     const c = params.get('_count');
+    if (c !== null && opts.rejectCount) return fail(res, 400, [oo('not-supported', 'query parameter _count is not supported')]);
     if (c !== null) {
       if (!/^\d{1,9}$/.test(c) || Number(c) < 1)
         return fail(res, 400, [oo('value', `_count must be a positive integer (at most ${MAX_PAGE_SIZE}), got ${show(c)}`)]);
@@ -415,10 +451,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     const links = [`{"relation":"self","url":${JSON.stringify(base + (req.url ?? ''))}}`];
     if (more) {
       const next = Buffer.from(`c1:${rows[rows.length - 1]!.seq}`, 'latin1').toString('base64url');
-      links.push(`{"relation":"next","url":${JSON.stringify(`${base}/${type}?_count=${count}&_cursor=${next}`)}}`);
+      links.push(`{"relation":"next","url":${JSON.stringify(`${base}/${type}?${opts.rejectCount ? '' : `_count=${count}&`}_cursor=${next}`)}}`);
     }
     // Built as text: stored bodies are already JSON, re-parsing them would dominate the cost of a page.
-    const entries = rows.map((r) => `{"fullUrl":${JSON.stringify(`${base}/${type}/${r.id}`)},"resource":${r.body}}`);
+    const nulls = listNulls === 'all' ? LIST_NULLS[type] : listNulls === 'spec' && type === 'CareTeam' ? [] : undefined;
+    const entries = rows.map((r) => `{"fullUrl":${JSON.stringify(`${base}/${type}/${r.id}`)},"resource":${nulls ? withNulls(type, r.body, nulls) : r.body}}`);
     send(
       res,
       200,
@@ -548,6 +585,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       const now = new Date().toISOString();
       store.transaction(() => ids.forEach((pid, i) => generate(tenant, `${tenant}|r${round}|p${i}`, pid, perPatient, now)));
       return ids.length * perPatient;
+    },
+    removeResource(tenant, type, id) {
+      requireTenant(tenant);
+      return store.remove(tenant, type, id);
     },
     stats() {
       return { ...stats, byStatus: { ...stats.byStatus }, resources: closed ? {} : store.counts() };

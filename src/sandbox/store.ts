@@ -81,6 +81,10 @@ export class SandboxStore {
     this.sUpdate.run(version, lastUpdated, body, tenant, type, id);
   }
 
+  remove(tenant: string, type: string, id: string): boolean {
+    return this.db.prepare('DELETE FROM resources WHERE tenant = ? AND type = ? AND id = ?').run(tenant, type, id).changes > 0;
+  }
+
   /** Up to `limit` rows with seq > afterSeq, in insertion order. */
   page(tenant: string, type: string, afterSeq: number, limit: number): Row[] {
     return this.sPage.all(tenant, type, afterSeq, limit);

@@ -119,6 +119,10 @@ export interface LedgerScope {
   recordSynced(e: SyncedInput): void;
   /** The server refused the write (definitive 4xx). Keeps the server id, version and hash if any. */
   recordRejected(e: RejectedInput): void;
+  /** Drops a key's entry (`state rebuild`: its recorded resource is gone from the server). */
+  forget(mapping: string, key: string): void;
+  /** Every entry of `mapping`, in key order (state check). */
+  entries(mapping: string): IterableIterator<LedgerEntry>;
   /** Marks unchanged keys as seen by `runId` (one transaction). Unknown keys are ignored. */
   markSeen(mapping: string, keys: readonly string[], runId: number): void;
   /** Interrupted creates to reconcile. */
@@ -533,6 +537,19 @@ class LedgerScopeImpl implements LedgerScope {
         )
         .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason ?? null, this.ledger.nowIso());
     });
+  }
+
+  forget(mapping: string, key: string): void {
+    this.ledger.guard(`forgetting ${mapping}/${key}`, () => {
+      this.ledger.stmt('DELETE FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?').run(this.scopeId, mapping, key);
+    });
+  }
+
+  *entries(mapping: string): IterableIterator<LedgerEntry> {
+    const rows = this.ledger.guard('listing entries', () =>
+      this.ledger.stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? ORDER BY key`).all(this.scopeId, mapping),
+    ) as EntryRow[];
+    for (const r of rows) yield toEntry(r);
   }
 
   markSeen(mapping: string, keys: readonly string[], runId: number): void {

@@ -48,7 +48,7 @@ describe('onboarding under server faults', () => {
 
       const c = report.mappings.patient;
       expect(c.rejected).toBe(0);
-      expect(c.created + c.adopted).toBe(N);
+      expect(c.created + c.updated + c.unchanged).toBe(N); // adopted ones are counted in these too
       // Lost answers were reconciled, not re-sent: at least every ambiguous create was adopted.
       expect(c.adopted).toBeGreaterThanOrEqual(st.ambiguousCreates);
       expect(report.exitCode).toBe(0);

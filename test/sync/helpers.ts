@@ -76,10 +76,10 @@ export interface ClinicDir {
 }
 
 /** A temp folder with a copy of clinic-mapping.yaml and data/*.csv (n patients, m practitioners). */
-export function makeClinic(n: number, m: number, prefix = 'care-etl-sync-'): ClinicDir & { assignments: Assignment[] } {
+export function makeClinic(n: number, m: number, prefix = 'care-etl-sync-', mappingFixture = 'clinic-mapping.yaml'): ClinicDir & { assignments: Assignment[] } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   mkdirSync(join(dir, 'data'));
-  copyFileSync(join(FIXTURES, 'clinic-mapping.yaml'), join(dir, 'mapping.yaml'));
+  copyFileSync(join(FIXTURES, mappingFixture), join(dir, 'mapping.yaml'));
   const c: ClinicDir = {
     dir,
     mapping: join(dir, 'mapping.yaml'),

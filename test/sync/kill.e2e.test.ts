@@ -167,9 +167,11 @@ describe('SIGKILL of the CLI at several points, then a completing run', () => {
 
   it('kill 5: during the care-team reconciliation, re-creates in flight', async () => {
     const from = proxy.log.length;
+    // The first CareTeam listing is the look-up before creating keys the state does not know (kill 4 left
+    // some); the second is the reconciliation of the creates whose answer was lost.
     const reconciling = () => {
-      const i = proxy.log.indexOf('GET /CareTeam?_count=500', from);
-      return i >= 0 && proxy.log.slice(i + 1).filter((l) => l === 'POST /CareTeam').length >= 3;
+      const lists = proxy.log.map((l, i) => (i >= from && l === 'GET /CareTeam?_count=1000' ? i : -1)).filter((i) => i >= 0);
+      return lists.length >= 2 && proxy.log.slice(lists[1]! + 1).filter((l) => l === 'POST /CareTeam').length >= 3;
     };
     // Many lost answers → a long reconciliation; every create is slow.
     await killWhen(reconciling, { latencyMs: 25, ambiguousCreateRate: 0.4, seed: 15 });

@@ -1,0 +1,52 @@
+import { Args, Flags, type Command } from '@oclif/core';
+import { connectionFlags, connectionFromFlags } from './connection-flags.js';
+import type { ErrorJson } from './render.js';
+import type { RunReport } from '../pipeline/run-pipeline.js';
+
+/** Arguments and flags shared by `state rebuild` and `state check`. */
+export const stateArgs = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
+export const stateFlags = {
+  state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+  'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
+  progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
+  ...connectionFlags,
+};
+
+type StateFlags = { state?: string; 'index-page-size'?: number; progress: string } & Parameters<typeof connectionFromFlags>[0];
+
+/** Runs `inspectState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
+export async function runStateCommand(cmd: Command & { jsonEnabled(): boolean }, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
+  const [{ inspectState }, { createRunProgress }, { describeError, table }, { connectionFromEnv }] = await Promise.all([
+    import('../pipeline/run-pipeline.js'),
+    import('./run-progress.js'),
+    import('./render.js'),
+    import('../api/connection.js'),
+  ]);
+  const json = cmd.jsonEnabled();
+  const progress = flags.progress === 'none' || (flags.progress === 'auto' && json) ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
+  const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
+  let report: RunReport;
+  try {
+    report = await inspectState({ mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent }, record);
+  } catch (err) {
+    progress?.stop();
+    const { text, json: body } = describeError(err, secrets);
+    if (!json) process.stderr.write(`${text}\n`);
+    process.exitCode = body.exitCode;
+    return body;
+  }
+  progress?.stop();
+  if (!json) {
+    const head = ['mapping', 'source keys', 'in state', 'on server', 'differing', 'by match', 'not on server', 'only on server', 'state but gone', 'rejected'];
+    const rows = report.order.map((n) => {
+      const c = report.state![n]!;
+      return [n, c.sourceKeys, c.inLedger, c.foundOnServer, c.differing, c.foundByMatch, c.notOnServer, c.onlyOnServer, c.syncedButAbsent, c.rejected];
+    });
+    cmd.log(table(head, rows));
+    for (const b of report.indexes) cmd.log(`Listed ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s)`);
+    if (record) cmd.log(`State ${report.statePath} rebuilt from the server (nothing was sent but reads). A run now creates "not on server" and updates "differing".`);
+    else cmd.log(`Nothing was written. "by match": on the server but unknown to the state (\`state rebuild\` records them); "state but gone": recorded as loaded, missing on the server (the next run creates them again).`);
+  }
+  process.exitCode = report.exitCode;
+  return report;
+}

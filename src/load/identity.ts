@@ -1,0 +1,38 @@
+/**
+ * How a resource is recognised on the server without the ledger (the server is the system of record):
+ * its *match values* under the mapping's match rule, and a *comparable hash* that ignores what servers add.
+ *
+ * Match rules (`match:` in a mapping; see schemas/mapping.schema.json):
+ * - `identifier` (Patient, Practitioner default): `system|value`. A mapped resource is looked up by its first
+ *   identifier with both; a server resource is indexed under every one it carries (servers may add their own).
+ * - `references` (CareTeam default): the subject and the set of participant members, e.g.
+ *   `subject=Patient/p1;members=Practitioner/a,Practitioner/b` — what tells two care teams apart when the
+ *   specification gives CareTeam no identifier, and needs nothing from the user.
+ * - a JSONata expression (compiled by the mapping layer).
+ * Whatever the rule, a resource for which it gives nothing falls back to its content (`content:<hash>`), so
+ * a create whose answer was lost can still be found if nothing changed since.
+ */
+import { prune } from '../mapping/compile-mapping.js';
+import { contentHash } from '../state/ledger.js';
+export { allIdentifierValues, careTeamIdentity, referenceKey } from '../mapping/match-values.js';
+
+/**
+ * The resource as a server's answer is compared with a mapped one: top-level `id` and `meta` dropped, then
+ * pruned like a mapping's output (null, blank text, empty arrays/objects removed — servers fill absent fields
+ * with null in list results), object key order irrelevant (canonical JSON in the hash).
+ */
+export function comparable(resource: unknown): unknown {
+  if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) return prune(resource);
+  const { id: _id, meta: _meta, ...rest } = resource as Record<string, unknown>;
+  return prune(rest) ?? {};
+}
+
+/** sha256 of the comparable form: equal for a mapped resource and the server's copy of the same content. */
+export function comparableHash(resource: unknown): string {
+  return contentHash(comparable(resource));
+}
+
+/** Last-resort identity: the content itself. */
+export function contentIdentity(resource: unknown): string {
+  return `content:${comparableHash(resource)}`;
+}
