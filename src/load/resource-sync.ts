@@ -33,6 +33,8 @@ export type Inspection =
   | { kind: 'found'; serverId: string; via: 'ledger' | 'match'; equal: boolean }
   /** Not on the server: a run would create it. `vanished`: the ledger records a server id the server no longer has. */
   | { kind: 'absent'; vanished?: string }
+  /** Decided by `settleAmbiguousInspections` once the whole source is read. */
+  | { kind: 'deferred' }
   | { kind: 'rejected'; issues: Issue[] };
 
 export interface SyncDeps {
@@ -91,8 +93,13 @@ export class ResourceSync {
   readonly #seen: string[] = [];
   /** Successful writes not yet recorded: committed together once per event-loop turn (see #recordSynced). */
   readonly #synced: SyncedInput[] = [];
-  /** Match value → the key that claimed it in this run: two keys, one value cannot both be exactly-once. */
+  /** Match value → the first key that used it in this run. */
   readonly #claims = new Map<string, string>();
+  /** Match value → how many distinct keys of this run use it (only values used by more than one). */
+  readonly #sharing = new Map<string, number>();
+  /** Keys whose match value designates several identical server copies: settled once every key is known. */
+  readonly #ambiguous: { item: MappedResource; hash: string; matchValue: string; record?: boolean }[] = [];
+  #shared = 0;
   /** Server id → key adopted or created for it in this run (the ledger lags by one event-loop turn). */
   readonly #owners = new Map<string, string>();
   readonly #rule: MatchRule;
@@ -193,34 +200,85 @@ export class ResourceSync {
   /** A key without a server id in the ledger: find it on the server by its match rule, else create it. */
   async #createOrAdopt(item: MappedResource, hash: string, gone?: string): Promise<SyncOutcome> {
     const matchValue = await this.matchValue(item.resource);
-    const claimed = this.#claims.get(matchValue);
-    if (claimed !== undefined && claimed !== item.key) return { kind: 'rejected', issues: this.#conflict(item.key, claimed, matchValue) };
-    this.#claims.set(matchValue, item.key);
+    this.#claim(matchValue, item.key);
     const reason = gone ?? this.#reasonToLook();
     if (reason === undefined) return this.#create(item, hash, matchValue);
     const index = await this.deps.indexes.get(this.#type, reason);
-    const found = this.#found(item.key, matchValue, index);
+    const found = this.#found(item.key, matchValue, comparableHash(item.resource), index);
     if (found.kind === 'rejected') return found;
     if (found.kind === 'none') return this.#create(item, hash, matchValue);
+    if (found.kind === 'ambiguous') {
+      this.#ambiguous.push({ item, hash, matchValue });
+      return { kind: 'deferred' };
+    }
     return this.#adopt(item, hash, found.resource);
   }
 
-  /** The one server resource a key's match value designates, if any; a duplicate or another key's resource is a reject. */
-  #found(key: string, matchValue: string, index: ServerIndex): { kind: 'none' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] } {
-    const hits = index.lookup(this.res.def.name, matchValue).filter((r) => this.#owners.get(r.id) !== key);
+  /** Keys left `ambiguous` by `#found`, now that every key sharing their match value is known. */
+  async *#settleAmbiguous(): AsyncGenerator<{ item: MappedResource; outcome: SyncOutcome }> {
+    for (const a of this.#ambiguous.splice(0)) {
+      const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
+      const found = this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true);
+      if (found.kind === 'rejected' || found.kind === 'ambiguous') yield { item: a.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: [] } };
+      else if (found.kind === 'none') yield { item: a.item, outcome: await this.#create(a.item, a.hash, a.matchValue) };
+      else yield { item: a.item, outcome: await this.#adopt(a.item, a.hash, found.resource) };
+    }
+  }
+
+  /** `inspect` counterpart of `#settleAmbiguous`. */
+  async *settleAmbiguousInspections(record: boolean): AsyncGenerator<{ item: MappedResource; inspection: Inspection }> {
+    for (const a of this.#ambiguous.splice(0)) {
+      const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
+      const mappedHash = comparableHash(a.item.resource);
+      const found = this.#found(a.item.key, a.matchValue, mappedHash, index, true);
+      if (found.kind === 'one') {
+        this.#owners.set(found.resource.id, a.item.key);
+        if (record) this.deps.scope.recordSynced({ mapping: a.item.mapping, key: a.item.key, resourceType: a.item.type, serverId: found.resource.id, versionId: found.resource.versionId, hash: a.hash, runId: this.deps.runId });
+        yield { item: a.item, inspection: { kind: 'found', serverId: found.resource.id, via: 'match', equal: true } };
+      } else yield { item: a.item, inspection: found.kind === 'rejected' ? found : { kind: 'absent' } };
+    }
+  }
+
+  /**
+   * The one server resource a key's match value designates, if any. Resources already taken by another key
+   * are not candidates (two source keys sharing an identifier are two resources). Of several candidates, the
+   * one holding exactly the mapped content is taken if it is the only one; otherwise the key is rejected
+   * naming them all — care-etl never picks one of two copies by chance.
+   */
+  #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): { kind: 'none' } | { kind: 'ambiguous' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] } {
+    const owner = (id: string) => this.#owners.get(id) ?? this.deps.scope.keyOfServerId(this.#type, id)?.key;
+    let hits = index.lookup(this.res.def.name, matchValue).filter((r) => {
+      const o = owner(r.id);
+      return o === undefined || o === key;
+    });
+    if (hits.length > 1) {
+      const same = hits.filter((r) => r.hash === mappedHash);
+      if (same.length === 1) hits = same;
+      // Identical copies are interchangeable when as many source keys share the value (e.g. one person under
+      // two keys, as in the FHIR R4 examples): decided once the whole source has been read (`settleAmbiguous`).
+      else if (same.length > 1 && !final) return { kind: 'ambiguous' };
+      else if (same.length > 1 && same.length <= (this.#sharing.get(matchValue) ?? 1)) hits = [same[0]!];
+    }
     if (hits.length > 1) {
       const ids = hits.map((r) => `${this.#type}/${r.id}`);
       return { kind: 'rejected', issues: issue('duplicate-on-server', `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`) };
     }
-    if (hits.length === 0) return { kind: 'none' };
-    const r = hits[0]!;
-    const owner = this.#owners.get(r.id) ?? this.deps.scope.keyOfServerId(this.#type, r.id)?.key;
-    if (owner !== undefined && owner !== key) return { kind: 'rejected', issues: this.#conflict(key, owner, matchValue, r.id) };
-    return { kind: 'one', resource: r };
+    return hits.length ? { kind: 'one', resource: hits[0]! } : { kind: 'none' };
   }
 
-  #conflict(key: string, other: string, matchValue: string, serverId?: string): Issue[] {
-    return issue('match-conflict', `keys \`${other}\` and \`${key}\` of ${this.res.def.name} have the same match value (${describeMatch(matchValue)})${serverId ? ` and so the same server resource ${this.#type}/${serverId}` : ''}: they cannot be told apart on the server; make \`match:\` (or the data) tell them apart — \`care-etl validate\` lists such rows`);
+  /** Notes which key uses a match value; keys sharing one are counted (`sharedMatchValues`). */
+  #claim(matchValue: string, key: string): void {
+    const claimed = this.#claims.get(matchValue);
+    if (claimed === undefined) this.#claims.set(matchValue, key);
+    else if (claimed !== key) {
+      this.#shared++;
+      this.#sharing.set(matchValue, (this.#sharing.get(matchValue) ?? 1) + 1);
+    }
+  }
+
+  /** Keys of this run whose match value another key of the mapping also has (told apart by content only). */
+  get sharedMatchValues(): number {
+    return this.#shared;
   }
 
   /** Takes a server resource over for this key: recorded, and updated only if its content differs. */
@@ -306,11 +364,13 @@ export class ResourceSync {
         vanished = entry.serverId;
       }
       const matchValue = await this.matchValue(item.resource);
-      const claimed = this.#claims.get(matchValue);
-      if (claimed !== undefined && claimed !== item.key) return { kind: 'rejected', issues: this.#conflict(item.key, claimed, matchValue) };
-      this.#claims.set(matchValue, item.key);
-      const found = this.#found(item.key, matchValue, index);
+      this.#claim(matchValue, item.key);
+      const found = this.#found(item.key, matchValue, mappedHash, index);
       if (found.kind === 'rejected') return found;
+      if (found.kind === 'ambiguous') {
+        this.#ambiguous.push({ item, hash: contentHash(item.resource), matchValue });
+        return { kind: 'deferred' };
+      }
       if (found.kind === 'one') {
         this.#owners.set(found.resource.id, item.key);
         write(found.resource.id, found.resource);
@@ -362,6 +422,8 @@ export class ResourceSync {
    */
   async *reconcile(): AsyncGenerator<{ item: MappedResource; outcome: SyncOutcome }> {
     this.flush();
+    yield* this.#settleAmbiguous();
+    this.flush();
     const { scope, runId } = this.deps;
     const deferredKeys = new Set(this.#deferred.map((d) => d.item.key));
     let orphans = scope.pending(this.res.def.name).filter((e) => e.lastRunId !== runId && !deferredKeys.has(e.key) && e.matchValue !== undefined);
@@ -398,8 +460,8 @@ export class ResourceSync {
 
   /** One deferred create against a fresh listing: adopt, create, or (lost again) defer to the next round (undefined). */
   async #settle(d: Deferred, index: ServerIndex): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
-    const found = this.#found(d.item.key, d.matchValue, index);
-    if (found.kind === 'rejected') return { item: d.item, outcome: found };
+    const found = this.#found(d.item.key, d.matchValue, comparableHash(d.item.resource), index, true);
+    if (found.kind === 'rejected' || found.kind === 'ambiguous') return { item: d.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: [] } };
     if (found.kind === 'one') {
       const outcome = await this.#adopt(d.item, d.hash, found.resource);
       // This run's own create, stored though its answer was lost: it counts as created.

@@ -12,7 +12,7 @@ import { RECONCILE_POLICIES, type ReconcilePolicy, type ResourceType } from '../
 import { matchRuleOf, ServerIndexes, type IndexBuild, type MatchRule } from '../load/server-index.js';
 import type { WritableType } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
-import { ResourceSync, type SyncOutcome } from '../load/resource-sync.js';
+import { ResourceSync, type Inspection, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
 import { openSource } from '../sources/open-source.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
@@ -406,6 +406,9 @@ async function runPhases(
     if (sync) {
       for await (const { item, outcome } of sync.reconcile()) apply(item, outcome);
       sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
+      if (sync.sharedMatchValues) {
+        report.warnings.push(`${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`);
+      }
       // A row rejected before loading is still in the export: it must not count as "gone".
       if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
       if (res.def.onMissing === 'end') {
@@ -454,7 +457,12 @@ async function inspectPhase(
     }
     keys.add(item.key);
     if (st.scope!.serverIdOf(name, item.key)) c.inLedger++;
-    const r = await sync.inspect(item, record);
+    tally(item, await sync.inspect(item, record));
+    x.progress();
+  }
+  for await (const { item, inspection } of sync.settleAmbiguousInspections(record)) tally(item, inspection);
+  function tally(item: MappedResource, r: Inspection): void {
+    if (r.kind === 'deferred') return;
     if (r.kind === 'found') {
       c.foundOnServer++;
       if (!r.equal) c.differing++;
@@ -471,7 +479,6 @@ async function inspectPhase(
       c.rejected++;
       x.onReject({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: r.issues });
     }
-    x.progress();
   }
   c.sourceKeys = keys.size;
   const index = await indexes.get(res.def.type, `state ${st.mode}`);

@@ -10,6 +10,10 @@ import type { SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from './rejects.js';
+import { matchRuleOf } from '../load/server-index.js';
+import { toPointer } from '../mapping/yaml-positions.js';
+
+const MAX_MATCH_WARNINGS = 20;
 
 export interface SampleResult {
   rows: number;
@@ -93,14 +97,34 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       const keys = new Set<string>();
       rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
+      const rule = matchRuleOf(res);
+      const byMatch = new Map<string, { key: string; line?: number }>();
+      let ambiguous = 0;
       for await (const item of transformSource(res, firstN(openSource(source), opts.sample), { ctx, validate: validateResource, onRead: () => result.rows++ })) {
-        if (item.ok) result.valid++;
-        else {
+        if (item.ok) {
+          result.valid++;
+          // Two keys with one match value cannot be told apart on the server once the state is lost.
+          const value = await rule.ofMapped(item.resource).catch(() => undefined);
+          if (value === undefined) continue;
+          const first = byMatch.get(value);
+          if (!first) byMatch.set(value, { key: item.key, line: item.origin.line });
+          else if (first.key !== item.key && ambiguous++ < MAX_MATCH_WARNINGS) {
+            const at = (k: string, line?: number) => `\`${k}\`${line !== undefined ? ` (${source.name} line ${line})` : ''}`;
+            report.warnings.push({
+              severity: 'warning',
+              code: 'match-ambiguous',
+              message: `mapping \`${name}\`: keys ${at(first.key, first.line)} and ${at(item.key, item.origin.line)} have the same match value (\`match: ${res.def.match}\`${value.startsWith('content:') ? ', identical content' : ''}): without the state they are told apart on the server by content only (a changed one is rejected until the other is settled); make \`match:\` tell them apart`,
+              path: toPointer(res.def.paths.match),
+              location: res.def.locations.match,
+            });
+          }
+        } else {
           const { ok: _ok, row: _row, raw: _raw, ...r } = item;
           if (r.key !== undefined && r.issues[0]?.code !== 'duplicate-key') keys.add(r.key);
           result.rejects.push(r);
         }
       }
+      if (ambiguous > MAX_MATCH_WARNINGS) report.warnings.push({ severity: 'warning', code: 'match-ambiguous', message: `mapping \`${name}\`: ${ambiguous - MAX_MATCH_WARNINGS} more pairs of keys with one match value`, location: res.def.locations.match });
       report.samples[name] = result;
     }
   }

@@ -202,14 +202,15 @@ describe('compileMapping: evaluation', () => {
     expect(e.issue.location).toMatchObject(positionIn('valid.yaml', '$ref("patient"'));
   });
 
-  it('evaluates match: identifier by default, or an expression', async () => {
+  it('evaluates match: identifier by default, references for CareTeam, or an expression', async () => {
     const patient = c.resources.get('patient')!;
     expect(await patient.evalMatch!({ identifier: [{ value: 'x' }, { system: 'urn:clinic:mrn', value: '00123' }] })).toBe('urn:clinic:mrn|00123');
     expect(await patient.evalMatch!({})).toBeUndefined();
     const practitioner = c.resources.get('practitioner')!;
     expect(await practitioner.evalMatch!({ identifier: [{ system: 'urn:other', value: '1' }, { system: 'urn:npi', value: '999' }] })).toBe('999');
     expect(await practitioner.evalMatch!({ identifier: [] })).toBeUndefined();
-    expect(c.resources.get('careteam')!.evalMatch).toBeUndefined();
+    const team = { subject: { reference: 'Patient/p1' }, participant: [{ member: { reference: 'Practitioner/b' } }, { member: { reference: 'Practitioner/a' } }] };
+    expect(await c.resources.get('careteam')!.evalMatch!(team)).toBe('subject=Patient/p1;members=Practitioner/a,Practitioner/b');
   });
 
   it('adds resourceType when the map leaves it out', async () => {

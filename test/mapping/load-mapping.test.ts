@@ -52,7 +52,7 @@ describe('loadMapping: a valid file', () => {
     expect(m.resources.map((r) => r.name)).toEqual(['careteam', 'patient', 'practitioner']);
     const [careteam, patient, practitioner] = m.resources;
     expect(careteam).toMatchObject({ type: 'CareTeam', from: 'assignments', key: 'MRN', groupBy: 'MRN', onMissing: 'end', index: 0 });
-    expect(careteam!.match).toBeUndefined();
+    expect(careteam!.match).toBe('references'); // the default CareTeam identity: subject + members
     expect(careteam!.paths.key).toEqual(['resources', 0, 'groupBy']); // key defaults to groupBy
     expect(patient).toMatchObject({ type: 'Patient', key: 'MRN', match: 'identifier', onMissing: 'ignore' });
     expect(patient!.locations.key).toEqual({ file: fixture('valid.yaml'), ...positionIn('valid.yaml', 'MRN\n    map') });

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { all, checkReferences, startMappingRun, type MappingRun } from './helpers.js';
 
@@ -41,5 +43,15 @@ describe('mappings/synthea on the Synthea 3.0.0 sample, loaded into the sandbox'
     const report = await ctx.run(MAPPING);
     expect(report.exitCode).toBe(0);
     expect(report.totals).toMatchObject({ created: 0, updated: 0, unchanged: 27 + 166 + 27, rejected: 0 });
+  });
+
+  it('with the state lost (a fresh runner), a run finds everything on the server and writes nothing', async () => {
+    rmSync(join(ctx.dir, 'state.db'), { force: true });
+    const before = ctx.sb.stats().byStatus;
+    const report = await ctx.run(MAPPING);
+    expect(report.exitCode).toBe(0);
+    expect(report.totals).toMatchObject({ created: 0, updated: 0, unchanged: 27 + 166 + 27, adopted: 27 + 166 + 27, rejected: 0 });
+    expect(ctx.sb.stats().resources[ctx.connection.tenantId!]).toMatchObject({ Patient: 27, Practitioner: 166, CareTeam: 27 });
+    expect(ctx.sb.stats().byStatus[200]! - (before[200] ?? 0)).toBe(1 + report.indexes.reduce((n, b) => n + b.pages, 0)); // reads only
   });
 });
