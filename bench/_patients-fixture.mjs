@@ -126,3 +126,45 @@ export function summarizeCpuProfile(dir, top = 25) {
     .map(([name, us]) => `${((100 * us) / total).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name}`)
     .join('\n');
 }
+
+/**
+ * `care-etl sandbox` in a child process (in-memory, no generated Observations, `latencyMs` per request).
+ * Returns the runPipeline connection and `stop()`.
+ */
+export async function startSandboxProcess(latencyMs) {
+  const { spawn } = await import('node:child_process');
+  const { createInterface } = await import('node:readline');
+  const { fileURLToPath } = await import('node:url');
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const child = spawn(process.execPath, ['bin/run.js', 'sandbox', '--port', '0', '--json', '--latency', String(latencyMs), '--observations-per-patient', '0'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = await once(createInterface({ input: child.stdout }), 'line');
+  const sb = JSON.parse(line);
+  return {
+    connection: { baseUrl: sb.url, apiKey: sb.apiKey, emrId: sb.emrId, tenantId: sb.tenantId },
+    async stop() {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+/** The server's view of the benches' patients: how many, and how many were ever written twice (versionId ≠ 1). */
+export async function serverPatientVersions(connection) {
+  const { CareClient } = await import('../dist/api/client.js');
+  const { resolveConnection } = await import('../dist/api/connection.js');
+  const client = new CareClient(resolveConnection(connection), { retry: false });
+  let count = 0;
+  let notV1 = 0;
+  try {
+    for await (const p of client.list('Patient', { pageSize: 1000 })) {
+      count++;
+      if (p.meta?.versionId !== '1') notV1++;
+    }
+  } finally {
+    await client.close();
+  }
+  return { count, notV1 };
+}

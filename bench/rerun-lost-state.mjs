@@ -5,32 +5,19 @@
 // The sandbox runs in a child process (`care-etl sandbox --latency 10`, in-memory); the loader in this process.
 // Usage: npm run build && node bench/rerun-lost-state.mjs [N]   (env N / LATENCY / CONCURRENCY)
 // Exits 1 when a re-run wrote anything (it throws) or its wall time exceeded 0.25 of the first run's.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { CareClient } from '../dist/api/client.js';
-import { resolveConnection } from '../dist/api/connection.js';
 import { runPipeline } from '../dist/pipeline/run-pipeline.js';
-import { loadAvg, makePatientFixture } from './_patients-fixture.mjs';
+import { loadAvg, makePatientFixture, serverPatientVersions, startSandboxProcess } from './_patients-fixture.mjs';
 
 const N = Number(process.argv[2] ?? process.env.N ?? 50_000);
 const LATENCY = Number(process.env.LATENCY ?? 10);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 8);
 const TARGET = 0.25;
-const root = fileURLToPath(new URL('..', import.meta.url));
 
-const child = spawn(
-  process.execPath,
-  ['bin/run.js', 'sandbox', '--port', '0', '--json', '--latency', String(LATENCY), '--observations-per-patient', '0'],
-  { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-);
-const [line] = await once(createInterface({ input: child.stdout }), 'line');
-const sb = JSON.parse(line);
-const connection = { baseUrl: sb.url, apiKey: sb.apiKey, emrId: sb.emrId, tenantId: sb.tenantId };
+const sandbox = await startSandboxProcess(LATENCY);
+const { connection } = sandbox;
 
 const loadBefore = loadAvg();
 const fx = await makePatientFixture(N, 'care-etl-bench-lost-');
@@ -58,17 +45,7 @@ try {
   }
 
   // The server's view: N patients, none written twice.
-  const client = new CareClient(resolveConnection(connection), { retry: false });
-  let count = 0;
-  let notV1 = 0;
-  try {
-    for await (const p of client.list('Patient', { pageSize: 1000 })) {
-      count++;
-      if (p.meta?.versionId !== '1') notV1++;
-    }
-  } finally {
-    await client.close();
-  }
+  const { count, notV1 } = await serverPatientVersions(connection);
   if (count !== N || notV1 !== 0) throw new Error(`server: ${count} patients, ${notV1} not at version 1`);
   const pass = reruns.every((r) => r.wallRatio <= TARGET);
   if (!pass) process.exitCode = 1;
@@ -93,6 +70,5 @@ try {
   );
 } finally {
   fx.cleanup();
-  child.kill('SIGTERM');
-  await once(child, 'exit');
+  await sandbox.stop();
 }
