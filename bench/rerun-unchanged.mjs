@@ -5,30 +5,17 @@
 // still exactly N patients, every one at versionId 1 (no update, no create reached it).
 // Usage: npm run build && node bench/rerun-unchanged.mjs [N] [RERUNS]   (env N / RERUNS / LATENCY / CONCURRENCY)
 // Exits 1 when a re-run wrote anything (it throws) or the median re-run took more than 5 % of the first run.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import os from 'node:os';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { CareClient } from '../dist/api/client.js';
-import { resolveConnection } from '../dist/api/connection.js';
 import { runPipeline } from '../dist/pipeline/run-pipeline.js';
-import { loadAvg, makePatientFixture, median } from './_patients-fixture.mjs';
+import { loadAvg, makePatientFixture, median, serverPatientVersions, startSandboxProcess } from './_patients-fixture.mjs';
 
 const N = Number(process.argv[2] ?? process.env.N ?? 50_000);
 const RERUNS = Number(process.argv[3] ?? process.env.RERUNS ?? 3);
 const LATENCY = Number(process.env.LATENCY ?? 10);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 8); // the CLI's default --concurrency
-const root = fileURLToPath(new URL('..', import.meta.url));
 
-const child = spawn(
-  process.execPath,
-  ['bin/run.js', 'sandbox', '--port', '0', '--json', '--latency', String(LATENCY), '--observations-per-patient', '0'],
-  { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-);
-const [line] = await once(createInterface({ input: child.stdout }), 'line');
-const sb = JSON.parse(line);
-const connection = { baseUrl: sb.url, apiKey: sb.apiKey, emrId: sb.emrId, tenantId: sb.tenantId };
+const sandbox = await startSandboxProcess(LATENCY);
+const { connection } = sandbox;
 
 const loadBefore = loadAvg();
 const fx = await makePatientFixture(N, 'care-etl-bench-rerun-');
@@ -52,17 +39,7 @@ try {
   }
 
   // The server's view: N patients, none written twice.
-  const client = new CareClient(resolveConnection(connection), { retry: false });
-  let count = 0;
-  let notV1 = 0;
-  try {
-    for await (const p of client.list('Patient', { pageSize: 1000 })) {
-      count++;
-      if (p.meta?.versionId !== '1') notV1++;
-    }
-  } finally {
-    await client.close();
-  }
+  const { count, notV1 } = await serverPatientVersions(connection);
   if (count !== N || notV1 !== 0) throw new Error(`server: ${count} patients, ${notV1} not at version 1`);
   if (median(reruns) / first.ms > 0.05) process.exitCode = 1; // the figures are printed all the same
 
@@ -91,6 +68,5 @@ try {
   );
 } finally {
   fx.cleanup();
-  child.kill('SIGTERM');
-  await once(child, 'exit');
+  await sandbox.stop();
 }

@@ -28,3 +28,11 @@ export function describeError(err: unknown, secrets: (Secret | string | undefine
 }
 
 export { formatIssue };
+
+/** A command that failed: the error on stderr (unless `--json`), the exit code set, the JSON body returned. */
+export function failCommand(err: unknown, secrets: (Secret | string | undefined)[], json: boolean): ErrorJson {
+  const { text, json: body } = describeError(err, secrets);
+  if (!json) process.stderr.write(`${text}\n`);
+  process.exitCode = body.exitCode;
+  return body;
+}

@@ -16,7 +16,7 @@ type StateFlags = { state?: string; 'index-page-size'?: number; progress: string
 
 /** Runs `inspectState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
 export async function runStateCommand(cmd: Command & { jsonEnabled(): boolean }, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
-  const [{ inspectState }, { createRunProgress }, { describeError, table }, { connectionFromEnv }] = await Promise.all([
+  const [{ inspectState }, { createRunProgress }, { failCommand, table }, { connectionFromEnv }] = await Promise.all([
     import('../pipeline/run-pipeline.js'),
     import('./run-progress.js'),
     import('./render.js'),
@@ -30,10 +30,7 @@ export async function runStateCommand(cmd: Command & { jsonEnabled(): boolean },
     report = await inspectState({ mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent }, record);
   } catch (err) {
     progress?.stop();
-    const { text, json: body } = describeError(err, secrets);
-    if (!json) process.stderr.write(`${text}\n`);
-    process.exitCode = body.exitCode;
-    return body;
+    return failCommand(err, secrets, json);
   }
   progress?.stop();
   if (!json) {

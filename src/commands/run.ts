@@ -41,7 +41,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { describeError, table }, { connectionFromEnv }] = await Promise.all([
+    const [{ runPipeline }, { createRunProgress }, { failCommand, table }, { connectionFromEnv }] = await Promise.all([
       import('../pipeline/run-pipeline.js'),
       import('../cli/run-progress.js'),
       import('../cli/render.js'),
@@ -68,10 +68,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
       });
     } catch (err) {
       progress?.stop();
-      const { text, json: body } = describeError(err, secrets);
-      if (!json) process.stderr.write(`${text}\n`);
-      process.exitCode = body.exitCode;
-      return body;
+      return failCommand(err, secrets, json);
     }
     progress?.stop();
     if (flags.report) writeFileSync(flags.report, `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });

@@ -219,7 +219,7 @@ export class ResourceSync {
     for (const a of this.#ambiguous.splice(0)) {
       const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
       const found = this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true);
-      if (found.kind === 'rejected' || found.kind === 'ambiguous') yield { item: a.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: [] } };
+      if (found.kind === 'rejected' || found.kind === 'ambiguous') yield { item: a.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`) } };
       else if (found.kind === 'none') yield { item: a.item, outcome: await this.#create(a.item, a.hash, a.matchValue) };
       else yield { item: a.item, outcome: await this.#adopt(a.item, a.hash, found.resource) };
     }
@@ -461,7 +461,7 @@ export class ResourceSync {
   /** One deferred create against a fresh listing: adopt, create, or (lost again) defer to the next round (undefined). */
   async #settle(d: Deferred, index: ServerIndex): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
     const found = this.#found(d.item.key, d.matchValue, comparableHash(d.item.resource), index, true);
-    if (found.kind === 'rejected' || found.kind === 'ambiguous') return { item: d.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: [] } };
+    if (found.kind === 'rejected' || found.kind === 'ambiguous') return { item: d.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(d.matchValue)}`) } };
     if (found.kind === 'one') {
       const outcome = await this.#adopt(d.item, d.hash, found.resource);
       // This run's own create, stored though its answer was lost: it counts as created.
