@@ -10,6 +10,11 @@
 // the CPU figure moves much less than the wall one when other jobs share the machine).
 // `stages` (one child per round): CPU µs/row of each stage alone, in memory — source read (openSource), key+map
 // (interpreter), ajv validation, JSON.stringify — to tell what the pipeline adds on top of its parts.
+// Expression time limit (issue 11): `pipeline` and `interpreter` run with the shipped guard (limits.expressionTimeoutMs,
+// default 5000 ms: JSONata calls Date.now() at every evaluation step); `pipeline-noguard` / `interpreter-noguard` are
+// the same with CARE_EXPRESSION_TIMEOUT_MS=0 (time limit off, stack limit kept), interleaved with them in every
+// round (order alternating between rounds): `guardOnVsOff` is on/off throughput per round, [min, max]. GUARD_COMPARE=0
+// skips the -noguard children.
 import { spawnSync } from 'node:child_process';
 import { createReadStream, createWriteStream, readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -28,12 +33,15 @@ async function main() {
   const loadBefore = loadAvg();
   const fx = await makePatientFixture(ROWS);
   try {
-    const MODES = ['pipeline', 'interpreter', 'handwritten'];
+    const compareGuard = process.env.GUARD_COMPARE !== '0';
+    const MODES = compareGuard ? ['pipeline', 'pipeline-noguard', 'interpreter', 'interpreter-noguard', 'handwritten'] : ['pipeline', 'interpreter', 'handwritten'];
     const wall = Object.fromEntries(MODES.map((m) => [m, []]));
     const cpu = Object.fromEntries(MODES.map((m) => [m, []]));
     const stages = [];
     for (let round = 0; round < ROUNDS; round++) {
-      for (const mode of MODES) {
+      // guard on / off back to back, the one first in even rounds second in odd ones
+      const order = round % 2 === 0 ? MODES : MODES.map((m, i) => (m.endsWith('-noguard') ? MODES[i - 1] : MODES[i + 1]?.endsWith('-noguard') ? MODES[i + 1] : m));
+      for (const mode of order) {
         const r = spawnChild(mode, fx.dir);
         if (r.rows !== ROWS) throw new Error(`${mode}: ${r.rows} rows out of ${ROWS} (${JSON.stringify(r)})`);
         wall[mode].push(r.rowsPerSec);
@@ -43,6 +51,7 @@ async function main() {
         const p = sha256(join(fx.dir, 'out-pipeline', 'Patient.ndjson'));
         const h = sha256(join(fx.dir, 'out-handwritten.ndjson'));
         if (p !== h) throw new Error("the handwritten transform does not produce the pipeline's NDJSON");
+        if (compareGuard && sha256(join(fx.dir, 'out-pipeline-noguard', 'Patient.ndjson')) !== p) throw new Error('the pipeline without the time limit produces another NDJSON');
       }
       stages.push(spawnChild('stages', fx.dir).usPerRow);
     }
@@ -68,6 +77,13 @@ async function main() {
         medianRowsPerCpuSec: med(cpu),
         pipelineVsInterpreter: { wall: ratios(wall, 'pipeline', 'interpreter'), cpu: ratios(cpu, 'pipeline', 'interpreter') },
         pipelineVsHandwritten: { wall: ratios(wall, 'pipeline', 'handwritten'), cpu: ratios(cpu, 'pipeline', 'handwritten') },
+        ...(compareGuard
+          ? {
+              guardOnVsOff: Object.fromEntries(
+                ['pipeline', 'interpreter'].map((m) => [m, { wall: ratios(wall, m, `${m}-noguard`), cpu: ratios(cpu, m, `${m}-noguard`), medianCpu: ratio(median(cpu[m]), median(cpu[`${m}-noguard`])) }]),
+              ),
+            }
+          : {}),
         stageCpuUsPerRow: stageMedians,
         outputIdentical: true,
         loadAvg1m: [loadBefore[0], loadAvg()[0]],
@@ -111,8 +127,12 @@ function timing(t0, c0, rows) {
   return { rows, seconds, rowsPerSec: Math.round(rows / seconds), cpuSeconds, rowsPerCpuSec: Math.round(rows / cpuSeconds) };
 }
 
-async function child(mode, dir) {
+async function child(modeArg, dir) {
   const mappingFile = join(dir, 'mapping.yaml');
+  // -noguard: the expression time limit off (CARE_EXPRESSION_TIMEOUT_MS=0; JSONata's stack limit stays)
+  const noGuard = modeArg.endsWith('-noguard');
+  const mode = noGuard ? modeArg.slice(0, -'-noguard'.length) : modeArg;
+  const env = noGuard ? { CARE_EXPRESSION_TIMEOUT_MS: '0' } : {};
   if (mode === 'pipeline') {
     const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
     const t0 = performance.now();
@@ -120,22 +140,24 @@ async function child(mode, dir) {
     const report = await runPipeline({
       mappingFile,
       dryRun: true,
-      outDir: join(dir, 'out-pipeline'),
+      outDir: join(dir, noGuard ? 'out-pipeline-noguard' : 'out-pipeline'),
       rejectsFile: join(dir, 'rejects.ndjson'),
       statePath: join(dir, 'state.db'),
-      env: {},
+      env,
     });
     const done = timing(t0, c0, report.totals.written);
     const c = report.totals;
     if (c.rejected) throw new Error(`${c.rejected} rows rejected: see ${report.rejectsFile}`);
-    return { mode, ...done };
+    return { mode: modeArg, ...done };
   }
 
   if (mode === 'interpreter') {
     const { loadMapping } = await import('../dist/mapping/load-mapping.js');
     const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
     const { parse } = await import('csv-parse/sync');
-    const compiled = compileMapping(await loadMapping(mappingFile, { env: {} }));
+    const mapping = await loadMapping(mappingFile, { env });
+    if (mapping.limits.expressionTimeoutMs !== (noGuard ? 0 : 5000)) throw new Error(`unexpected limits ${JSON.stringify(mapping.limits)}`);
+    const compiled = compileMapping(mapping);
     const res = compiled.resources.get('patient');
     const rows = parse(readFileSync(join(dir, 'patients.csv')), { columns: true });
     const ctx = {
@@ -152,7 +174,7 @@ async function child(mode, dir) {
       const resource = await res.evalMap(row, ctx);
       if (key && resource) n++;
     }
-    return { mode, ...timing(t0, c0, n) };
+    return { mode: modeArg, ...timing(t0, c0, n) };
   }
 
   if (mode === 'stages') {

@@ -1,8 +1,9 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
 import type { ConnectionSettings, ResourceTypeName, WritableType } from './connection.js';
 import { ApiError, AuthenticationError, ProtocolError, TransportError, type Operation, type OperationOutcomeIssue, type TransportFailure } from './errors.js';
 import type { Bundle, Resource, StoredResource } from './types.js';
 import { withRetry, type RetryDecision, type RetryOptions } from '../load/retry.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
 
 export interface ClientOptions {
   /** Injected for tests or shared pools; by default the client owns a keep-alive Agent. */
@@ -93,6 +94,56 @@ export function classifyRetry(err: unknown): RetryDecision {
   return { retry: false };
 }
 
+const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy'] as const;
+/** Never proxied, whatever NO_PROXY says: a proxy cannot reach this machine's loopback (the embedded sandbox). */
+export const LOOPBACK_NO_PROXY = ['localhost', '127.0.0.1', '[::1]'] as const;
+
+/**
+ * The client's own dispatcher: a keep-alive Agent with the connection's limits and time-outs; when a proxy
+ * variable is set (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`, or their lower-case forms, which win), undici's
+ * `EnvHttpProxyAgent` with the same limits: https targets go through `HTTPS_PROXY` (else `HTTP_PROXY`) in a
+ * CONNECT tunnel, plain-http targets through `HTTP_PROXY` as absolute-URI requests, and hosts matching
+ * `NO_PROXY` (names, `.domain` suffixes, `host:port`, `*`) plus `localhost`, `127.0.0.1` and `[::1]` directly.
+ */
+export function createDispatcher(settings: Pick<ConnectionSettings, 'connections' | 'connectTimeoutMs' | 'requestTimeoutMs'>, env: NodeJS.ProcessEnv = process.env): Dispatcher {
+  const options = {
+    connections: settings.connections,
+    keepAliveTimeout: 10_000,
+    connect: { timeout: settings.connectTimeoutMs },
+    headersTimeout: settings.requestTimeoutMs,
+    bodyTimeout: settings.requestTimeoutMs,
+  };
+  if (!PROXY_VARIABLES.some((k) => env[k])) return new Agent(options);
+  const noProxy = env.no_proxy ?? env.NO_PROXY ?? '';
+  const proxyUrl = (lower: 'http_proxy' | 'https_proxy', upper: 'HTTP_PROXY' | 'HTTPS_PROXY'): string => {
+    const name = env[lower] !== undefined ? lower : upper;
+    let value = (env[name] ?? '').trim();
+    if (!value) return '';
+    if (!value.includes('://')) value = `http://${value}`; // `proxy.example.org:3128`, as curl reads it
+    const protocol = URL.canParse(value) ? new URL(value).protocol : undefined;
+    if (protocol !== 'http:' && protocol !== 'https:') {
+      // Named, never shown: the URL may carry the proxy's credentials.
+      throw new CareEtlError(`${name} is not a proxy URL`, {
+        hint: `Set ${name} to the proxy's URL, e.g. http://proxy.example.org:3128 (http or https), or unset it.`,
+        exitCode: ExitCode.config,
+      });
+    }
+    return value;
+  };
+  return new EnvHttpProxyAgent({
+    ...options,
+    httpProxy: proxyUrl('http_proxy', 'HTTP_PROXY'),
+    httpsProxy: proxyUrl('https_proxy', 'HTTPS_PROXY'),
+    noProxy: noProxy.trim() === '*' ? '*' : [noProxy, ...LOOPBACK_NO_PROXY].filter(Boolean).join(','),
+    // Plain http through an http proxy as absolute-URI requests (what proxies expect for http), not CONNECT.
+    proxyTunnel: false,
+    proxyTls: { timeout: settings.connectTimeoutMs },
+    requestTls: { timeout: settings.connectTimeoutMs },
+    // undici builds the pool to the proxy (plain-http targets) from `connect` only: keep the limits and time-outs.
+    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as Pool.Options) }),
+  });
+}
+
 /** Typed client of the Care Coordination Integration Service API (one instance per base URL + tenant). */
 export class CareClient {
   readonly settings: ConnectionSettings;
@@ -107,15 +158,7 @@ export class CareClient {
   constructor(settings: ConnectionSettings, opts: ClientOptions = {}) {
     this.settings = settings;
     this.#ownsDispatcher = !opts.dispatcher;
-    this.#dispatcher =
-      opts.dispatcher ??
-      new Agent({
-        connections: settings.connections,
-        keepAliveTimeout: 10_000,
-        connect: { timeout: settings.connectTimeoutMs },
-        headersTimeout: settings.requestTimeoutMs,
-        bodyTimeout: settings.requestTimeoutMs,
-      });
+    this.#dispatcher = opts.dispatcher ?? createDispatcher(settings);
     this.#headers = {
       'service-subscriptionkey': settings.apiKey.reveal(),
       'service-emrid': settings.emrId,

@@ -1,5 +1,5 @@
 import { CareEtlError, type Issue } from '../core/issues.js';
-import { Secret } from '../core/secret.js';
+import { Secret, registerSecret } from '../core/secret.js';
 
 export const WRITABLE_TYPES = ['Patient', 'Practitioner', 'CareTeam'] as const;
 export type WritableType = (typeof WRITABLE_TYPES)[number];
@@ -152,6 +152,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
       exitCode: 2,
     });
   }
+  registerSecret(apiKey);
   return {
     baseUrl,
     apiKey: apiKey instanceof Secret ? apiKey : new Secret(apiKey as string),

@@ -1,6 +1,6 @@
 import type { Issue } from '../core/issues.js';
 import { CareEtlError, ExitCode, formatIssue } from '../core/issues.js';
-import { redact, type Secret } from '../core/secret.js';
+import { redactKnown } from '../core/secret.js';
 
 /** A small fixed-width table (oclif 4 dropped its table helper; this is all we need). */
 export function table(head: string[], rows: (string | number)[][]): string {
@@ -15,24 +15,18 @@ export interface ErrorJson {
   exitCode: number;
 }
 
+const BUG_HINT = 'This looks like a bug in care-etl: run again with --verbose and report the output (it holds no secrets).';
+
 /** Renders any thrown value for the terminal or `--json`, with every known secret scrubbed. */
-export function describeError(err: unknown, secrets: (Secret | string | undefined)[] = []): { text: string; json: ErrorJson } {
+export function describeError(err: unknown): { text: string; json: ErrorJson } {
   const e = err instanceof CareEtlError ? err : undefined;
   const message = err instanceof Error ? err.message : String(err);
-  const text = e ? e.describe() : `Unexpected error: ${message}`;
+  const text = e ? e.describe() : `Unexpected error: ${message}\nHint: ${BUG_HINT}`;
   const json: ErrorJson = {
-    error: { name: err instanceof Error ? err.name : 'Error', message, hint: e?.hint, issues: e?.issues ?? [] },
-    exitCode: e?.exitCode ?? ExitCode.config,
+    error: { name: err instanceof Error ? err.name : 'Error', message, hint: e ? e.hint : BUG_HINT, issues: e?.issues ?? [] },
+    exitCode: e?.exitCode ?? ExitCode.incomplete,
   };
-  return { text: redact(text, secrets), json: JSON.parse(redact(JSON.stringify(json), secrets)) as ErrorJson };
+  return { text: redactKnown(text), json: JSON.parse(redactKnown(JSON.stringify(json))) as ErrorJson };
 }
 
 export { formatIssue };
-
-/** A command that failed: the error on stderr (unless `--json`), the exit code set, the JSON body returned. */
-export function failCommand(err: unknown, secrets: (Secret | string | undefined)[], json: boolean): ErrorJson {
-  const { text, json: body } = describeError(err, secrets);
-  if (!json) process.stderr.write(`${text}\n`);
-  process.exitCode = body.exitCode;
-  return body;
-}

@@ -1,7 +1,8 @@
-import { Args, Flags, type Command } from '@oclif/core';
+import { Args, Flags } from '@oclif/core';
 import { connectionFlags, connectionFromFlags } from './connection-flags.js';
 import type { ErrorJson } from './render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
+import type { CommandShell } from './base-command.js';
 
 /** Arguments and flags shared by `state rebuild` and `state check`. */
 export const stateArgs = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
@@ -15,22 +16,19 @@ export const stateFlags = {
 type StateFlags = { state?: string; 'index-page-size'?: number; progress: string } & Parameters<typeof connectionFromFlags>[0];
 
 /** Runs `inspectState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
-export async function runStateCommand(cmd: Command & { jsonEnabled(): boolean }, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
-  const [{ inspectState }, { createRunProgress }, { failCommand, table }, { connectionFromEnv }] = await Promise.all([
-    import('../pipeline/run-pipeline.js'),
-    import('./run-progress.js'),
-    import('./render.js'),
-    import('../api/connection.js'),
-  ]);
-  const json = cmd.jsonEnabled();
-  const progress = flags.progress === 'none' || (flags.progress === 'auto' && json) ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
-  const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
+export async function runStateCommand(cmd: CommandShell, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
+  const [{ inspectState }, { createRunProgress }, { table }] = await Promise.all([import('../pipeline/run-pipeline.js'), import('./run-progress.js'), import('./render.js')]);
+  const { json } = cmd;
+  const progress = cmd.progress === 'none' ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
   let report: RunReport;
   try {
-    report = await inspectState({ mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent }, record);
+    report = await inspectState(
+      { mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent, onRequest: cmd.onRequest, signal: cmd.signal },
+      record,
+    );
   } catch (err) {
     progress?.stop();
-    return failCommand(err, secrets, json);
+    return cmd.fail(err);
   }
   progress?.stop();
   if (!json) {

@@ -1,11 +1,12 @@
-import { Args, Command, Flags } from '@oclif/core';
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { ExportSummary } from '../export/run-export.js';
 
 export type ExportResult = ExportSummary | ErrorJson;
 
-export default class Export extends Command {
+export default class Export extends CareCommand<ExportResult> {
   static override summary = 'Export questionnaire Observations to CSV (or NDJSON) for analysts.';
   static override description = `Reads every Observation of the tenant, page after page, and writes one row per observation. The columns come from the mapping file's exports: section (header → JSONata over one Observation; $sourceKey(subject.reference) gives the patient's source key, e.g. the MRN, from the state ledger), from --columns, or, when none are declared, a default set (id, patient id and source key, questionnaire, LOINC code, category, status, effective date, value, unit, performer, last updated, version).
 
@@ -14,14 +15,13 @@ Formula injection: text cells starting with = + - @ tab or CR are prefixed with 
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>.
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded).
 
-Exit codes: 0 exported (an empty export is a header-only CSV); 1 failed mid-export (nothing written to --out); 2 mapping, configuration or authentication error.`;
+Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to --out.`;
   static override examples = [
     '<%= config.bin %> export examples/clinic/mapping.yaml > observations.csv',
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
     '<%= config.bin %> export mapping.yaml phq --patient 00123 --patient 00456 --format ndjson --out -',
     'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];
-  static override enableJsonFlag = true;
   static override args = {
     mapping: Args.string({ description: 'mapping file (YAML)', required: true }),
     name: Args.string({ description: "export of the mapping's exports: section (needed only when it declares several)" }),
@@ -38,29 +38,18 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 1 failed mid-expo
     query: Flags.string({ description: 'query parameter k=v for the first request (servers that support filters); repeatable', multiple: true, multipleNonGreedy: true }),
     'page-size': Flags.integer({ description: 'page size asked of the server (_count on the first request)', min: 1 }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-    progress: Flags.string({ description: 'progress on stderr', options: ['auto', 'lines', 'none'], default: 'auto' }),
+    progress: Flags.string({ description: 'progress on stderr', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
     ...connectionFlags,
   };
 
   async run(): Promise<ExportResult> {
     const { args, flags } = await this.parse(Export);
-    const [{ runExport }, { createExportProgress }, { describeError }, { connectionFromEnv }] = await Promise.all([
-      import('../export/run-export.js'),
-      import('../export/progress.js'),
-      import('../cli/render.js'),
-      import('../api/connection.js'),
-    ]);
+    const [{ runExport }, { createExportProgress }] = await Promise.all([import('../export/run-export.js'), import('../export/progress.js')]);
     const json = this.jsonEnabled();
-    const err = (line: string) => process.stderr.write(`${line}\n`);
-    const mode = flags.progress === 'auto' ? (json ? 'none' : process.stderr.isTTY ? 'tty' : 'lines') : flags.progress;
-    const progress = mode === 'none' ? undefined : createExportProgress({ tty: mode === 'tty', write: (t) => process.stderr.write(t) });
-    const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
-
-    // Ctrl+C / SIGTERM: stop, remove the partial file, leave the watermark where it was.
-    const abort = new AbortController();
-    const onSignal = () => abort.abort();
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    const err = (line: string) => this.info(line);
+    const mode = this.progressMode(flags.progress);
+    const progress = mode === 'none' ? undefined : createExportProgress({ tty: mode === 'bar', write: (t) => process.stderr.write(t) });
+    // Ctrl+C / SIGTERM (this.signal): stop, remove the partial file, leave the watermark where it was.
     let summary: ExportSummary;
     try {
       summary = await runExport({
@@ -84,17 +73,12 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 1 failed mid-expo
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,
-        signal: abort.signal,
+        onRequest: this.requestLog,
+        signal: this.signal,
       });
     } catch (error) {
       progress?.stop();
-      const { text, json: body } = describeError(error, secrets);
-      if (!json) err(text);
-      process.exitCode = body.exitCode;
-      return body;
-    } finally {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      return this.fail(error);
     }
     progress?.stop();
     if (!json) {

@@ -1,10 +1,11 @@
-import { Command, Flags } from '@oclif/core';
+import { Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { StarterResult } from '../init/starter-mapping.js';
 
 export type InitResult = Omit<StarterResult, 'text'> | ErrorJson;
 
-export default class Init extends Command {
+export default class Init extends CareCommand<InitResult> {
   static override summary = 'Write a starter mapping file for the given export files.';
   static override description = `Reads the header (CSV) or the first records (JSON, NDJSON) of each export and writes a mapping with one resource per export: its type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every column listed as a commented field to fill in, and TODO markers where a choice is needed. \`care-etl validate\` reports every TODO left with its line and column.
 
@@ -15,7 +16,6 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
     '<%= config.bin %> init --from data/patients.csv --from data/staff.json --from data/assignments.csv',
     '<%= config.bin %> init --from export/Patient.ndjson --out onboarding/mapping.yaml --force',
   ];
-  static override enableJsonFlag = true;
   static override flags = {
     from: Flags.string({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
     out: Flags.string({ description: 'the mapping file to write', default: 'mapping.yaml' }),
@@ -24,7 +24,7 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
 
   async run(): Promise<InitResult> {
     const { flags } = await this.parse(Init);
-    const [{ writeStarterMapping }, { describeError, table }] = await Promise.all([import('../init/starter-mapping.js'), import('../cli/render.js')]);
+    const [{ writeStarterMapping }, { table }] = await Promise.all([import('../init/starter-mapping.js'), import('../cli/render.js')]);
     try {
       const result = await writeStarterMapping({ from: flags.from, out: flags.out, force: flags.force });
       if (!this.jsonEnabled()) {
@@ -39,10 +39,7 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
       const { text: _text, ...rest } = result;
       return rest;
     } catch (err) {
-      const { text, json } = describeError(err);
-      if (!this.jsonEnabled()) process.stderr.write(`${text}\n`);
-      process.exitCode = json.exitCode;
-      return json;
+      return this.fail(err);
     }
   }
 }

@@ -1,25 +1,25 @@
-import { Args, Command, Flags } from '@oclif/core';
-import { writeFileSync } from 'node:fs';
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
 
 export type RunResult = RunReport | ErrorJson;
 
-export default class Run extends Command {
+export default class Run extends CareCommand<RunResult> {
   static override summary = 'Load an EMR export into the service as described by a mapping file.';
   static override description = `Streams every source of the mapping through its JSONata mappings, validates each resource against the JSON Schemas, and loads Patients, Practitioners and CareTeams in dependency order. Re-runs are safe: the state ledger (.care-etl/state.db) makes every source key exist exactly once; unchanged rows send nothing.
 
-Rows that fail are written to the rejects file (NDJSON, mode 0600) and the run goes on.
+Rows that fail are written to the rejects file (NDJSON, mode 0600) and the run goes on. The rejects file is replaced only when the run did its work: a run that fails (credentials, lock, unreachable server) leaves the previous one as it was. A dry run writes its own (rejects.ndjson in --out).
 With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping.
+Ctrl+C / SIGTERM: no further row is read, requests in flight finish, the state and the rejects file are written (exit 3); a second one quits at once.
 
-Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 2 mapping, configuration or authentication error (nothing loaded).`;
+Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted).`;
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
     '<%= config.bin %> run mapping.yaml --dry-run --out out/',
     'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> run mapping.yaml --json --report report.json',
   ];
-  static override enableJsonFlag = true;
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
     'dry-run': Flags.boolean({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
@@ -28,7 +28,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
     report: Flags.string({ description: 'also write the JSON report to this file' }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
     concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
-    'max-errors': Flags.integer({ description: 'stop once more rows than this were rejected', min: 0 }),
+    'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
     reconcile: Flags.string({
       description:
         'when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping\'s reconcile:)',
@@ -41,16 +41,15 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { failCommand, table }, { connectionFromEnv }] = await Promise.all([
+    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }] = await Promise.all([
       import('../pipeline/run-pipeline.js'),
       import('../cli/run-progress.js'),
       import('../cli/render.js'),
-      import('../api/connection.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
     ]);
-    const json = this.jsonEnabled();
-    const mode = flags.progress === 'auto' ? (json ? 'none' : process.stderr.isTTY ? 'bar' : 'lines') : flags.progress;
+    const mode = this.progressMode(flags.progress);
     const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
-    const secrets = [flags['api-key'], connectionFromEnv().apiKey as string | undefined];
     let report: RunReport;
     try {
       report = await runPipeline({
@@ -65,14 +64,17 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
         reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
         indexPageSize: flags['index-page-size'],
         onEvent: progress?.onEvent,
+        onRequest: this.requestLog,
+        signal: this.signal,
       });
     } catch (err) {
       progress?.stop();
-      return failCommand(err, secrets, json);
+      return this.fail(err);
     }
     progress?.stop();
-    if (flags.report) writeFileSync(flags.report, `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });
-    if (!json) {
+    process.exitCode = report.exitCode;
+    if (flags.report) writePrivateFileAtomic(flags.report, `${redactKnown(JSON.stringify(report, null, 2))}\n`);
+    if (!this.jsonEnabled()) {
       const rows = report.order.map((name) => {
         const c = report.mappings[name];
         return [name, c.read, c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
@@ -85,7 +87,6 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached); 
       if (report.totals.rejected) this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried)`);
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
     }
-    process.exitCode = report.exitCode;
     return report;
   }
 }

@@ -1,4 +1,6 @@
-import { Command, Flags } from '@oclif/core';
+import { Flags } from '@oclif/core';
+import { CareCommand, writeUnredacted } from '../cli/base-command.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { FaultOptions } from '../sandbox/server.js';
 
 /** p-queue style validation, so a typo never silently turns a fault off. */
@@ -34,7 +36,7 @@ export interface SandboxStarted {
   dataFile: string | null;
 }
 
-export default class SandboxCommand extends Command {
+export default class SandboxCommand extends CareCommand<void> {
   static override summary = 'Run a local Care Coordination API sandbox (SQLite storage, fault injection).';
   static override description = `Implements the whole service spec on 127.0.0.1 with demo credentials, for trying mappings and loads without touching the real service. Keeps running until Ctrl+C / SIGTERM. Prints the base URL and demo credentials as shell export lines (stdout), or one JSON line with --json. See docs/sandbox.md.`;
   static override examples = [
@@ -42,7 +44,6 @@ export default class SandboxCommand extends Command {
     '<%= config.bin %> sandbox --port 0 --data sandbox.db --json',
     '<%= config.bin %> sandbox --latency 50 --jitter 50 --rate-limit 20 --error-503-rate 0.05 --drop-rate 0.01',
   ];
-  static override enableJsonFlag = true;
   static override flags = {
     port: Flags.integer({ description: 'TCP port (0 = any free port)', default: 8080, min: 0, max: 65535 }),
     host: Flags.string({ description: 'loopback address to listen on', default: '127.0.0.1' }),
@@ -60,12 +61,7 @@ export default class SandboxCommand extends Command {
   };
 
   async run(): Promise<void> {
-    let flags;
-    try {
-      ({ flags } = await this.parse(SandboxCommand));
-    } catch (err) {
-      this.error((err as Error).message, { exit: 2 }); // a bad flag is a configuration error (ExitCode.config)
-    }
+    const { flags } = await this.parse(SandboxCommand);
     const { startSandbox } = await import('../sandbox/server.js');
     const faults: FaultOptions = {
       latencyMs: flags.latency,
@@ -90,40 +86,34 @@ export default class SandboxCommand extends Command {
         faults: anyFault ? faults : undefined,
       });
     } catch (err) {
-      this.error(`Cannot start the sandbox: ${(err as Error).message}`, { exit: 2 });
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new CareEtlError(`Cannot start the sandbox: ${(err as Error).message}`, {
+        exitCode: ExitCode.config,
+        hint: code === 'EADDRINUSE' ? `Port ${flags.port} is taken: choose another with --port, or --port 0 for any free one.` : undefined,
+        cause: err,
+      });
     }
 
     const { apiKey, emrId, tenants } = sb.credentials;
     const started: SandboxStarted = { url: sb.url, port: sb.port, apiKey, emrId, tenantId: tenants[0]!, tenants, dataFile: flags.data ?? null };
     if (this.jsonEnabled()) {
       // One line, printed now (not on exit): scripts and the bench read the URL from it.
-      process.stdout.write(`${JSON.stringify(started)}\n`);
+      writeUnredacted(process.stdout, `${JSON.stringify(started)}\n`);
     } else {
       // A local demo key: printing it is the point. Exports on stdout, chatter on stderr.
       process.stderr.write(
         `Care Coordination sandbox on ${sb.url} (${flags.data ? `data in ${flags.data}` : 'in-memory data'})\n` +
           `Tenants: ${tenants.join(', ')}${anyFault ? `\nFaults: ${JSON.stringify(faults)}` : ''}\n`,
       );
-      this.log(
-        [
-          `export CARE_BASE_URL=${sb.url}`,
-          `export CARE_API_KEY=${apiKey}`,
-          `export CARE_EMR_ID=${emrId}`,
-          `export CARE_TENANT_ID=${tenants[0]}`,
-        ].join('\n'),
+      writeUnredacted(
+        process.stdout,
+        `${[`export CARE_BASE_URL=${sb.url}`, `export CARE_API_KEY=${apiKey}`, `export CARE_EMR_ID=${emrId}`, `export CARE_TENANT_ID=${tenants[0]}`].join('\n')}\n`,
       );
       process.stderr.write('Press Ctrl+C to stop.\n');
     }
 
-    await new Promise<void>((resolve) => {
-      const stop = (): void => {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
-        resolve();
-      };
-      process.on('SIGINT', stop);
-      process.on('SIGTERM', stop);
-    });
+    // The shell turns SIGINT/SIGTERM into this.signal.
+    await new Promise<void>((resolve) => (this.signal.aborted ? resolve() : this.signal.addEventListener('abort', () => resolve(), { once: true })));
     await sb.close();
     if (!this.jsonEnabled()) process.stderr.write('Sandbox stopped.\n');
   }

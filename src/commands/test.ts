@@ -1,7 +1,9 @@
-import { Args, Command, Flags } from '@oclif/core';
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
+import type { ErrorJson } from '../cli/render.js';
 import type { TestReport } from '../mapping-tests/types.js';
 
-export default class Test extends Command {
+export default class Test extends CareCommand<TestReport | ErrorJson> {
   static override summary = 'Run the test cases of mapping files (*.test.yaml), offline.';
   static override description = `Finds every *.test.yaml under the given files and folders (default: the current folder) and runs its cases: input rows (inline or from a fixture file) go through one resource mapping exactly as in \`care-etl run\` — key, groupBy, map, schema validation — with $ref targets stubbed from the case's refs:, and the result is compared with the expected resource (expect), part of it (expectSubset) or rejection (reject). No server is contacted.
 
@@ -15,7 +17,6 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
     '<%= config.bin %> test mappings examples --json',
     '<%= config.bin %> test mapping.test.yaml --grep careteam',
   ];
-  static override enableJsonFlag = true;
   static override strict = false;
   static override args = {
     paths: Args.string({ description: 'test files (*.test.yaml), folders to search recursively, or mapping files (their tests beside them); default: the current folder', required: false }),
@@ -24,15 +25,20 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
     grep: Flags.string({ char: 'g', description: 'only run the cases whose name contains this text' }),
   };
 
-  async run(): Promise<TestReport> {
+  async run(): Promise<TestReport | ErrorJson> {
     const { argv, flags } = await this.parse(Test);
     const [{ runMappingTests }, { formatFile, formatSummary }] = await Promise.all([import('../mapping-tests/run-mapping-tests.js'), import('../mapping-tests/format-report.js')]);
     const json = this.jsonEnabled();
     const color = !json && process.stdout.isTTY === true && !process.env.NO_COLOR;
-    const report = await runMappingTests(argv as string[], {
-      grep: flags.grep,
-      onFile: json ? undefined : (r) => this.log(formatFile(r, { color }).join('\n')),
-    });
+    let report: TestReport;
+    try {
+      report = await runMappingTests(argv as string[], {
+        grep: flags.grep,
+        onFile: json ? undefined : (r) => this.log(formatFile(r, { color }).join('\n')),
+      });
+    } catch (err) {
+      return this.fail(err);
+    }
     if (!json) {
       this.log('');
       this.log(formatSummary(report, { color }));

@@ -1,14 +1,14 @@
-import { Args, Command, Flags } from '@oclif/core';
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { ValidateReport } from '../pipeline/validate-mapping.js';
 
-export default class Validate extends Command {
+export default class Validate extends CareCommand<ValidateReport | ErrorJson> {
   static override summary = 'Check a mapping file: schema, expressions, sources, references — every problem with file:line:column.';
   static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. With --sample N, also runs the first N rows of each source through transform and validation (offline: references resolve to placeholders) and prints the rejections.
 
-Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping has problems.`;
+Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping has problems (or a usage error).`;
   static override examples = ['<%= config.bin %> validate examples/clinic/mapping.yaml', '<%= config.bin %> validate mapping.yaml --sample 100 --json'];
-  static override enableJsonFlag = true;
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
     sample: Flags.integer({ description: 'run the first N rows of each source through transform and validation', min: 1 }),
@@ -16,7 +16,7 @@ Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping h
 
   async run(): Promise<ValidateReport | ErrorJson> {
     const { args, flags } = await this.parse(Validate);
-    const [{ validateMapping }, { describeError, table }, { describeReject }, { formatIssue }] = await Promise.all([
+    const [{ validateMapping }, { table }, { describeReject }, { formatIssue }] = await Promise.all([
       import('../pipeline/validate-mapping.js'),
       import('../cli/render.js'),
       import('../pipeline/rejects.js'),
@@ -34,10 +34,7 @@ Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping h
       }
       return report;
     } catch (err) {
-      const { text, json } = describeError(err);
-      if (!this.jsonEnabled()) process.stderr.write(`${text}\n`);
-      process.exitCode = json.exitCode;
-      return json;
+      return this.fail(err);
     }
   }
 }

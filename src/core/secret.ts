@@ -37,3 +37,19 @@ export function redact(text: string, secrets: Iterable<Secret | string | undefin
   }
   return out;
 }
+
+/**
+ * Every credential this process has been given (flags, environment, the mapping's `target:`). Output that
+ * may echo one — a server's error body, oclif's own error rendering, a reason stored in the ledger — is
+ * passed through `redactKnown` before it leaves the process.
+ */
+const known = new Set<string>();
+
+export function registerSecret(value: Secret | string | undefined): void {
+  const v = value instanceof Secret ? value.reveal() : value;
+  if (v && v.length >= 4) known.add(v);
+}
+
+export function redactKnown(text: string): string {
+  return known.size ? redact(text, known) : text;
+}

@@ -75,6 +75,7 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
     target: {},
     sources: {},
     lookups: mapping?.lookups ?? {},
+    limits: mapping?.limits,
     resources: [],
     exports: { [name]: { name, columns } },
     warnings: [],

@@ -243,7 +243,7 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
           const e = err instanceof CareEtlError ? err : undefined;
           throw new CareEtlError(`Export \`${columns.name}\` failed at observation ${observationId(obs)} (after ${report.rows} rows)`, {
             issues: e?.issues.length ? e.issues : [{ severity: 'error', code: 'eval-failed', message: (err as Error)?.message ?? String(err) }],
-            exitCode: ExitCode.rejected,
+            exitCode: ExitCode.config,
             hint: 'Fix the column expression, e.g. guard odd values with a condition (`field ? … : ""`), then export again.',
             cause: err,
           });
@@ -273,17 +273,17 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
   return report;
 }
 
-/** Configuration/authentication errors keep their exit code 2; everything else mid-export is a failure (1). */
+/** Configuration/authentication errors keep their exit code 2; everything else mid-export could not complete (3). */
 function asExportFailure(err: unknown, at: ExportReport): CareEtlError {
   const where = `after ${at.rows} rows from ${at.pages} pages`;
   if ((err as { name?: string })?.name === 'AbortError') {
-    return new CareEtlError(`Export interrupted ${where}`, { exitCode: ExitCode.rejected, cause: err });
+    return new CareEtlError(`Export interrupted ${where}`, { exitCode: ExitCode.incomplete, cause: err, hint: 'Nothing was written to --out and the watermark did not move: export again.' });
   }
   if (err instanceof CareEtlError) return err;
   const code = (err as { code?: unknown })?.code;
   const message = (err as Error)?.message ?? String(err);
   return new CareEtlError(`Export failed ${where}: ${message}${typeof code === 'string' && !message.includes(code) ? ` (${code})` : ''}`, {
-    exitCode: ExitCode.rejected,
+    exitCode: ExitCode.incomplete,
     cause: err,
   });
 }

@@ -6,13 +6,13 @@
  * is flushed (fsync), so a failed or interrupted export never looks complete: the partial file is removed
  * and `<out>` keeps its previous content, if any. The watermark moves after the rename.
  */
-import { createWriteStream, fchmodSync, openSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
-import { CareClient } from '../api/client.js';
+import { CareClient, type ClientOptions } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { ensureDir, PHI_FILE_MODE } from '../core/secure-fs.js';
+import { openPrivateFile } from '../core/secure-fs.js';
 import { closest } from '../mapping/closest.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
 import { loadMapping } from '../mapping/load-mapping.js';
@@ -56,6 +56,8 @@ export interface RunExportOptions {
   onTarget?: (t: ExportTargetInfo) => void;
   onProgress?: (p: ExportProgress) => void;
   signal?: AbortSignal;
+  /** One call per HTTP attempt (the CLI's `--verbose` request log); never sees headers or bodies. */
+  onRequest?: ClientOptions['onResponse'];
 }
 
 export interface ExportTargetInfo {
@@ -105,12 +107,9 @@ function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string
   throw config(`The mapping file declares several exports (${names.join(', ')}): name one, e.g. \`care-etl export ${compiled.mapping.file} ${names[0]}\``);
 }
 
-function openPrivateFile(path: string, shown: string): WriteStream {
+function openOutputFile(path: string, shown: string): WriteStream {
   try {
-    ensureDir(dirname(path));
-    const fd = openSync(path, 'w', PHI_FILE_MODE);
-    fchmodSync(fd, PHI_FILE_MODE); // an existing file keeps its mode on open: tighten it
-    return createWriteStream(path, { fd, flush: true });
+    return createWriteStream(path, { fd: openPrivateFile(path), flush: true });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable --out path.' });
@@ -153,8 +152,8 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
     const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
     ledger = Ledger.open(statePath);
     const scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
-    client = new CareClient(target.settings);
-    const output = toStdout ? (opts.stdout ?? process.stdout) : openPrivateFile(partial!, `${outArg}.partial`);
+    client = new CareClient(target.settings, { onResponse: opts.onRequest });
+    const output = toStdout ? (opts.stdout ?? process.stdout) : openOutputFile(partial!, `${outArg}.partial`);
     const report = await exportObservations({
       client,
       scope,

@@ -2,12 +2,12 @@ import type { CareClient } from '../api/client.js';
 import { classifyRetry } from '../api/client.js';
 import { ApiError, TransportError } from '../api/errors.js';
 import type { Resource } from '../api/types.js';
-import type { Issue } from '../core/issues.js';
+import { hasCode, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
 import { contentHash } from '../state/ledger.js';
 import type { WritableType } from '../api/connection.js';
-import { CareEtlError } from '../core/issues.js';
+import { CareEtlError, issuesOf, type KnownIssueCode } from '../core/issues.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparableHash } from './identity.js';
@@ -66,16 +66,7 @@ interface Deferred {
  */
 const RECONCILE_ROUNDS = 10;
 
-function rejectedBy(err: unknown): Issue[] {
-  if (err instanceof MappingEvalError) return [err.issue];
-  if (err instanceof ApiError) {
-    const head: Issue = { severity: 'error', code: `http-${err.status}`, message: err.message };
-    return err.issues.length ? [head, ...err.issues.map((i) => ({ ...i }))] : [head];
-  }
-  return [{ severity: 'error', code: err instanceof TransportError ? `transport-${err.failure}` : 'exception', message: err instanceof Error ? err.message : String(err) }];
-}
-
-const issue = (code: string, message: string): Issue[] => [{ severity: 'error', code, message }];
+const issue = (code: KnownIssueCode, message: string): Issue[] => [{ severity: 'error', code, message }];
 
 /**
  * Brings the server in line with one mapping's resources, exactly once per source key — with or without the
@@ -153,8 +144,9 @@ export class ResourceSync {
     try {
       return await this.#sync(item);
     } catch (err) {
-      if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err; // the state file failed: the run cannot go on
-      return { kind: 'rejected', issues: rejectedBy(err) };
+      // The state file or the server failed, or the run was interrupted: the run cannot go on (not this row's fault).
+      if ((err instanceof CareEtlError && !(err instanceof MappingEvalError)) || (err as Error)?.name === 'AbortError') throw err;
+      return { kind: 'rejected', issues: issuesOf(err) };
     }
   }
 
@@ -177,7 +169,7 @@ export class ResourceSync {
         return { kind: 'unchanged', serverId: entry.serverId };
       }
       const outcome = await this.#update(item, entry.serverId, hash);
-      if (outcome.kind === 'rejected' && outcome.issues.some((i) => i.code === 'http-404')) {
+      if (outcome.kind === 'rejected' && outcome.issues.some((i) => hasCode(i, 'http-404'))) {
         return this.#createOrAdopt(item, hash, `${this.#type}/${entry.serverId} recorded in the state answered 404`);
       }
       return outcome;
@@ -311,7 +303,7 @@ export class ResourceSync {
       }
       // The server answered: nothing was stored.
       scope.recordRejected({ mapping: item.mapping, key: item.key, resourceType: item.type, runId, reason: (err as Error).message });
-      return { kind: 'rejected', issues: rejectedBy(err) };
+      return { kind: 'rejected', issues: issuesOf(err) };
     }
   }
 
@@ -332,7 +324,7 @@ export class ResourceSync {
       // The entry is left as it was (synced with the last hash the server accepted): the changed content still
       // differs from that hash, so the next run retries the update — and should the key leave the export, the
       // entry is still "synced", so `onMissing: end` still ends the resource (a `rejected` entry never is).
-      return { kind: 'rejected', issues: rejectedBy(err) };
+      return { kind: 'rejected', issues: issuesOf(err) };
     }
   }
 
@@ -380,7 +372,7 @@ export class ResourceSync {
       return vanished ? { kind: 'absent', vanished } : { kind: 'absent' };
     } catch (err) {
       if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;
-      return { kind: 'rejected', issues: rejectedBy(err) };
+      return { kind: 'rejected', issues: issuesOf(err) };
     }
   }
 
@@ -507,7 +499,7 @@ export class ResourceSync {
         scope.markEnded(entry.mapping, entry.key, end, updated.meta?.versionId);
         ended.push({ key: entry.key, serverId: id });
       } catch (err) {
-        failed.push({ key: entry.key, issues: rejectedBy(err) });
+        failed.push({ key: entry.key, issues: issuesOf(err) });
       }
     }
     return { ended, failed };

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { LineCounter, parseDocument, visit, type Scalar } from 'yaml';
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { schemaIssue } from '../mapping/schema-issues.js';
 import { YamlLocator, toPointer, type DocPath } from '../mapping/yaml-positions.js';
 import type { FixtureDef, MappingTestFile, RefStubs, RejectExpectation, RowSelector, TestCaseDef } from './types.js';
@@ -90,7 +90,7 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
   if (!validate(data)) issues.push(...schemaIssues(validate.errors ?? [], loc));
 
   const at = (path: DocPath): Location => loc.positionOf(path) ?? { file };
-  const issueAt = (code: string, message: string, path: DocPath): Issue => ({ severity: 'error', code, message, path: toPointer(path), location: at(path) });
+  const issueAt = (code: KnownIssueCode, message: string, path: DocPath): Issue => ({ severity: 'error', code, message, path: toPointer(path), location: at(path) });
 
   const parseNow = (v: unknown, path: DocPath): Date | undefined => {
     if (typeof v !== 'string') return undefined;

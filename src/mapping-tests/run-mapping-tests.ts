@@ -4,11 +4,12 @@
  * validation) with `$ref` resolved from stubs, so a case passes exactly when a run would produce the
  * expected resource (or rejection).
  */
+import { placeholderId } from '../mapping/placeholder-id.js';
 import { readdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import jsonata from 'jsonata';
-import { CareEtlError, ExitCode, formatLocation, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, formatLocation, hasCode, issuesOf, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import { closest } from '../mapping/closest.js';
 import { RefError } from '../mapping/errors.js';
@@ -44,12 +45,20 @@ export interface RunTestsOptions {
 }
 
 const TEST_FILE = /\.test\.ya?ml$/;
-const SKIP_DIRS = new Set(['node_modules', '.git', '.care-etl', 'dist']);
+/**
+ * Folders a recursive search does not enter: dependencies, build output, dot-folders (`.git`, `.care-etl`) and
+ * `fixtures` (test data of other test suites, e.g. this repository's `test/fixtures/`, holds deliberately
+ * broken test files). Only folders found while walking are skipped: a folder named on the command line, or
+ * holding a file named there, is always searched.
+ */
+const SKIP_DIRS = new Set(['node_modules', 'dist', 'fixtures']);
+const skipDir = (name: string): boolean => SKIP_DIRS.has(name) || name.startsWith('.');
 
 /**
- * `*.test.yaml` files under the given files/folders (recursively, sorted); paths that do not exist are returned
- * apart. A file that is not a test file (a mapping, `care-etl test mapping.yaml`) stands for the test files of its
- * folder that test it: they are returned with that mapping in `forMapping`.
+ * `*.test.yaml` files under the given files/folders (recursively, sorted; see `SKIP_DIRS` for the folders a
+ * search skips); paths that do not exist are returned apart. A file that is not a test file (a mapping,
+ * `care-etl test mapping.yaml`) stands for the test files of its folder that test it: they are returned with
+ * that mapping in `forMapping`.
  */
 export async function findTestFiles(paths: string[], cwd = process.cwd()): Promise<{ files: string[]; missing: string[]; forMapping: Map<string, Set<string>> }> {
   const files = new Set<string>();
@@ -61,7 +70,7 @@ export async function findTestFiles(paths: string[], cwd = process.cwd()): Promi
     for (const e of entries) {
       const p = join(dir, e.name);
       if (e.isDirectory()) {
-        if (!SKIP_DIRS.has(e.name) && !e.name.startsWith('.')) await walk(p);
+        if (!skipDir(e.name)) await walk(p);
       } else if (TEST_FILE.test(e.name)) files.add(p);
     }
   };
@@ -126,9 +135,7 @@ export async function runMappingTests(paths: string[], opts: RunTestsOptions = {
 
 /** Error details of a thrown value (CareEtlError issues kept with their positions). */
 function errorOf(err: unknown): { message: string; issues: Issue[]; hint?: string } {
-  if (err instanceof CareEtlError) return { message: err.message, issues: err.issues, hint: err.hint };
-  const message = err instanceof Error ? err.message : String(err);
-  return { message, issues: [{ severity: 'error', code: 'exception', message }] };
+  return { message: err instanceof Error ? err.message : String(err), issues: issuesOf(err), hint: err instanceof CareEtlError ? err.hint : undefined };
 }
 
 /** Loads and compiles a mapping once per (file, env). */
@@ -177,7 +184,7 @@ export async function runTestFile(file: string, opts: RunTestsOptions & { cache?
     mapping = await compiled(opts.cache ?? new Map(), shown(test.mappingFile), env);
   } catch (err) {
     result.error = errorOf(err);
-    if (result.error.issues[0]?.code === 'file-unreadable') {
+    if (hasCode(result.error.issues[0], 'file-unreadable')) {
       result.error.hint = 'A test file names its mapping with `mapping:` (relative to the test file); without it, `mapping.yaml` in the same folder.';
     }
     return done();
@@ -191,9 +198,6 @@ export async function runTestFile(file: string, opts: RunTestsOptions & { cache?
   return done();
 }
 
-function sanitizeId(key: string): string {
-  return key.replace(/[^A-Za-z0-9\-.]/g, '-').slice(0, 64);
-}
 
 function mergeRefs(a: RefStubs, b: RefStubs | undefined): RefStubs {
   if (!b) return a;
@@ -212,7 +216,7 @@ export function stubContext(stubs: RefStubs, typeOf: (name: string) => string | 
     resolveRef(name, key) {
       const table = stubs[name];
       const type = typeOf(name) ?? name;
-      if (table === 'auto') return `${type}/${sanitizeId(key)}`;
+      if (table === 'auto') return `${type}/${placeholderId(key)}`;
       const id = table && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined;
       if (id) return `${type}/${id}`;
       // The same error a run gives for a key that was not loaded (src/pipeline/run-pipeline.ts).
@@ -345,7 +349,7 @@ async function runCase(c: TestCaseDef, test: MappingTestFile, mapping: CompiledM
   const failures: CaseFailure[] = [];
   const allIssues = (rs: ProducedReject[]) => rs.flatMap((r) => r.issues.map((i) => ({ ...i, message: `${r.stage} (${r.origin}${r.key !== undefined ? `, key ${r.key}` : ''}): ${i.message}` })));
   const refHint = (rs: ProducedReject[]) =>
-    rs.some((r) => r.issues.some((i) => i.code === 'ref-missing')) ? ' — to stub a reference, add its key under `refs:` (e.g. `refs: { patient: { "<key>": p-1 } }`)' : '';
+    rs.some((r) => r.issues.some((i) => hasCode(i, 'ref-missing'))) ? ' — to stub a reference, add its key under `refs:` (e.g. `refs: { patient: { "<key>": p-1 } }`)' : '';
 
   if (c.reject) {
     if (rejects.length === 0) failures.push({ message: `expected a rejection (${describeExpectation(c.reject)}), but ${resources.length ? 'every row was accepted' : 'nothing was rejected'}` });

@@ -11,7 +11,7 @@
  * - every row-level failure is a `MappingEvalError` (one Issue, exit code 1): reject the row, go on.
  */
 import jsonata from 'jsonata';
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, hasCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
 import {
@@ -26,6 +26,7 @@ import {
 } from './functions.js';
 import { closest as closestName } from './closest.js';
 import { analyse, errorOffset, nodeStart, type RefCall } from './jsonata-ast.js';
+import { defaultLimits } from './load-mapping.js';
 import { toPointer } from './yaml-positions.js';
 import { MATCH_KEYWORDS, type LoadedMapping, type ResourceMapping, type YamlPath } from './types.js';
 import { careTeamIdentity } from './match-values.js';
@@ -64,10 +65,15 @@ export interface CompiledMapping {
 }
 
 /**
- * JSONata guardrail (2.2): runaway recursion fails the row (D1011) instead of exhausting the stack. JSONata
- * has no loops, so unbounded work needs recursion, which the stack limit catches. The `timeout` guard is
- * deliberately off: it calls Date.now() at every evaluation step (4–5 % of a dry run, bench/dry-run-throughput)
- * and cannot stop the one thing it would be needed for (a runaway regex).
+ * JSONata guardrails (2.2), given to every expression compiled here; each failure rejects the row, never the run.
+ * - `stack`: evaluation nested deeper than 500 levels (non-tail recursion without an end) fails with D1011 instead
+ *   of exhausting the JS stack.
+ * - `timeout` (added per mapping in `compileMapping`: `limits.expressionTimeoutMs`, default 5000 ms from
+ *   schemas/mapping.schema.json, CARE_EXPRESSION_TIMEOUT_MS overrides, 0 = off): JSONata optimises tail calls,
+ *   so `($f := function($x) { $f($x) }; $f(1))` never reaches the stack limit and would spin forever; the time
+ *   limit fails it with D1012. It is measured from the start of each `evaluate()` and checked with Date.now() at
+ *   every evaluation step (cost: BENCHMARKS.md, "Expression time limit"). It cannot interrupt one long built-in
+ *   call — a catastrophic regular expression runs to its end on the main thread, only then is the limit seen.
  */
 export const JSONATA_OPTIONS = { stack: 500 } as const;
 
@@ -84,20 +90,22 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
   const issues: Issue[] = [];
   const file = m.positionOf([])?.file ?? m.file;
   const at = (path: YamlPath, offset?: number): Location => m.positionOf(path, offset) ?? { file };
-  const push = (code: string, message: string, path: YamlPath, offset?: number) =>
+  const push = (code: KnownIssueCode, message: string, path: YamlPath, offset?: number) =>
     issues.push({ severity: 'error', code, message, path: toPointer(path), location: at(path, offset) });
 
   const tableNames = new WeakMap<object, string>();
   for (const [name, table] of Object.entries(m.lookups)) tableNames.set(table, name);
   const lookupNames = Object.keys(m.lookups);
   const resourceNames = m.resources.map((r) => r.name);
+  const timeoutMs = (m.limits ?? defaultLimits()).expressionTimeoutMs;
+  const jsonataOptions = timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS };
 
   /** Compiles one expression; reports syntax and static problems; returns undefined on a syntax error. */
   const compile = (meta: ExprMeta): { expr?: jsonata.Expression; refs: RefCall[] } => {
     const { src, path, role, owner } = meta;
     let expr: jsonata.Expression;
     try {
-      expr = jsonata(src, { ...JSONATA_OPTIONS });
+      expr = jsonata(src, jsonataOptions);
     } catch (err) {
       const e = err as { code?: string; message?: string };
       push('jsonata-syntax', `${owner} ${role}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`, path, errorOffset(src, e as object));
@@ -234,11 +242,11 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
   // ---------------------------------------------------------------- order
   const dep = dependencyOrder(pending.map((p) => ({ name: p.def.name, refs: [...new Set(p.refCalls.map((r) => r.name))] })));
   for (const issue of dep.issues) {
-    if (issue.code === 'ref-unknown' || issue.code === 'duplicate-name') continue; // reported above, with positions
+    if (hasCode(issue, 'ref-unknown') || hasCode(issue, 'duplicate-name')) continue; // reported above, with positions
     const cycle = dep.cycles.find((c) => issue.message.includes(c.join(' → ')));
     const first = cycle && pending.find((p) => p.def.name === cycle[0]);
     const call = first && cycle && first.refCalls.find((r) => r.name === cycle[1]);
-    if (first && call) push(issue.code, issue.message, first.def.paths.map, call.offset);
+    if (first && call) issues.push({ ...issue, path: toPointer(first.def.paths.map), location: at(first.def.paths.map, call.offset) });
     else issues.push({ ...issue, location: { file } });
   }
 
@@ -264,7 +272,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
     if (err instanceof MappingEvalError) return err;
     const e = (err ?? {}) as { code?: unknown; message?: unknown; position?: unknown; token?: unknown };
     const location = at(meta.path, errorOffset(meta.src, e));
-    let code: string;
+    let code: KnownIssueCode;
     let message = typeof e.message === 'string' ? e.message : String(err);
     let jsonataCode: string | undefined;
     if (err instanceof MappingFunctionError || err instanceof RefError) {
@@ -272,7 +280,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
     } else if (typeof e.code === 'string' && /^[A-Z]\d{4}$/.test(e.code)) {
       code = 'jsonata';
       jsonataCode = e.code;
-      message = `${message} [${e.code}]`;
+      message = `${guardrailMessage(e.code) ?? message} [${e.code}]`;
     } else {
       code = 'eval-failed';
     }
@@ -280,11 +288,22 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
     return new MappingEvalError(issue, { resource, role: meta.role, jsonataCode, cause: err });
   }
 
+  /** Our wording for JSONata's guardrail errors (theirs suggests a rewrite that then loops until the time limit). No row data in it. */
+  function guardrailMessage(jsonataCode: string): string | undefined {
+    if (jsonataCode === 'D1012') {
+      return `the expression ran longer than ${timeoutMs} ms and was stopped (likely infinite recursion: a function that keeps calling itself); if it is only slow, raise \`limits.expressionTimeoutMs\``;
+    }
+    if (jsonataCode === 'D1011') {
+      return `the expression nested more than ${JSONATA_OPTIONS.stack} levels deep (function calls within function calls) and was stopped (likely infinite recursion: a function that keeps calling itself)`;
+    }
+    return undefined;
+  }
+
   function keyOf(v: unknown, meta: ExprMeta, resource: string): string {
     if (typeof v === 'number' && Number.isFinite(v)) return String(v);
     if (typeof v === 'string' && v.trim() !== '') return v.trim();
     const what = meta.role === 'groupBy' ? 'group key' : 'key';
-    let code = 'key-missing';
+    let code: KnownIssueCode = 'key-missing';
     let detail = `the ${what} \`${short(meta.src)}\` is empty or missing in this record`;
     if (Array.isArray(v)) {
       code = 'key-invalid';
@@ -331,7 +350,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
         const raw = await run(mapExpr, input, lastBindings, mapMeta, def.name);
         const out = prune(raw);
         if (out === undefined) return undefined;
-        const fail = (code: string, message: string) =>
+        const fail = (code: KnownIssueCode, message: string) =>
           raise(new MappingEvalError({ severity: 'error', code, message: `${owner} map: ${message}`, path: toPointer(def.paths.map), location: at(def.paths.map) }, { resource: def.name, role: 'map' }));
         if (typeof out !== 'object' || Array.isArray(out)) {
           return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);

@@ -1,14 +1,14 @@
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, type Issue, type Location, type IssueCode, type KnownIssueCode } from '../core/issues.js';
 
 /**
  * Thrown by a custom function (`$date`, `$lookup`, …) for bad row data. JSONata adds `position` (the
  * call's position in the expression) and `token` (the function name) on its way out.
  */
 export class MappingFunctionError extends Error {
-  readonly code: string;
+  readonly code: KnownIssueCode;
   position?: number;
   token?: string;
-  constructor(code: string, message: string) {
+  constructor(code: KnownIssueCode, message: string) {
     super(message);
     this.name = 'MappingFunctionError';
     this.code = code;
@@ -21,12 +21,12 @@ export class MappingFunctionError extends Error {
  * recognise it again on `MappingEvalError.cause`.
  */
 export class RefError extends Error {
-  readonly code: string;
+  readonly code: KnownIssueCode;
   constructor(
     readonly target: string,
     readonly key: string,
     message?: string,
-    code = 'ref-unresolved',
+    code: KnownIssueCode = 'ref-unresolved',
   ) {
     super(message ?? `no ${target} with source key \`${key}\` has been loaded`);
     this.name = 'RefError';
@@ -44,7 +44,7 @@ export type ExpressionRole = 'key' | 'groupBy' | 'map' | 'match' | 'records' | '
 export class MappingEvalError extends CareEtlError {
   readonly issue: Issue;
   /** Issue code: `jsonata`, `date-invalid`, `lookup-miss`, `key-missing`, `ref-unresolved`, … */
-  readonly code: string;
+  readonly code: IssueCode;
   /** The JSONata error code (T2001, D1012, …) when JSONata itself failed. */
   readonly jsonataCode?: string;
   /** Resource (or export) name. */

@@ -17,6 +17,7 @@
  *   a run sees the same instant (stable output, testable).
  * Not overridden: `$trim` (built-in already trims and collapses whitespace), `$split` (ours is `$splitList`).
  */
+import type { KnownIssueCode } from '../core/issues.js';
 import type jsonata from 'jsonata';
 import { DateTime, IANAZone } from 'luxon';
 import { MappingFunctionError } from './errors.js';
@@ -68,7 +69,7 @@ export function show(v: unknown): string {
   return s.length > MAX_SHOWN ? `${s.slice(0, MAX_SHOWN)}…` : s;
 }
 
-function fail(code: string, message: string): never {
+function fail(code: KnownIssueCode, message: string): never {
   throw new MappingFunctionError(code, message);
 }
 

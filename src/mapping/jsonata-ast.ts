@@ -3,6 +3,7 @@
  * arguments of the date functions. The walk is generic (every object / array property of every node), so
  * it reaches lambdas, predicates, sort terms, group-by objects, transforms and so on.
  */
+import type { KnownIssueCode } from '../core/issues.js';
 import type jsonata from 'jsonata';
 
 /** A JSONata AST node, loosely typed: the published ExprNode type misses `path`, `bind`, `focus`, … */
@@ -17,7 +18,7 @@ export interface RefCall {
 }
 
 export interface AstProblem {
-  code: string;
+  code: KnownIssueCode;
   message: string;
   /** 0-based offset in the expression source. */
   offset: number;

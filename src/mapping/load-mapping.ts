@@ -11,7 +11,8 @@ import { dirname, extname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { LineCounter, isMap, isScalar, parseDocument, type Node } from 'yaml';
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
+import { registerSecret } from '../core/secret.js';
 import { JSONATA_BUILTINS, LIBRARY_FUNCTIONS } from './functions.js';
 import { interpolate } from './interpolate.js';
 import type {
@@ -19,6 +20,7 @@ import type {
   ExportColumn,
   ExportsConfig,
   LoadedMapping,
+  MappingLimits,
   ResourceMapping,
   ResourceType,
   SourceConfig,
@@ -36,14 +38,34 @@ export const MAPPING_SCHEMA_URL = new URL('../../schemas/mapping.schema.json', i
 export const LOOKUP_FILE_MAX_BYTES = 50 * 1024 * 1024;
 const MAX_SCHEMA_ISSUES = 50;
 
+/** Environment variable that, when set, replaces `limits.expressionTimeoutMs` (`0` = no time limit). */
+export const EXPRESSION_TIMEOUT_ENV = 'CARE_EXPRESSION_TIMEOUT_MS';
+
+let schemaJson: Record<string, unknown> | undefined;
+function mappingSchema(): Record<string, unknown> {
+  schemaJson ??= JSON.parse(readFileSync(MAPPING_SCHEMA_URL, 'utf8')) as Record<string, unknown>;
+  return schemaJson;
+}
+
 let validator: ValidateFunction | undefined;
 function mappingValidator(): ValidateFunction {
   if (!validator) {
-    const schema = JSON.parse(readFileSync(MAPPING_SCHEMA_URL, 'utf8')) as object;
     const ajv = new Ajv({ allErrors: true, verbose: true, strict: true });
-    validator = ajv.compile(schema);
+    validator = ajv.compile(mappingSchema());
   }
   return validator;
+}
+
+let limitDefaults: MappingLimits | undefined;
+/** The `default` of each `limits:` property, read from schemas/mapping.schema.json (the one place they are written). */
+export function defaultLimits(): MappingLimits {
+  if (!limitDefaults) {
+    const props = ((mappingSchema().definitions as Obj | undefined)?.limits as Obj | undefined)?.properties as Obj | undefined;
+    const d = (props?.expressionTimeoutMs as Obj | undefined)?.default;
+    if (typeof d !== 'number' || !Number.isInteger(d) || d < 1) throw new Error('schemas/mapping.schema.json: #/definitions/limits/properties/expressionTimeoutMs has no valid `default`');
+    limitDefaults = { expressionTimeoutMs: d };
+  }
+  return { ...limitDefaults };
 }
 
 type Obj = Record<string, unknown>;
@@ -69,6 +91,8 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
     });
 
   const text = await readTextFile(abs, file, 'mapping file');
+  // A key written in the file must not leak through a YAML error's snippet either.
+  for (const m of text.matchAll(/^[ \t]*apiKey[ \t]*:[ \t]*["']?([^"'\s#]{4,})/gm)) if (!m[1].startsWith('${')) registerSecret(m[1]);
 
   // ---------------------------------------------------------------- YAML
   const lineCounter = new LineCounter();
@@ -108,7 +132,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
   if (!validate(data)) issues.push(...schemaIssues(validate.errors ?? [], loc));
 
   const positionOf = (path: DocPath, offset?: number): Location | undefined => loc.positionOf(path, offset);
-  const issueAt = (code: string, message: string, path: DocPath, offset?: number): Issue => ({
+  const issueAt = (code: KnownIssueCode, message: string, path: DocPath, offset?: number): Issue => ({
     severity: 'error',
     code,
     message,
@@ -133,6 +157,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
       const r = interp(v, ['target', k]);
       if (!r.ok) continue;
       target[k] = r.value;
+      if (k === 'apiKey') registerSecret(r.value);
       if (k === 'apiKey' && !r.interpolated) {
         warnings.push({
           severity: 'warning',
@@ -312,6 +337,24 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
     }
   }
 
+  // ---------------------------------------------------------------- limits
+  const limits = defaultLimits();
+  if (isObj(data.limits) && typeof data.limits.expressionTimeoutMs === 'number') limits.expressionTimeoutMs = data.limits.expressionTimeoutMs;
+  const envTimeout = env[EXPRESSION_TIMEOUT_ENV];
+  if (envTimeout !== undefined && envTimeout.trim() !== '') {
+    const t = envTimeout.trim();
+    if (/^\d{1,9}$/.test(t)) {
+      limits.expressionTimeoutMs = Number(t);
+    } else {
+      issues.push({
+        severity: 'error',
+        code: 'env-invalid',
+        message: `${EXPRESSION_TIMEOUT_ENV} must be a whole number of milliseconds (0 = no time limit), got \`${t.length > 20 ? `${t.slice(0, 20)}…` : t}\``,
+        location: { file },
+      });
+    }
+  }
+
   if (issues.length) throw fail(issues);
 
   return {
@@ -323,6 +366,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
     lookups,
     resources,
     ...(exportsCfg ? { exports: exportsCfg } : {}),
+    limits,
     warnings,
     positionOf,
   };
@@ -357,7 +401,7 @@ function formatFromExtension(ext: string): SourceFormat | undefined {
 // -------------------------------------------------------------------------------------------- lookups
 
 interface LookupProblem {
-  code: string;
+  code: KnownIssueCode;
   message: string;
   at: 'path' | 'key' | 'value';
 }

@@ -80,6 +80,15 @@ export interface ExportConfig {
 
 export type ExportsConfig = Record<string, ExportConfig>;
 
+/**
+ * `limits:` after loading (schemas/mapping.schema.json `#/definitions/limits`): every value resolved — the
+ * CARE_EXPRESSION_TIMEOUT_MS environment variable, else the file, else the schema's `default`.
+ */
+export interface MappingLimits {
+  /** Wall-clock limit of one evaluation of one expression, in ms; 0 = off (only CARE_EXPRESSION_TIMEOUT_MS=0 gives it). */
+  expressionTimeoutMs: number;
+}
+
 export interface LoadedMapping {
   file: string;
   dir: string;
@@ -90,6 +99,8 @@ export interface LoadedMapping {
   lookups: Record<string, Record<string, string>>;
   resources: ResourceMapping[];
   exports?: ExportsConfig;
+  /** Always set by `loadMapping`; absent (a mapping built in code, e.g. a `--columns` file) = the schema defaults. */
+  limits?: MappingLimits;
   /** Non-fatal findings (e.g. a literal API key in the file). */
   warnings: Issue[];
   /**

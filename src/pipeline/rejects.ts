@@ -1,7 +1,8 @@
 import { isAbsolute, relative } from 'node:path';
-import type { WriteStream } from 'node:fs';
+import { renameSync, rmSync, type WriteStream } from 'node:fs';
 import { formatLocation, type Issue } from '../core/issues.js';
-import { createPrivateWriteStream } from '../core/secure-fs.js';
+import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
+import { redactKnown } from '../core/secret.js';
 
 export type RejectStage = 'source' | 'transform' | 'validate' | 'load';
 
@@ -41,23 +42,54 @@ export function describeReject(r: RejectRecord): string {
   return `${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${r.stage}: ${first ? `${path}${first.message}${inMapping}` : 'rejected'}${more}`;
 }
 
+/**
+ * Writes this run's rejects to a temporary sibling of the rejects file; `commit()` renames it over the old
+ * file once the run has done its work, so a run that fails before (credentials, lock, unreachable server)
+ * leaves the previous run's rejects — the rows the user was told to fix — byte-identical.
+ */
 export class RejectsWriter {
   readonly #stream?: WriteStream;
-  count = 0;
-  /** The file is truncated at once, so that it always holds exactly this run's rejects. */
+  readonly #tmp?: string;
+  #count = 0;
   constructor(readonly path: string | undefined) {
-    if (path) this.#stream = createPrivateWriteStream(path);
+    if (path) this.#stream = createPrivateWriteStream((this.#tmp = tempPathFor(path)));
+  }
+
+  get count(): number {
+    return this.#count;
   }
 
   write(r: RejectRecord & { ok?: boolean }): void {
-    this.count++;
+    this.#count++;
     const { ok: _ok, ...record } = r;
-    this.#stream?.write(`${JSON.stringify(record)}\n`);
+    this.#stream?.write(`${redactKnown(JSON.stringify(record))}\n`);
   }
 
-  async close(): Promise<void> {
+  async #close(): Promise<void> {
     const s = this.#stream;
-    if (!s) return;
+    if (!s || s.closed) return;
     await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  }
+
+  /** The run did its work: this run's rejects replace the previous ones. */
+  async commit(): Promise<void> {
+    await this.#close();
+    if (this.#tmp && this.path) renameSync(this.#tmp, this.path);
+  }
+
+  /**
+   * The run failed: the previous rejects file stays. Rows this run rejected before failing are kept beside it
+   * (`<rejects>.incomplete`); returns that path, or undefined when there were none.
+   */
+  async discard(): Promise<string | undefined> {
+    await this.#close().catch(() => {});
+    if (!this.#tmp || !this.path) return undefined;
+    if (this.#count === 0) {
+      rmSync(this.#tmp, { force: true });
+      return undefined;
+    }
+    const kept = `${this.path}.incomplete`;
+    renameSync(this.#tmp, kept);
+    return kept;
   }
 }

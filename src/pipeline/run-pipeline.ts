@@ -1,13 +1,14 @@
 import { join, resolve } from 'node:path';
 import type { WriteStream } from 'node:fs';
-import { CareClient } from '../api/client.js';
+import { CareClient, type ClientOptions } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
-import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, hasCode, type Issue } from '../core/issues.js';
 import { createPrivateWriteStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { loadMapping } from '../mapping/load-mapping.js';
+import { placeholderId } from '../mapping/placeholder-id.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy, type ResourceType } from '../mapping/types.js';
 import { matchRuleOf, ServerIndexes, type IndexBuild, type MatchRule } from '../load/server-index.js';
 import type { WritableType } from '../api/connection.js';
@@ -65,9 +66,11 @@ export interface RunReport {
   indexes: IndexBuild[];
   /** `care-etl state rebuild|check`: per mapping, the source, the ledger and the server side by side. */
   state?: Record<string, StateCounts>;
-  /** Why the run stopped before the end (e.g. `--max-errors`). */
+  /** Why the run stopped before the end (`--max-errors`, interrupted). */
   stoppedEarly?: string;
-  /** 0 all loaded, 1 some rows rejected (or stopped early), 2 configuration/authentication (see README). */
+  /** SIGINT/SIGTERM (the `signal`): rows not read yet are left for the next run; the bookkeeping was done. */
+  interrupted?: boolean;
+  /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */
   exitCode: number;
 }
 
@@ -109,13 +112,16 @@ export interface RunOptions {
   dryRun?: boolean;
   /** Dry run: folder for `<Type>.ndjson` (default `.care-etl/dry-run` beside the mapping). */
   outDir?: string;
-  /** Default `.care-etl/rejects.ndjson` beside the mapping. */
+  /**
+   * Default `.care-etl/rejects.ndjson` beside the mapping (a dry run: `rejects.ndjson` in its `outDir`). It is
+   * replaced only when the run did its work; a failed run keeps the previous one.
+   */
   rejectsFile?: string;
   /** Default `.care-etl/state.db` beside the mapping. */
   statePath?: string;
   /** Requests in flight at most (default 8). */
   concurrency?: number;
-  /** Stop once more rows than this were rejected. */
+  /** Stop once this many rows were rejected (≥ 1). */
   maxErrors?: number;
   /**
    * When to list the server for resources the ledger does not know; wins over each mapping's `reconcile:`
@@ -128,6 +134,12 @@ export interface RunOptions {
   /** The embedded sandbox's data file when no target is configured (default `.care-etl/sandbox.db`). */
   sandboxDataFile?: string;
   onEvent?: (e: RunEvent) => void;
+  /** One call per HTTP attempt (the CLI's `--verbose` request log); never sees headers or bodies. */
+  onRequest?: ClientOptions['onResponse'];
+  /**
+   * Interrupts the run (SIGINT/SIGTERM): no further row is read, requests in flight finish, the ledger and the
+   * rejects file are written, and the report says `interrupted`.
+   */
   signal?: AbortSignal;
   now?: Date;
 }
@@ -139,10 +151,6 @@ const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, found
 
 const emptyCounts = (): MappingCounts => ({ read: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
 
-/** FHIR ids allow `[A-Za-z0-9-.]{1,64}`: dry-run placeholders stay valid and deterministic (golden files). */
-function placeholderId(key: string): string {
-  return `dryrun-${key.replace(/[^A-Za-z0-9\-.]/g, '-')}`.slice(0, 64);
-}
 
 
 /**
@@ -177,11 +185,16 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
     throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, { exitCode: ExitCode.config });
   }
+  if (opts.maxErrors !== undefined && !(Number.isInteger(opts.maxErrors) && opts.maxErrors >= 1)) {
+    throw new CareEtlError(`Expected \`--max-errors\` to be an integer ≥ 1, got \`${opts.maxErrors}\``, { exitCode: ExitCode.config });
+  }
   if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
     throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
   }
   const careDir = join(mapping.dir, '.care-etl');
-  const rejectsFile = mode === 'run' ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
+  const outDir = dryRun ? resolve(opts.outDir ?? join(careDir, 'dry-run')) : undefined;
+  // A dry run keeps its own rejects: it must not replace those of the last real run.
+  const rejectsFile = mode === 'run' ? resolve(opts.rejectsFile ?? join(outDir ?? careDir, 'rejects.ndjson')) : undefined;
   const report: RunReport = {
     mappingFile,
     dryRun,
@@ -209,12 +222,12 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const dryOut = new Map<string, WriteStream>();
   try {
     if (dryRun) {
-      report.outDir = resolve(opts.outDir ?? join(careDir, 'dry-run'));
+      report.outDir = outDir;
     } else {
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
-      client = new CareClient(target.settings, { retry: false });
+      client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry);
       report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
       ledger = Ledger.open(report.statePath);
@@ -226,14 +239,20 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     }
     await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
+    await rejects.commit();
+  } catch (err) {
+    const kept = await rejects.discard();
+    if (kept && err instanceof CareEtlError) {
+      err.hint = `${err.hint ? `${err.hint} ` : ''}The previous rejects file is unchanged; the ${rejects.count} row(s) this run rejected before failing are in ${kept}.`;
+    }
+    throw err;
   } finally {
-    await rejects.close().catch(() => {});
     await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
     const finished = new Date();
     report.finishedAt = finished.toISOString();
     report.durationMs = finished.getTime() - started.getTime();
     for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] += c[k];
-    report.exitCode = report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
+    report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
     if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
     if (scope && runId !== undefined) {
       try {
@@ -300,7 +319,7 @@ async function runPhases(
       const type = typeOf.get(name);
       if (rejectedKeys.get(name)?.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this run, so this reference cannot be resolved`, 'ref-rejected');
       if (opts.dryRun) {
-        if (loadedKeys.get(name)?.has(key)) return `${type}/${placeholderId(key)}`;
+        if (loadedKeys.get(name)?.has(key)) return `${type}/${placeholderId(key, 'dryrun')}`;
       } else {
         const id = st.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
         if (id) return `${type}/${id}`;
@@ -336,7 +355,7 @@ async function runPhases(
         rejectedSeen.add(r.key);
         // A duplicate row does not make its key unusable (its first row was loaded), nor does a failed update
         // of a resource that exists on the server: references to them stay valid.
-        if (r.issues[0]?.code !== 'duplicate-key' && !(r.stage === 'load' && st.scope?.serverIdOf(name, r.key))) rejected.add(r.key);
+        if (!hasCode(r.issues[0], 'duplicate-key') && !(r.stage === 'load' && st.scope?.serverIdOf(name, r.key))) rejected.add(r.key);
       }
       st.rejects.write(r);
       const { row: _row, raw: _raw, ...forDisplay } = r;
@@ -376,9 +395,18 @@ async function runPhases(
     const abort = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const inFlight = new Set<Promise<void>>();
-    const tooMany = () => opts.maxErrors !== undefined && totalRejected > opts.maxErrors;
+    /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
+    let fatal: { error: unknown } | undefined;
+    const tooMany = () => opts.maxErrors !== undefined && totalRejected >= opts.maxErrors;
+    const interrupted = () => {
+      if (!opts.signal?.aborted) return false;
+      report.interrupted = true;
+      report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
+      return true;
+    };
     try {
       for await (const item of transformSource(res, openSource(source, { signal }), { ctx, validate: validateResource, onRead: () => counts.read++ })) {
+        if (fatal || interrupted()) break;
         if (!item.ok) {
           onReject(item);
           progress();
@@ -390,18 +418,35 @@ async function runPhases(
         } else {
           // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
           while (inFlight.size >= limiter.limit * 2) await Promise.race(inFlight);
-          const p: Promise<void> = sync!.sync(item).then((o) => apply(item, o)).finally(() => inFlight.delete(p));
+          const p: Promise<void> = sync!
+            .sync(item)
+            .then(
+              (o) => apply(item, o),
+              (error: unknown) => {
+                fatal ??= { error };
+                abort.abort();
+              },
+            )
+            .finally(() => inFlight.delete(p));
           inFlight.add(p);
         }
         if (tooMany()) {
-          report.stoppedEarly = `more than ${opts.maxErrors} rows rejected (--max-errors)`;
+          report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
           abort.abort();
           break;
         }
       }
+    } catch (err) {
+      // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
+      if (!interrupted() && !fatal) throw err;
     } finally {
       await Promise.allSettled(inFlight);
       sync?.flush();
+    }
+    if (fatal && !interrupted()) throw fatal.error;
+    if (report.interrupted) {
+      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      break; // creates whose answer is unknown stay recorded as intents: the next run settles them first
     }
     if (sync) {
       for await (const { item, outcome } of sync.reconcile()) apply(item, outcome);
@@ -449,7 +494,7 @@ async function inspectPhase(
   const matched = new Set<string>();
   for await (const item of transformSource(res, openSource(source, { signal: x.signal }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++ })) {
     if (!item.ok) {
-      if (item.key !== undefined && item.issues[0]?.code !== 'duplicate-key') keys.add(item.key);
+      if (item.key !== undefined && !hasCode(item.issues[0], 'duplicate-key')) keys.add(item.key);
       c.rejected++;
       x.onReject(item);
       x.progress();

@@ -1,6 +1,7 @@
+import { placeholderId } from '../mapping/placeholder-id.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, hasCode, type Issue } from '../core/issues.js';
 import { compileMapping } from '../mapping/compile-mapping.js';
 import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -87,7 +88,7 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       now: new Date(),
       resolveRef(name, key) {
         if (rejected.get(name)?.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this sample`, 'ref-rejected');
-        return `${typeOf.get(name)}/sample-${key.replace(/[^A-Za-z0-9\-.]/g, '-')}`.slice(0, 80);
+        return `${typeOf.get(name)}/${placeholderId(key, 'sample')}`;
       },
       sourceKey: () => undefined,
     };
@@ -120,7 +121,7 @@ export async function validateMapping(file: string, opts: { sample?: number; env
           }
         } else {
           const { ok: _ok, row: _row, raw: _raw, ...r } = item;
-          if (r.key !== undefined && r.issues[0]?.code !== 'duplicate-key') keys.add(r.key);
+          if (r.key !== undefined && !hasCode(r.issues[0], 'duplicate-key')) keys.add(r.key);
           result.rejects.push(r);
         }
       }

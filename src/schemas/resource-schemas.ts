@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
-import type { Issue } from '../core/issues.js';
+import { foreignCode, type Issue } from '../core/issues.js';
 
 export type ResourceType = 'Patient' | 'Practitioner' | 'CareTeam' | 'Observation';
 export const RESOURCE_TYPES = ['Patient', 'Practitioner', 'CareTeam', 'Observation'] as const;
@@ -98,7 +98,7 @@ function toIssue(e: ErrorObject): Issue | undefined {
     default:
       message = e.message ?? e.keyword;
   }
-  return { severity: 'error', code: e.keyword, message, path: path || '/' };
+  return { severity: 'error', code: foreignCode(e.keyword), message, path: path || '/' };
 }
 
 export function toIssues(errors: ErrorObject[]): Issue[] {

@@ -1,4 +1,4 @@
-import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, type Issue, type KnownIssueCode } from '../core/issues.js';
 import type { Origin, SourceConfig, SourceItem } from './types.js';
 
 /**
@@ -9,7 +9,7 @@ import type { Origin, SourceConfig, SourceItem } from './types.js';
  */
 
 export interface FatalDetails {
-  code: string;
+  code: KnownIssueCode;
   line?: number;
   record?: number;
   hint?: string;
@@ -36,7 +36,7 @@ export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDe
   });
 }
 
-export function rejectItem(origin: Origin, code: string, message: string, raw?: string): SourceItem {
+export function rejectItem(origin: Origin, code: KnownIssueCode, message: string, raw?: string): SourceItem {
   const issue: Issue = {
     severity: 'error',
     code,

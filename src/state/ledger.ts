@@ -28,11 +28,12 @@
  * The db file is created 0600 before SQLite opens it; SQLite gives its `-wal`/`-journal`/`-shm` side files
  * the permissions of the db file, and we chmod them anyway after open. The folder is created 0700.
  */
+import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { CareEtlError } from '../core/issues.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
 
 export type EntryStatus = 'pending' | 'synced' | 'rejected';
 
@@ -295,7 +296,8 @@ export class Ledger {
       if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
         throw new CareEtlError(
           `State file ${path} is in use by another care-etl process (or another connection); only one run at a time may use it.`,
-          { hint: 'wait for the other run to finish, or use a different state file with --state', cause: err },
+          // Not a configuration problem: the same command succeeds once the other run ends.
+          { hint: 'wait for the other run to finish, or use a different state file with --state', cause: err, exitCode: ExitCode.incomplete },
         );
       }
       throw new CareEtlError(`State file ${path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
@@ -535,7 +537,7 @@ class LedgerScopeImpl implements LedgerScope {
              resource_type = excluded.resource_type, status = 'rejected', last_run_id = excluded.last_run_id,
              reason = excluded.reason, updated_at = excluded.updated_at`,
         )
-        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason ?? null, this.ledger.nowIso());
+        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason === undefined ? null : redactKnown(e.reason), this.ledger.nowIso());
     });
   }
 

@@ -1,4 +1,4 @@
-import type { Issue } from '../core/issues.js';
+import { issuesOf, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -30,11 +30,6 @@ export interface TransformOptions {
   onRead?: () => void;
 }
 
-function issuesOf(err: unknown, origin: Origin): Issue[] {
-  if (err instanceof MappingEvalError) return err.issues.map((i) => ({ ...i, location: i.location ?? { file: origin.file, line: origin.line } }));
-  return [{ severity: 'error', code: 'exception', message: err instanceof Error ? err.message : String(err) }];
-}
-
 function reject(stage: RejectRecord['stage'], res: CompiledResource, origin: Origin, issues: Issue[], extra: Partial<RejectRecord>): { ok: false } & RejectRecord {
   return { ok: false, stage, mapping: res.def.name, source: origin.source, file: origin.file, line: origin.line, record: origin.record, issues, ...extra };
 }
@@ -59,7 +54,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
       try {
         gk = await res.evalGroupKey(item.data);
       } catch (err) {
-        yield reject('transform', res, item.origin, issuesOf(err, item.origin), { row: item.data });
+        yield reject('transform', res, item.origin, issuesOf(err, { file: item.origin.file, line: item.origin.line }), { row: item.data });
         continue;
       }
       let g = groups.get(gk);
@@ -86,7 +81,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     try {
       key = await res.evalKey(item.data);
     } catch (err) {
-      yield reject('transform', res, item.origin, issuesOf(err, item.origin), { row: item.data });
+      yield reject('transform', res, item.origin, issuesOf(err, { file: item.origin.file, line: item.origin.line }), { row: item.data });
       continue;
     }
     const where = item.origin.line ?? item.origin.record;
@@ -118,7 +113,7 @@ async function mapOne(
   try {
     resource = await res.evalMap(input, opts.ctx);
   } catch (err) {
-    return reject('transform', res, origin, issuesOf(err, origin), { key, ...extra });
+    return reject('transform', res, origin, issuesOf(err, { file: origin.file, line: origin.line }), { key, ...extra });
   }
   const issues = opts.validate(res.def.type, resource);
   if (issues.length) return reject('validate', res, origin, issues, { key, ...extra });

@@ -161,13 +161,13 @@ describe('care-etl export', () => {
     expect(name.stderr).toContain('did you mean `observations`?');
   });
 
-  test('a failure mid-export exits 1, leaves no partial file, keeps the previous output and the watermark', async () => {
+  test('a column failing mid-export exits 2 (the mapping is at fault), leaves no partial file, keeps the previous output and the watermark', async () => {
     writeFileSync(join(dir, 'obs.csv'), 'previous export\n');
     sb.addObservations(TENANT, oldObservations(25));
     sb.addObservations(TENANT, [observation('p', { id: 'odd', effectiveDateTime: 'not a date' })]);
     writeFileSync(join(dir, 'dates.yaml'), 'columns:\n  id: id\n  day: $date($substring(effectiveDateTime, 0, 10), "YYYY-MM-DD")\n');
     const r = await exportCli(['mapping.yaml', '--columns', 'dates.yaml', '--out', 'obs.csv', '--since', 'last']);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.stderr).toContain('observation odd');
     expect(readFileSync(join(dir, 'obs.csv'), 'utf8')).toBe('previous export\n');
     expect(existsSync(join(dir, 'obs.csv.partial'))).toBe(false);

@@ -149,7 +149,7 @@ describe('exportObservations against the sandbox over HTTP', () => {
     fresh.addObservations(TENANT, [observation('p', { id: 'new-3' })]);
     await sleep(5);
     const before = scope.getWatermark('export:default');
-    await expect(run({ client: c, scope, since: 'last', overlapMs: 0, finalize: async () => { throw new Error('rename failed'); } })).rejects.toMatchObject({ exitCode: 1 });
+    await expect(run({ client: c, scope, since: 'last', overlapMs: 0, finalize: async () => { throw new Error('rename failed'); } })).rejects.toMatchObject({ exitCode: 3 });
     expect(scope.getWatermark('export:default')).toBe(before);
     const third = await run({ client: c, scope, since: 'last', overlapMs: 0 });
     expect(parseCsv(third.text).map((r) => r.id)).toEqual(['new-3']);
@@ -214,7 +214,7 @@ describe('exportObservations against the sandbox over HTTP', () => {
     }
   });
 
-  it('a failure mid-export rejects with exit code 1 and destroys the output', async () => {
+  it('a failure mid-export rejects with exit code 3 (could not complete) and destroys the output', async () => {
     fresh.addObservations(TENANT, oldObservations(30));
     const compiled = compileMapping(await loadMapping(`${FIXTURES}mapping.yaml`));
     const cols = compiled.exports.get('observations')!;
@@ -232,17 +232,17 @@ describe('exportObservations against the sandbox over HTTP', () => {
     const out = new Collect();
     const err = await exportObservations({ client: failing, output: out, columns: cols }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CareEtlError);
-    expect(err).toMatchObject({ exitCode: 1, message: expect.stringMatching(/^Export failed after 20 rows from 2 pages: socket hang up/) });
+    expect(err).toMatchObject({ exitCode: 3, message: expect.stringMatching(/^Export failed after 20 rows from 2 pages: socket hang up/) });
     expect(out.destroyed).toBe(true);
   });
 
-  it('a column expression failing on one observation fails the export (exit 1) naming the observation', async () => {
+  it('a column expression failing on one observation fails the export (exit 2: the column of the mapping is at fault) naming the observation', async () => {
     fresh.addObservations(TENANT, [observation('p', { id: 'ok' }), observation('p', { id: 'odd', effectiveDateTime: 'yesterday' })]);
     const loaded = await loadMapping(`${FIXTURES}mapping.yaml`);
     loaded.exports!.observations!.columns.push({ name: 'day', expr: '$date(effectiveDateTime, "luxon:yyyy-MM-dd\'T\'HH:mm:ss\'Z\'")', location: { file: 'x' }, path: ['exports', 'observations', 'columns', 'day'] });
     const cols = compileMapping(loaded).exports.get('observations')!;
     const err = await run({ client: c, scope, columns: cols }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ exitCode: 1, message: expect.stringContaining('observation odd') });
+    expect(err).toMatchObject({ exitCode: 2, message: expect.stringContaining('observation odd') });
   });
 });
 

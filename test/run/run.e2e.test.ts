@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { CareClient } from '../../src/api/client.js';
@@ -95,11 +95,14 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--progress', 'none']);
     expect(res.code, res.stderr).toBe(1);
     expect(sb.stats().requests).toBe(before);
-    expect(readdirSync(out).sort()).toEqual(['CareTeam.ndjson', 'Patient.ndjson', 'Practitioner.ndjson']);
+    // A dry run keeps its own rejects file, beside its output (the last real run's stays as it was).
+    expect(readdirSync(out).sort()).toEqual(['CareTeam.ndjson', 'Patient.ndjson', 'Practitioner.ndjson', 'rejects.ndjson']);
     for (const f of readdirSync(out)) {
       expect(statSync(join(out, f)).mode & 0o777).toBe(0o600);
-      expect(readFileSync(join(out, f), 'utf8')).toBe(readFileSync(join(ROOT, 'test/fixtures/run/golden', f), 'utf8'));
+      if (f === 'rejects.ndjson') expect(readNdjson(join(out, f)).map((r) => r.stage)).toHaveLength(9);
+      else expect(readFileSync(join(out, f), 'utf8')).toBe(readFileSync(join(ROOT, 'test/fixtures/run/golden', f), 'utf8'));
     }
+    expect(existsSync(join(dir, '.care-etl', 'rejects.ndjson'))).toBe(false);
   });
 
   it('--json prints a machine-readable report; --report writes it', async () => {
@@ -150,13 +153,13 @@ describe('care-etl run (built CLI) against the sandbox', () => {
 });
 
 describe('care-etl run --max-errors', () => {
-  it('stops early once more rows than allowed were rejected, and says so', async () => {
+  it('stops once N rows were rejected (--max-errors N), and says so', async () => {
     const dir = copyTree('examples/clinic');
     const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--max-errors', '2', '--json']);
     expect(res.code).toBe(1);
     const report = JSON.parse(res.stdout) as RunReport;
     expect(report.stoppedEarly).toMatch(/--max-errors/);
-    expect(report.totals.rejected).toBe(3);
+    expect(report.totals.rejected).toBe(2);
     expect(report.mappings.careteam.read).toBe(0);
   });
 });

@@ -1,0 +1,212 @@
+/**
+ * The one CLI shell every command extends (after `SfCommand` in salesforcecli): it owns flag-parse errors,
+ * the `--json` envelope, error rendering with hints, exit codes, redaction of every known secret on every
+ * path, SIGINT/SIGTERM → an abort signal, progress selection and the log level. A command keeps only
+ * flags → one library call → a summary.
+ */
+import { Command, Errors, Flags } from '@oclif/core';
+import type { Input, ParserOutput } from '@oclif/core/interfaces';
+
+type Out = Record<string, unknown>;
+import { stripVTControlCharacters } from 'node:util';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { redactKnown, registerSecret } from '../core/secret.js';
+import { describeError, type ErrorJson } from './render.js';
+
+export type LogLevel = 'quiet' | 'normal' | 'verbose';
+export type ProgressMode = 'bar' | 'lines' | 'none';
+
+/** The shell's services, for a library-side helper shared by several thin commands (e.g. `state …`). */
+export interface CommandShell {
+  json: boolean;
+  progress: ProgressMode;
+  signal: AbortSignal;
+  onRequest?: (r: { method: string; path: string; status: number | 'error'; ms: number }) => void;
+  log(line: string): void;
+  fail(err: unknown): ErrorJson;
+}
+
+let outputRedacted = false;
+const unredacted = new Map<NodeJS.WriteStream, (chunk: string) => boolean>();
+
+/** For the one output that prints a credential on purpose (the sandbox's demo key, as `export` lines). */
+export function writeUnredacted(stream: NodeJS.WriteStream, text: string): void {
+  (unredacted.get(stream) ?? ((t: string) => stream.write(t)))(text);
+}
+
+/**
+ * Last line of defence: whatever reaches stdout/stderr (oclif's own messages included) is scrubbed of the
+ * credentials this process knows. Secrets are registered before anything is printed (see `init`).
+ */
+function redactProcessOutput(): void {
+  if (outputRedacted) return;
+  outputRedacted = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
+    unredacted.set(stream, (t) => write(t));
+    stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+      if (typeof chunk === 'string') return write(redactKnown(chunk), ...rest);
+      if (chunk instanceof Uint8Array) {
+        const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8');
+        const clean = redactKnown(text);
+        if (clean !== text) return write(clean, ...rest);
+      }
+      return write(chunk, ...rest);
+    }) as typeof stream.write;
+  }
+}
+
+/** `--api-key <v>` / `--api-key=<v>` straight from argv: parse errors are rendered before flags exist. */
+function registerArgvSecrets(argv: string[]): void {
+  argv.forEach((a, i) => {
+    if (a === '--api-key') registerSecret(argv[i + 1]);
+    else if (a.startsWith('--api-key=')) registerSecret(a.slice('--api-key='.length));
+  });
+}
+
+/** oclif's argument/flag errors (missing argument, unknown flag, a flag's own parse error) as a usage error. */
+class UsageError extends CareEtlError {
+  constructor(err: unknown, command: string) {
+    const raw = stripVTControlCharacters(err instanceof Error ? err.message : String(err));
+    const message = raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': ');
+    super(message, { exitCode: ExitCode.config, hint: `See \`${command} --help\`.` });
+    this.name = 'UsageError';
+  }
+}
+
+export abstract class CareCommand<T> extends Command {
+  static override enableJsonFlag = true;
+  static override baseFlags = {
+    verbose: Flags.boolean({ description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors', helpGroup: 'OUTPUT', exclusive: ['quiet'] }),
+    quiet: Flags.boolean({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
+    'env-file': Flags.string({ description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win', helpGroup: 'OUTPUT' }),
+  };
+
+  protected logLevel: LogLevel = 'normal';
+  /** Aborted on the first SIGINT/SIGTERM: the library stops reading, finishes its bookkeeping and returns. */
+  protected readonly abort = new AbortController();
+  #signals?: () => void;
+
+  protected get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  abstract override run(): Promise<T>;
+
+  override async init(): Promise<void> {
+    registerArgvSecrets(this.argv);
+    registerSecret(process.env.CARE_API_KEY);
+    redactProcessOutput();
+    await super.init();
+    const onSignal = (sig: NodeJS.Signals) => {
+      if (this.abort.signal.aborted) {
+        process.stderr.write(`${sig} again: exiting without bookkeeping (the next run reconciles)\n`);
+        process.exit(130);
+      }
+      if (!this.jsonEnabled()) process.stderr.write(`${sig}: stopping cleanly — work in flight and bookkeeping finish first (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`);
+      this.abort.abort(new Error(`interrupted by ${sig}`));
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    this.#signals = () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    };
+  }
+
+  /** Parses, then applies `--env-file` (or `.env` beside the mapping), secrets and the log level. */
+  protected override async parse<F extends Out, B extends Out, A extends Out>(options?: Input<F, B, A>, argv?: string[]): Promise<ParserOutput<F, B, A>> {
+    let out: ParserOutput<F, B, A>;
+    try {
+      out = await super.parse(options, argv);
+    } catch (err) {
+      // Never oclif's error object itself: under --json it would print the whole parsed config, secrets included.
+      throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim());
+    }
+    const flags = out.flags as { verbose?: boolean; quiet?: boolean; 'env-file'?: string; 'api-key'?: string };
+    const args = out.args as { mapping?: string };
+    registerSecret(flags['api-key']);
+    const { loadEnvFiles } = await import('./env-file.js');
+    loadEnvFiles({ envFile: flags['env-file'], mappingFile: args.mapping });
+    registerSecret(process.env.CARE_API_KEY);
+    this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
+    return out;
+  }
+
+  /** `auto` → a bar on a TTY, plain lines otherwise, nothing under `--json` or `--quiet`. */
+  protected progressMode(flag: string | undefined): ProgressMode {
+    if (flag === 'none' || this.logLevel === 'quiet') return 'none';
+    if (flag === 'bar' || flag === 'lines') return flag;
+    if (flag === 'tty') return 'bar';
+    return this.jsonEnabled() ? 'none' : process.stderr.isTTY ? 'bar' : 'lines';
+  }
+
+  protected shell(progressFlag?: string): CommandShell {
+    return { json: this.jsonEnabled(), progress: this.progressMode(progressFlag), signal: this.signal, onRequest: this.requestLog, log: (l) => this.log(l), fail: (e) => this.fail(e) };
+  }
+
+  /** Informational stderr line (not under `--json` or `--quiet`). */
+  protected info(line: string): void {
+    if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
+  }
+
+  /** Summary on stdout (not under `--json` or `--quiet`). */
+  override log(message = '', ...args: unknown[]): void {
+    if (this.logLevel !== 'quiet') super.log(message, ...args);
+  }
+
+  /** `--verbose` request log: method, path, status, time — never headers or bodies. */
+  protected get requestLog(): ((r: { method: string; path: string; status: number | 'error'; ms: number }) => void) | undefined {
+    if (this.logLevel !== 'verbose') return undefined;
+    return (r) => process.stderr.write(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms\n`);
+  }
+
+  /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */
+  override async catch(err: Error & { exitCode?: number }): Promise<void> {
+    const body = this.toErrorEnvelope(err);
+    process.exitCode = body.exitCode;
+    if (this.jsonEnabled()) this.logJson(body);
+    else {
+      process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
+    }
+  }
+
+  override async finally(err: Error | undefined): Promise<void> {
+    this.#signals?.();
+    await super.finally(err);
+  }
+
+  protected override toSuccessJson(result: unknown): unknown {
+    const body = result && typeof result === 'object' && !('exitCode' in result) ? { ...result, exitCode: process.exitCode ?? 0 } : result;
+    return JSON.parse(redactKnown(JSON.stringify(body)));
+  }
+
+  override logJson(json: unknown): void {
+    process.stdout.write(`${redactKnown(JSON.stringify(json, null, 2))}\n`);
+  }
+
+  /** Renders a library failure for a command that returns it as its `--json` result (the error envelope). */
+  protected fail(err: unknown): ErrorJson {
+    const body = this.toErrorEnvelope(err);
+    if (!this.jsonEnabled()) process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
+    process.exitCode = body.exitCode;
+    return body;
+  }
+
+  private toErrorEnvelope(err: unknown): ErrorJson {
+    if (err instanceof Errors.ExitError) {
+      return { error: { name: 'Exit', message: `exited with ${err.oclif.exit}`, issues: [] }, exitCode: err.oclif.exit ?? ExitCode.config };
+    }
+    if (err instanceof Errors.CLIError) {
+      // `this.error(…)` and oclif's own failures: their exit code, our envelope.
+      return { error: { name: 'Error', message: stripVTControlCharacters(err.message), issues: [] }, exitCode: err.oclif?.exit ?? ExitCode.config };
+    }
+    return describeError(err).json;
+  }
+
+  private renderError(err: unknown, body: ErrorJson): string {
+    if (err instanceof Errors.CLIError && !(err instanceof CareEtlError)) return `Error: ${body.error.message}${body.error.hint ? `\nHint: ${body.error.hint}` : ''}`;
+    const { text } = describeError(err);
+    return this.logLevel === 'verbose' && err instanceof Error && err.stack && body.error.name !== 'CareEtlError' ? `${text}\n${err.stack}` : text;
+  }
+}
