@@ -158,11 +158,38 @@ describe('the API key never leaves the process', () => {
 });
 
 describe('exit codes (README table)', () => {
-  it('0: every row loaded', async () => {
+  it('0: every row loaded — --verbose logs each request without secrets, --quiet prints nothing', async () => {
     const dir = copyTree('test/fixtures/run/clean');
-    const res = await runCli(['run', m(dir)], { env: { ...target(sb.url, 't-shell'), CARE_API_KEY: KEY } });
+    const env = { ...target(sb.url, 't-shell'), CARE_API_KEY: KEY };
+    const res = await runCli(['run', m(dir), '--verbose'], { env });
     expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toMatch(/^\[http\] GET \/Patient\?_count=1 → 200 \d+ ms$/m);
+    expect(res.stderr).not.toContain(KEY);
+    const quiet = await runCli(['run', m(dir), '--quiet'], { env });
+    expect(quiet.code).toBe(0);
+    expect(quiet.stdout + quiet.stderr).toBe('');
   });
+
+  it('3: a server that dies mid-run ends the run cleanly (no unhandled rejection), the run recorded as failed', async () => {
+    const dying = await startEchoServer({ status: 503, readsBeforeFailing: 1 }); // the preflight passes, the listing fails
+    try {
+      const dir = copyTree('examples/clinic');
+      const res = await runCli(['run', m(dir), '--json'], { env: { ...target(dying.url), CARE_API_KEY: KEY } });
+      expect(res.code, res.stderr).toBe(3);
+      const body = JSON.parse(res.stdout) as { error: { name: string; message: string; hint: string }; exitCode: number };
+      expect(body.error.message).toMatch(/HTTP 503/);
+      expect(body.error.hint).toMatch(/run again later/);
+      expect(res.stderr).not.toMatch(/Unhandled|at async|node:internal/);
+      const ledger = Ledger.open(join(dir, '.care-etl', 'state.db'));
+      try {
+        expect(ledger.scope(dying.url, 't-shell').recentRuns().map((r) => r.outcome)).toEqual(['failed']);
+      } finally {
+        ledger.close();
+      }
+    } finally {
+      await dying.close();
+    }
+  }, 60_000);
 
   it('1: some rows rejected, the rest loaded — and --max-errors N stops after exactly N', async () => {
     const dir = copyTree('examples/clinic');

@@ -13,7 +13,14 @@ export interface HostileServer {
   close(): Promise<void>;
 }
 
-export async function startEchoServer(opts: { status: number; failReads?: boolean }): Promise<HostileServer> {
+export async function startEchoServer(opts: {
+  status: number;
+  /** Fail reads too (every request fails). */
+  failReads?: boolean;
+  /** Answer this many GETs, then fail every request: a server that dies mid-run. */
+  readsBeforeFailing?: number;
+}): Promise<HostileServer> {
+  let reads = 0;
   const state = { requests: 0 };
   const read = (req: IncomingMessage) =>
     new Promise<string>((resolve) => {
@@ -24,7 +31,9 @@ export async function startEchoServer(opts: { status: number; failReads?: boolea
   const server: Server = createServer(async (req, res) => {
     state.requests++;
     const body = await read(req);
-    if (req.method === 'GET' && !opts.failReads) {
+    const failing = opts.failReads || (opts.readsBeforeFailing !== undefined && reads >= opts.readsBeforeFailing);
+    if (req.method === 'GET' && !failing) {
+      reads++;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ resourceType: 'Bundle', type: 'searchset', entry: [] }));
       return;
