@@ -47,9 +47,28 @@ const known = new Set<string>();
 
 export function registerSecret(value: Secret | string | undefined): void {
   const v = value instanceof Secret ? value.reveal() : value;
-  if (v && v.length >= 4) known.add(v);
+  if (!v || v.length < 4) return;
+  // The forms an echo may take: as is, inside a JSON string, in a URL, base64 (a Basic/Bearer header echoed).
+  for (const form of [v, JSON.stringify(v).slice(1, -1), encodeURIComponent(v), Buffer.from(v).toString('base64')]) known.add(form);
 }
 
 export function redactKnown(text: string): string {
   return known.size ? redact(text, known) : text;
+}
+
+const MASK = '…';
+
+/**
+ * A message about a cell must name the field and the row, not the value (patient data): every occurrence of
+ * the given values (as is and JSON-quoted) is replaced by `…`. Values shorter than 2 characters are left alone.
+ */
+export function redactValues(text: string, values: Iterable<unknown>): string {
+  let out = text;
+  for (const v of values) {
+    if (typeof v !== 'string' && typeof v !== 'number') continue;
+    const s = String(v);
+    if (s.length < 2) continue;
+    for (const form of [JSON.stringify(s), s]) out = out.split(form).join(MASK);
+  }
+  return out;
 }

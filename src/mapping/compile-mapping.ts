@@ -11,6 +11,7 @@
  * - every row-level failure is a `MappingEvalError` (one Issue, exit code 1): reject the row, go on.
  */
 import jsonata from 'jsonata';
+import { redactValues } from '../core/secret.js';
 import { CareEtlError, ExitCode, hasCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
@@ -280,7 +281,9 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
     } else if (typeof e.code === 'string' && /^[A-Z]\d{4}$/.test(e.code)) {
       code = 'jsonata';
       jsonataCode = e.code;
-      message = `${guardrailMessage(e.code) ?? message} [${e.code}]`;
+      // JSONata's messages quote the offending value (`Unable to cast value to a number: "Sofia"`): a cell's content.
+      const { value, value2 } = e as { value?: unknown; value2?: unknown };
+      message = `${guardrailMessage(e.code) ?? redactValues(message, [value, value2])} [${e.code}]`;
     } else {
       code = 'eval-failed';
     }

@@ -69,6 +69,11 @@ export function show(v: unknown): string {
   return s.length > MAX_SHOWN ? `${s.slice(0, MAX_SHOWN)}…` : s;
 }
 
+/** What a value looks like without what it says: `3 characters`, `a number`. */
+function describeShape(v: unknown): string {
+  return typeof v === 'string' ? `${v.length} character${v.length === 1 ? '' : 's'}` : `a ${typeof v}`;
+}
+
 function fail(code: KnownIssueCode, message: string): never {
   throw new MappingFunctionError(code, message);
 }
@@ -207,7 +212,8 @@ function parseDate(fn: 'date' | 'dateTime', value: unknown, format: unknown, zon
   if (!dt.isValid) {
     if (dt.invalidReason === 'unsupported zone') return fail('date-zone-invalid', checkZone(zone) ?? `unknown time zone \`${zone}\``);
     const what = fn === 'date' ? 'date' : 'date-time';
-    return fail('date-invalid', `\`${show(s)}\` is not a valid ${what} in format \`${format}\` (${explainInvalid(dt)})`);
+    // Never the value itself (a birth date is patient data): the row and the expression's position say where.
+    return fail('date-invalid', `the value is not a valid ${what} in format \`${format}\` (${explainInvalid(dt)})`);
   }
   return dt;
 }
@@ -347,7 +353,8 @@ function lookupOne(table: Record<string, string>, name: string, code: unknown, h
   if (t === '') return undefined;
   const known = Object.keys(table);
   const list = known.slice(0, 10).join(', ') + (known.length > 10 ? `, … (${known.length} codes)` : '');
-  return fail('lookup-miss', `code \`${show(k)}\` is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`);
+  // The code itself stays in the rejects file's row; messages (terminal, ledger) carry no cell values.
+  return fail('lookup-miss', `the code (${describeShape(k)}) is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`);
 }
 
 // ---------------------------------------------------------------------------------------------- registration
