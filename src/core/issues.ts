@@ -29,7 +29,7 @@ export const ISSUE_CODES = [
   // rows
   'jsonata', 'eval-failed', 'key-missing', 'key-invalid', 'duplicate-key', 'map-not-object', 'date-invalid', 'date-format-invalid',
   'date-zone-invalid', 'phone-invalid', 'phone-country', 'lookup-miss', 'type-invalid', 'number-not-text',
-  'ref-missing', 'ref-rejected', 'ref-unresolved', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
+  'ref-missing', 'ref-rejected', 'ref-unresolved', 'value-too-large', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
   // load
   'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
 ] as const;

@@ -371,7 +371,25 @@ function contextOf(focus: Focus): EvalContext | undefined {
 }
 
 /** Registers the library on one compiled expression (once, at compile time). */
+/** Longest string `$pad` may build: JSONata's own allocates `width` array slots at once (V8 aborts the process near 2^28). */
+export const MAX_PAD_WIDTH = 100_000;
+
+/** JSONata's `$pad` (same semantics: code points, negative width pads on the left), bounded. */
+function fnPad(str: unknown, width: unknown, char?: unknown): string | undefined {
+  if (str === undefined) return undefined;
+  const w = Number(width);
+  if (!Number.isFinite(w)) return fail('type-invalid', '$pad width must be a number');
+  if (Math.abs(w) > MAX_PAD_WIDTH) return fail('value-too-large', `$pad width ${Math.abs(w)} exceeds the limit of ${MAX_PAD_WIDTH.toLocaleString('en-US')} characters`);
+  const s = String(str);
+  const c = typeof char === 'string' && char.length > 0 ? char : ' ';
+  const missing = Math.abs(Math.trunc(w)) - [...s].length;
+  if (missing <= 0) return s;
+  const padding = [...c.repeat(Math.ceil(missing / [...c].length))].slice(0, missing).join('');
+  return w > 0 ? s + padding : padding + s;
+}
+
 export function registerFunctions(expr: jsonata.Expression, opts: FunctionLibraryOptions): void {
+  expr.registerFunction('pad', (s: unknown, w: unknown, c: unknown) => fnPad(s, w, c), '<s-ns?:s>');
   expr.registerFunction('date', (v: unknown, f: unknown) => fnDate(v, f));
   expr.registerFunction('dateTime', (v: unknown, f: unknown, z: unknown) => fnDateTime(v, f, z));
   expr.registerFunction('clean', (v: unknown) => fnClean(v));
