@@ -2,8 +2,11 @@
  * Rows → bytes, with backpressure: `write()` returns false when the output is behind, then the caller
  * awaits `drain()` before writing more, so memory stays bounded whatever the number of rows.
  *
- * CSV: csv-stringify, RFC 4180 (fields with a comma, quote, CR or LF are quoted, quotes doubled, CRLF
- * record separator), UTF-8, optional BOM, header row always written (an empty export is header-only).
+ * CSV: csv-stringify, RFC 4180 (fields with a comma, quote, CR, LF — bare or paired — or any other control
+ * character are quoted, quotes doubled, CRLF record separator), UTF-8, optional BOM, header row always
+ * written (an empty export is header-only). csv-stringify alone quotes only fields holding the record
+ * delimiter string (CRLF), so a bare LF went out unquoted: `quoted_match` closes that. What no spreadsheet can
+ * hold is replaced by U+FFFD (shown as �): NUL, and lone UTF-16 surrogates (which UTF-8 cannot encode).
  * Formula injection (OWASP "CSV Injection"): with `escapeFormulas` (the default) a text cell starting with
  * `=`, `+`, `-`, `@`, tab or CR (or their full-width forms) is prefixed with `'` (csv-stringify's
  * `escape_formulas`). A cell that is a JSON *number* is written as is, even when negative: `-3` is the value
@@ -40,19 +43,28 @@ const isScalar = (v: unknown): v is string | number | boolean => typeof v === 's
  */
 export function csvCell(v: unknown): string | number | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v === 'string') return v;
+  if (typeof v === 'string') return spreadsheetSafe(v);
   if (typeof v === 'number') return Number.isFinite(v) ? v : undefined;
   if (typeof v === 'boolean') return v ? 'true' : 'false';
   if (Array.isArray(v)) {
     if (v.every((x) => isScalar(x) || x === null || x === undefined)) {
       const parts = v.filter((x) => x !== null && x !== undefined && !(typeof x === 'number' && !Number.isFinite(x)));
       if (parts.length === 1 && typeof parts[0] === 'number') return parts[0];
-      return parts.length ? parts.map((x) => (typeof x === 'boolean' ? (x ? 'true' : 'false') : String(x))).join('|') : undefined;
+      return parts.length ? spreadsheetSafe(parts.map((x) => (typeof x === 'boolean' ? (x ? 'true' : 'false') : String(x))).join('|')) : undefined;
     }
-    return JSON.stringify(v);
+    return spreadsheetSafe(JSON.stringify(v));
   }
-  if (typeof v === 'object') return JSON.stringify(v);
+  if (typeof v === 'object') return spreadsheetSafe(JSON.stringify(v));
   return String(v);
+}
+
+const UNHOLDABLE = '\\u0000|[\\uD800-\\uDBFF](?![\\uDC00-\\uDFFF])|(?<![\\uD800-\\uDBFF])[\\uDC00-\\uDFFF]';
+const HAS_UNHOLDABLE = new RegExp(UNHOLDABLE);
+const ALL_UNHOLDABLE = new RegExp(UNHOLDABLE, 'g');
+
+/** NUL and lone surrogates → U+FFFD: no reader keeps the first, UTF-8 cannot encode the second. */
+function spreadsheetSafe(s: string): string {
+  return HAS_UNHOLDABLE.test(s) ? s.replace(ALL_UNHOLDABLE, '\uFFFD') : s;
 }
 
 /** One NDJSON value: plain JSON, nothing → null (every key present in every line). */
@@ -79,6 +91,8 @@ export class RowSink {
         bom: opts.bom ?? false,
         escape_formulas: opts.escapeFormulas ?? true,
         record_delimiter: 'windows',
+        // Any control character (bare LF or CR, tab, NUL…) forces quotes: strict readers then keep the record whole.
+        quoted_match: /[\u0000-\u001f\u007f]/,
       });
     } else {
       const cols = opts.columns;

@@ -53,6 +53,18 @@ const CATEGORY = [
   },
 ];
 
+/**
+ * How real servers label questionnaires: line breaks (LF, CR, CRLF), tabs, quotes, commas and leading
+ * formula characters in `code.text` (issue 13: an independent server's "WHO-5 Well-Being Index" LF "raw score"
+ * broke the CSV). Chosen by a hash of the observation, so the values and dates stay what they were.
+ */
+function textVariant(text: string, pick: number): string {
+  const [name, ...rest] = text.split(' ');
+  const tail = rest.join(' ');
+  const variants = [text, `${name}\n${tail}`, `${text}\r\n(self-report)`, `=${text}`, `\t${name}\t${tail}`, `${name} "${tail}", raw\rscore`, `-${text}`, `@${name}\u0007${tail}`];
+  return variants[pick % variants.length]!;
+}
+
 const YEAR_2024_MS = Date.UTC(2024, 0, 1);
 const YEAR_MS = 365 * 24 * 3600 * 1000;
 
@@ -69,7 +81,7 @@ export function makeObservation(seed: number, key: string, k: number, patientId:
     resourceType: 'Observation',
     status: 'final',
     category: CATEGORY,
-    code: { coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }], text: inst.text },
+    code: { coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }], text: textVariant(inst.text, hash32(`${seed}|${key}|${k}|text`)) },
     subject: ref,
     effectiveDateTime: effective.replace('.000Z', 'Z'),
     performer: [ref],

@@ -69,8 +69,11 @@ describe('generated observations', () => {
       expect(o.performer).toEqual([o.subject]);
       expect(o.subject.reference).toMatch(/^Patient\//);
     }
-    const phq = obs.filter((o) => o.code.text === 'PHQ-9 total score');
-    const gad = obs.filter((o) => o.code.text === 'GAD-7 total score');
+    const phq = obs.filter((o) => o.code.coding[0]?.code === '44261-6');
+    const gad = obs.filter((o) => o.code.coding[0]?.code === '70274-6');
+    // Texts as real servers write them: line breaks, tabs, quotes, formula characters (issue 13).
+    expect(obs.some((o) => /[\r\n]/.test(o.code.text))).toBe(true);
+    expect(obs.every((o) => /PHQ-9|GAD-7/.test(o.code.text))).toBe(true);
     expect(phq).toHaveLength(5);
     expect(gad).toHaveLength(5);
     for (const o of phq) {
