@@ -1,6 +1,17 @@
 import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
 import type { ConnectionSettings, ResourceTypeName, WritableType } from './connection.js';
-import { ApiError, AuthenticationError, ProtocolError, TransportError, type Operation, type OperationOutcomeIssue, type TransportFailure } from './errors.js';
+import {
+  ApiError,
+  AuthenticationError,
+  isSafeId,
+  ProtocolError,
+  ResponseTooLargeError,
+  sentTextValues,
+  TransportError,
+  type Operation,
+  type OperationOutcomeIssue,
+  type TransportFailure,
+} from './errors.js';
 import type { Bundle, Resource, StoredResource } from './types.js';
 import { withRetry, type RetryDecision, type RetryOptions } from '../load/retry.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
@@ -25,7 +36,18 @@ export interface ListOptions {
   signal?: AbortSignal;
   /** Overrides the client's retry policy for the page requests. */
   retry?: RetryOptions | false;
+  /** Most pages followed (default: the connection's `maxPages`). */
+  maxPages?: number;
+  /** Consecutive pages bringing no new resource id before the listing is abandoned (default STALE_PAGE_LIMIT). */
+  stalePageLimit?: number;
 }
+
+/**
+ * A listing whose pages bring nothing new for this many pages in a row (empty pages, or only ids seen on the
+ * previous STALE_PAGE_LIMIT pages) while still linking to a `next` one is not progressing: it fails. (A loop
+ * longer than that, or endless pages of new ids, is ended by `maxPages`.)
+ */
+export const STALE_PAGE_LIMIT = 20;
 
 interface Call {
   operation: Operation;
@@ -37,6 +59,45 @@ interface Call {
   body?: unknown;
   signal?: AbortSignal;
   retry?: RetryOptions | false;
+}
+
+/** The abort reason of an attempt that ran past its deadline. */
+class DeadlineExceeded extends Error {
+  constructor() {
+    super('request deadline exceeded');
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/** A value from an answer, for a message: JSON-quoted and shortened (a hostile server chooses it). */
+function show(v: unknown): string {
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 80 ? `${text.slice(0, 77)}…` : text;
+}
+
+const isAbort = (err: unknown): boolean => (err as { name?: string })?.name === 'AbortError' || (err as { code?: string })?.code === 'UND_ERR_ABORTED';
+
+/**
+ * The body, read chunk by chunk and given up (the connection closed) as soon as it exceeds `cap` bytes —
+ * then undefined — instead of buffering whatever the server sends.
+ */
+async function readCapped(body: Dispatcher.ResponseData['body'], declaredLength: string | string[] | undefined, cap: number): Promise<Buffer | undefined> {
+  const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
+  if (Number.isFinite(declared) && declared > cap) {
+    body.destroy();
+    return undefined;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > cap) {
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
 }
 
 const SENT_CODES: Record<string, TransportFailure> = {
@@ -154,6 +215,8 @@ export class CareClient {
   readonly #retry: RetryOptions | false;
   readonly #onResponse?: ClientOptions['onResponse'];
   #countRejected = false;
+  /** `Type/id` of every resource this client created: a server giving one id to two creates is not believed. */
+  readonly #createdIds = new Set<string>();
 
   constructor(settings: ConnectionSettings, opts: ClientOptions = {}) {
     this.settings = settings;
@@ -170,20 +233,42 @@ export class CareClient {
     this.#onResponse = opts.onResponse;
   }
 
-  create(type: WritableType, body: Resource, signal?: AbortSignal): Promise<StoredResource> {
+  /**
+   * Creates a resource. The answer is checked before it is believed: it must be a `type` resource whose `id` is
+   * a safe path segment (`isSafeId`) not already given to another create of this client. Otherwise a
+   * ProtocolError with `ambiguous` is thrown — the server answered 2xx, so the resource was probably stored,
+   * but under which id is unknown: the caller must reconcile (look it up), exactly as for a lost answer.
+   */
+  async create(type: WritableType, body: Resource, signal?: AbortSignal): Promise<StoredResource> {
     if (body.id !== undefined) throw new TypeError(`create ${type}: the body must not carry an id (the server assigns it)`);
-    return this.#single({ operation: 'create', resourceType: type, method: 'POST', url: `${this.settings.baseUrl}/${type}`, body, signal }) as Promise<StoredResource>;
+    const answer = (await this.#single({ operation: 'create', resourceType: type, method: 'POST', url: `${this.settings.baseUrl}/${type}`, body, signal })) as Resource;
+    let problem: string | undefined;
+    if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
+    else if (answer.id === undefined) problem = 'it carries no id';
+    else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} is not a valid FHIR id (1 to 64 of A-Z a-z 0-9 - .)`;
+    else if (this.#createdIds.has(`${type}/${answer.id}`)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
+    if (problem) {
+      throw new ProtocolError(`create ${type}: the server's answer cannot be believed: ${problem}; the create's outcome is unknown`, {
+        operation: 'create',
+        ambiguous: true,
+        hint: 'The resource is looked up on the server (by its match rule) before anything is sent again; if it stays unknown, its intent stays pending for the next run. Report the answer to the service operator.',
+      });
+    }
+    this.#createdIds.add(`${type}/${answer.id}`);
+    return answer as StoredResource;
   }
 
-  get<R extends Resource = Resource>(type: ResourceTypeName, id: string, signal?: AbortSignal): Promise<R> {
-    return this.#single({ operation: 'get', resourceType: type, resourceId: id, method: 'GET', url: `${this.settings.baseUrl}/${type}/${encodeURIComponent(id)}`, signal }) as Promise<R>;
+  async get<R extends Resource = Resource>(type: ResourceTypeName, id: string, signal?: AbortSignal): Promise<R> {
+    const answer = (await this.#single({ operation: 'get', resourceType: type, resourceId: id, method: 'GET', url: `${this.settings.baseUrl}/${type}/${encodeURIComponent(id)}`, signal })) as Resource;
+    this.#checkSame('get', type, id, answer);
+    return answer as R;
   }
 
   /** Sends the whole resource including `id` with the configured update route (default `PUT {type}/{id}`). */
-  update(type: WritableType, id: string, body: Resource, signal?: AbortSignal): Promise<StoredResource> {
+  async update(type: WritableType, id: string, body: Resource, signal?: AbortSignal): Promise<StoredResource> {
     const route = this.settings.updateRoutes[type];
     const path = route.path.replace('{type}', type).replace('{id}', encodeURIComponent(id));
-    return this.#single({
+    const answer = (await this.#single({
       operation: 'update',
       resourceType: type,
       resourceId: id,
@@ -191,7 +276,17 @@ export class CareClient {
       url: `${this.settings.baseUrl}/${path.replace(/^\/+/, '')}`,
       body: { ...body, id },
       signal,
-    }) as Promise<StoredResource>;
+    })) as Resource;
+    this.#checkSame('update', type, id, answer);
+    return answer as StoredResource;
+  }
+
+  /** A read or update answer must be the resource asked for: its type, and its id when it carries one. */
+  #checkSame(operation: 'get' | 'update', type: string, id: string, answer: Resource): void {
+    let problem: string | undefined;
+    if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
+    else if (answer.id !== undefined && answer.id !== id) problem = `it carries the id ${show(answer.id)}`;
+    if (problem) throw new ProtocolError(`${operation} ${type}/${id}: the server's answer is not that resource: ${problem}`, { operation });
   }
 
   /** Every resource of a type, page after page, following the bundle's `next` link (never building page URLs). */
@@ -214,7 +309,13 @@ export class CareClient {
       return first.toString();
     };
     let withCount = opts.pageSize !== undefined && !this.#countRejected;
+    const maxPages = opts.maxPages ?? this.settings.maxPages;
+    const staleLimit = Math.max(1, opts.stalePageLimit ?? STALE_PAGE_LIMIT);
     const seen = new Set<string>();
+    /** Ids of the last `staleLimit` pages; `stale`: pages in a row that brought none outside it. */
+    const recent: Set<string>[] = [];
+    let stale = 0;
+    let read = 0;
     let url: string | undefined = firstUrl(withCount);
     while (url) {
       seen.add(url);
@@ -230,15 +331,43 @@ export class CareClient {
         continue;
       }
       if (bundle.resourceType !== 'Bundle' || (bundle.entry !== undefined && !Array.isArray(bundle.entry))) {
-        throw new ProtocolError(`list ${type}: expected a Bundle, got ${JSON.stringify(bundle.resourceType)}`);
+        throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
       }
+      read++;
+      const ids = new Set<string>();
+      for (const e of bundle.entry ?? []) {
+        const id = (e as { resource?: { id?: unknown } } | null)?.resource?.id;
+        if (typeof id === 'string') ids.add(id);
+      }
+      let fresh = false;
+      for (const id of ids) {
+        if (!recent.some((r) => r.has(id))) {
+          fresh = true;
+          break;
+        }
+      }
+      stale = fresh ? 0 : stale + 1;
+      recent.push(ids);
+      if (recent.length > staleLimit) recent.shift();
       yield bundle;
-      const next = bundle.link?.find((l) => l.relation === 'next')?.url;
+      const next = bundle.link?.find((l) => l?.relation === 'next')?.url;
       if (!next) break;
       const nextUrl: URL = new URL(next, url);
       // The key travels with every request: never follow a link off the configured origin.
-      if (nextUrl.origin !== this.#origin) throw new ProtocolError(`list ${type}: refusing to follow a next link to another origin (${nextUrl.origin})`);
-      if (seen.has(nextUrl.toString())) throw new ProtocolError(`list ${type}: the server's next link repeats an earlier page`);
+      if (nextUrl.origin !== this.#origin) throw new ProtocolError(`list ${type}: refusing to follow a next link to another origin (${nextUrl.origin})`, { operation: 'list' });
+      if (seen.has(nextUrl.toString())) throw new ProtocolError(`list ${type}: the server's next link repeats an earlier page`, { operation: 'list' });
+      if (stale >= staleLimit) {
+        throw new ProtocolError(`list ${type}: the server's next links do not progress: the last ${stale} pages brought no resource that was not on the pages before them (${read} pages read)`, {
+          operation: 'list',
+          hint: 'The server\'s paging is broken: report it to the service operator. Nothing is lost: run again once it is fixed.',
+        });
+      }
+      if (read >= maxPages) {
+        throw new ProtocolError(`list ${type}: the server's next links go on past ${maxPages} pages (--max-pages)`, {
+          operation: 'list',
+          hint: 'If the server really holds that many pages, raise --max-pages (or ask for larger pages); otherwise its paging is broken: report it to the service operator.',
+        });
+      }
       url = nextUrl.toString();
     }
   }
@@ -258,69 +387,109 @@ export class CareClient {
     return withRetry(() => this.#attempt(call), classifyRetry, { ...retry, signal: call.signal ?? retry.signal });
   }
 
+  /**
+   * One HTTP exchange, bounded twice: `requestTimeoutMs` from the request to the answer's last byte (a server
+   * trickling its body byte by byte is cut off like a silent one — undici's own time-outs only bound the gaps),
+   * and `maxResponseBytes` on the body, read incrementally.
+   */
   async #attempt(call: Call): Promise<unknown> {
     const path = call.url.slice(this.#origin.length);
     const started = performance.now();
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await request(call.url, {
-        dispatcher: this.#dispatcher,
-        method: call.method,
-        headers: call.body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
-        body: call.body === undefined ? undefined : JSON.stringify(call.body),
-        signal: call.signal,
-      });
-    } catch (err) {
-      this.#onResponse?.({ method: call.method, path, status: 'error', ms: performance.now() - started });
-      if ((err as { name?: string }).name === 'AbortError' || (err as { code?: string }).code === 'UND_ERR_ABORTED') throw err;
+    const { requestTimeoutMs, maxResponseBytes } = this.settings;
+    const where = { operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path };
+    call.signal?.throwIfAborted();
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DeadlineExceeded());
+    }, requestTimeoutMs);
+    const forward = (): void => controller.abort(call.signal?.reason);
+    call.signal?.addEventListener('abort', forward, { once: true });
+    let status: number | 'error' = 'error';
+    /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
+    const noAnswer = (err: unknown, inBody: boolean): unknown => {
+      if (timedOut) {
+        return new TransportError({
+          ...where,
+          failure: 'timeout',
+          requestSent: true,
+          detail: `no complete answer within ${requestTimeoutMs} ms`,
+          hint: 'The service did not answer in time (the --timeout deadline covers the whole answer); run again later (re-runs are safe), or raise --timeout.',
+        });
+      }
+      if (call.signal?.aborted || isAbort(err)) return err;
       const code = errorCode(err);
+      if (inBody) return new TransportError({ ...where, failure: code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'reset', requestSent: true, code });
       const notSent = code ? NOT_SENT_CODES[code] : undefined;
       const sent = code ? SENT_CODES[code] : undefined;
-      throw new TransportError({
-        failure: notSent ?? sent ?? 'other',
-        requestSent: notSent === undefined,
+      return new TransportError({ ...where, failure: notSent ?? sent ?? 'other', requestSent: notSent === undefined, code });
+    };
+    try {
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await request(call.url, {
+          dispatcher: this.#dispatcher,
+          method: call.method,
+          headers: call.body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
+          body: call.body === undefined ? undefined : JSON.stringify(call.body),
+          signal: controller.signal,
+        });
+      } catch (err) {
+        throw noAnswer(err, false);
+      }
+      status = res.statusCode;
+      const ok = res.statusCode >= 200 && res.statusCode < 300;
+      let raw: Buffer | undefined;
+      try {
+        raw = await readCapped(res.body, res.headers['content-length'], maxResponseBytes);
+      } catch (err) {
+        status = 'error';
+        throw noAnswer(err, true);
+      }
+      if (raw === undefined && ok) {
+        throw new ResponseTooLargeError(
+          `${call.operation} ${call.resourceType}: the server's answer is larger than ${maxResponseBytes} bytes (--max-response-bytes); not retried — it would be as large again (${call.method} ${path})`,
+          { operation: call.operation, limit: maxResponseBytes },
+        );
+      }
+      // An error status with an oversize body: the status says enough, the body is not read.
+      let json: unknown;
+      try {
+        json = raw?.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
+      } catch {
+        json = undefined;
+      }
+      if (ok) {
+        if (!json || typeof json !== 'object' || Array.isArray(json)) {
+          throw new ProtocolError(`${call.operation} ${call.resourceType}: HTTP ${res.statusCode} without a JSON object body (${call.method} ${path})`, {
+            operation: call.operation,
+            ambiguous: call.operation === 'create',
+          });
+        }
+        return json;
+      }
+      const outcome =
+        json && typeof json === 'object' && (json as { resourceType?: unknown }).resourceType === 'OperationOutcome'
+          ? ((json as { issue?: OperationOutcomeIssue[] }).issue ?? [])
+          : undefined;
+      const init = {
+        status: res.statusCode,
         operation: call.operation,
         resourceType: call.resourceType,
         resourceId: call.resourceId,
         method: call.method,
         path,
-        code,
-      });
+        outcome: Array.isArray(outcome) ? outcome : undefined,
+        retryAfterMs: parseRetryAfter(res.headers['retry-after']),
+        sentValues: call.body === undefined ? undefined : sentTextValues(call.body),
+      };
+      if (res.statusCode === 401 || res.statusCode === 403) throw new AuthenticationError(init);
+      throw new ApiError(init);
+    } finally {
+      clearTimeout(timer);
+      call.signal?.removeEventListener('abort', forward);
+      this.#onResponse?.({ method: call.method, path, status, ms: performance.now() - started });
     }
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (err) {
-      throw new TransportError({ failure: 'reset', requestSent: true, operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path, code: errorCode(err) });
-    }
-    this.#onResponse?.({ method: call.method, path, status: res.statusCode, ms: performance.now() - started });
-    let json: unknown;
-    try {
-      json = text.length ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    if (res.statusCode >= 200 && res.statusCode < 300) {
-      if (!json || typeof json !== 'object' || Array.isArray(json)) {
-        throw new ProtocolError(`${call.operation} ${call.resourceType}: HTTP ${res.statusCode} without a JSON object body (${call.method} ${path})`);
-      }
-      return json;
-    }
-    const outcome =
-      json && typeof json === 'object' && (json as { resourceType?: unknown }).resourceType === 'OperationOutcome'
-        ? ((json as { issue?: OperationOutcomeIssue[] }).issue ?? [])
-        : undefined;
-    const init = {
-      status: res.statusCode,
-      operation: call.operation,
-      resourceType: call.resourceType,
-      resourceId: call.resourceId,
-      method: call.method,
-      path,
-      outcome,
-      retryAfterMs: parseRetryAfter(res.headers['retry-after']),
-    };
-    if (res.statusCode === 401 || res.statusCode === 403) throw new AuthenticationError(init);
-    throw new ApiError(init);
   }
 }

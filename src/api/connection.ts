@@ -25,12 +25,32 @@ export interface ConnectionSettings {
   emrId: string;
   tenantId: string;
   updateRoutes: Record<WritableType, UpdateRoute>;
-  /** Time-outs in ms (undici defaults are 300 s, far too long for a batch loader). */
+  /** Time-out of opening a connection (TCP, TLS, proxy tunnel), ms (default 10 000, `--connect-timeout`). */
   connectTimeoutMs: number;
+  /**
+   * Overall deadline of one HTTP attempt, ms (default 30 000, `--timeout`): from sending the request to the
+   * last byte of the answer — headers and the whole body, however slowly it trickles in. A retried request
+   * gets this again per attempt.
+   */
   requestTimeoutMs: number;
+  /** Largest answer body read, bytes (default 32 MiB, `--max-response-bytes`); a larger one fails, not retried. */
+  maxResponseBytes: number;
+  /** Most pages one listing follows through `next` links (default 100 000, `--max-pages`). */
+  maxPages: number;
   /** Keep-alive sockets to the origin. */
   connections: number;
 }
+
+export const CONNECTION_DEFAULTS = {
+  connectTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  maxResponseBytes: 32 * 1024 * 1024,
+  maxPages: 100_000,
+  connections: 32,
+} as const;
+/** Above this a body could not be decoded into one string anyway (V8's string length limit is ~512 MiB). */
+export const MAX_RESPONSE_BYTES_LIMIT = 256 * 1024 * 1024;
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** What a user can set, from flags, environment or the mapping file's `target:`. */
 export interface ConnectionInput {
@@ -42,6 +62,8 @@ export interface ConnectionInput {
   updateRoutes?: Partial<Record<WritableType, Partial<UpdateRoute> | UpdateMethod>>;
   connectTimeoutMs?: number;
   requestTimeoutMs?: number;
+  maxResponseBytes?: number;
+  maxPages?: number;
   connections?: number;
 }
 
@@ -135,15 +157,21 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     updateRoutes[type] = route;
   }
 
-  const positiveInt = (k: 'connectTimeoutMs' | 'requestTimeoutMs' | 'connections', dflt: number, label: string): number => {
+  const positiveInt = (k: 'connectTimeoutMs' | 'requestTimeoutMs' | 'maxResponseBytes' | 'maxPages' | 'connections', label: string, max = Number.MAX_SAFE_INTEGER): number => {
     const v = pick(k);
-    if (v === undefined) return dflt;
-    if (!Number.isInteger(v) || v < 1) issues.push({ severity: 'error', code: 'invalid', path: k, message: `Expected \`${label}\` to be an integer ≥ 1, got \`${v}\`` });
+    if (v === undefined) return CONNECTION_DEFAULTS[k];
+    if (!Number.isInteger(v) || v < 1 || v > max) {
+      const range = max === Number.MAX_SAFE_INTEGER ? '≥ 1' : `from 1 to ${max}`;
+      issues.push({ severity: 'error', code: 'invalid', path: k, message: `Expected \`${label}\` to be an integer ${range}, got \`${v}\`` });
+    }
     return v;
   };
-  const connectTimeoutMs = positiveInt('connectTimeoutMs', 10_000, '--connect-timeout');
-  const requestTimeoutMs = positiveInt('requestTimeoutMs', 30_000, '--timeout');
-  const connections = positiveInt('connections', 32, '--connections');
+  // Longer delays overflow Node's timers (they would fire at once).
+  const connectTimeoutMs = positiveInt('connectTimeoutMs', '--connect-timeout', MAX_TIMER_MS);
+  const requestTimeoutMs = positiveInt('requestTimeoutMs', '--timeout', MAX_TIMER_MS);
+  const maxResponseBytes = positiveInt('maxResponseBytes', '--max-response-bytes', MAX_RESPONSE_BYTES_LIMIT);
+  const maxPages = positiveInt('maxPages', '--max-pages');
+  const connections = positiveInt('connections', '--connections');
 
   if (issues.length) {
     throw new CareEtlError('The connection settings are incomplete or invalid', {
@@ -161,6 +189,8 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     updateRoutes,
     connectTimeoutMs,
     requestTimeoutMs,
+    maxResponseBytes,
+    maxPages,
     connections,
   };
 }

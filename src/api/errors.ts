@@ -1,5 +1,5 @@
 import { CareEtlError, ExitCode, foreignCode, type Issue } from '../core/issues.js';
-import { redactKnown } from '../core/secret.js';
+import { redactKnown, redactValues } from '../core/secret.js';
 
 export type Operation = 'create' | 'get' | 'list' | 'update';
 
@@ -21,16 +21,47 @@ interface ApiErrorInit {
   path: string;
   outcome?: OperationOutcomeIssue[];
   retryAfterMs?: number;
+  /** Text values of the resource sent (names, dates…): masked where the server's diagnostics echo them. */
+  sentValues?: string[];
 }
 
-function outcomeToIssues(outcome: OperationOutcomeIssue[] | undefined): Issue[] {
-  return (outcome ?? []).map((i) => ({
-    severity: i.severity === 'warning' || i.severity === 'information' || i.severity === 'fatal' ? i.severity : 'error',
-    code: i.code ? foreignCode(i.code) : 'exception',
-    // Some gateways echo the request (headers included) in their diagnostics.
-    message: redactKnown(String(i.diagnostics ?? i.details?.text ?? 'no details given by the server')),
-    path: i.expression?.[0],
-  }));
+/** Server issues kept per error, and characters per diagnostic: a reason, not a dump. */
+const MAX_SERVER_ISSUES = 20;
+const MAX_DIAGNOSTIC = 500;
+
+/**
+ * Only the OperationOutcome's diagnostics (or details.text) and expression are kept — never the rest of a body —
+ * with known secrets and the values this request sent masked: some gateways echo the whole request, headers
+ * (the API key) and body (patient data) included. Bounded in count and length.
+ */
+function outcomeToIssues(outcome: OperationOutcomeIssue[] | undefined, sentValues: string[] = []): Issue[] {
+  return (outcome ?? [])
+    .filter((i) => i !== null && typeof i === 'object')
+    .slice(0, MAX_SERVER_ISSUES)
+    .map((i) => {
+      const text = redactValues(redactKnown(String(i.diagnostics ?? i.details?.text ?? 'no details given by the server')), sentValues);
+      const path = typeof i.expression?.[0] === 'string' ? redactValues(i.expression[0], sentValues).slice(0, 200) : undefined;
+      return {
+        severity: i.severity === 'warning' || i.severity === 'information' || i.severity === 'fatal' ? i.severity : 'error',
+        code: typeof i.code === 'string' ? foreignCode(i.code.slice(0, 64)) : 'exception',
+        message: text.length > MAX_DIAGNOSTIC ? `${text.slice(0, MAX_DIAGNOSTIC)}… (${text.length} characters)` : text,
+        path,
+      };
+    });
+}
+
+/** The text values of a resource worth masking in an echo (not its type, ids, references or code systems). */
+export function sentTextValues(body: unknown): string[] {
+  const out = new Set<string>();
+  const walk = (v: unknown, key?: string): void => {
+    if (typeof v === 'string') {
+      if (v.length >= 2 && key !== 'resourceType' && key !== 'system' && key !== 'reference' && key !== 'id') out.add(v);
+    } else if (Array.isArray(v)) for (const x of v) walk(x, key);
+    else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) walk(x, k);
+  };
+  walk(body);
+  // Longest first: "Annabel" masked whole before "Ann" could leave "…abel".
+  return [...out].sort((a, b) => b.length - a.length);
 }
 
 /** The server answered with a non-2xx status. */
@@ -45,7 +76,7 @@ export class ApiError extends CareEtlError {
 
   constructor(init: ApiErrorInit, hint?: string) {
     const target = init.resourceId ? `${init.resourceType}/${init.resourceId}` : init.resourceType;
-    const issues = outcomeToIssues(init.outcome);
+    const issues = outcomeToIssues(init.outcome, init.sentValues);
     const detail = issues.length ? `: ${issues.map((i) => (i.path ? `${i.path}: ` : '') + i.message).join('; ')}` : '';
     // A 404 on a collection (no id) means the endpoint itself is missing: the base URL lacks the API's path.
     const noEndpoint = init.status === 404 && !init.resourceId;
@@ -108,13 +139,27 @@ export class TransportError extends CareEtlError {
   readonly path: string;
 
   constructor(
-    init: { failure: TransportFailure; requestSent: boolean; operation: Operation; resourceType: string; resourceId?: string; method: string; path: string; code?: string },
+    init: {
+      failure: TransportFailure;
+      requestSent: boolean;
+      operation: Operation;
+      resourceType: string;
+      resourceId?: string;
+      method: string;
+      path: string;
+      code?: string;
+      /** Replaces the failure/code detail in the message, e.g. `no complete answer within 30000 ms`. */
+      detail?: string;
+      hint?: string;
+    },
   ) {
-    super(`${init.operation} ${init.resourceType}${init.resourceId ? `/${init.resourceId}` : ''}: no answer from the server (${init.failure}${init.code ? `, ${init.code}` : ''}; ${init.method} ${init.path})`, {
+    const detail = init.detail ?? `${init.failure}${init.code ? `, ${init.code}` : ''}`;
+    super(`${init.operation} ${init.resourceType}${init.resourceId ? `/${init.resourceId}` : ''}: no answer from the server (${detail}; ${init.method} ${init.path})`, {
       hint:
-        init.failure === 'refused' || init.failure === 'dns'
+        init.hint ??
+        (init.failure === 'refused' || init.failure === 'dns'
           ? 'Is the base URL right and the service reachable (proxy: HTTPS_PROXY / NO_PROXY)?'
-          : 'The service did not answer in time; run again later (re-runs are safe).',
+          : 'The service did not answer in time; run again later (re-runs are safe).'),
       exitCode: ExitCode.incomplete,
     });
     this.name = 'TransportError';
@@ -137,10 +182,48 @@ export class TransportError extends CareEtlError {
   }
 }
 
-/** The server answered 2xx with something that is not the expected resource. */
+/**
+ * The server answered 2xx with something that is not the expected resource, or a listing that does not end.
+ * Never retried (the same request would get the same answer); a command it ends exits 3.
+ */
 export class ProtocolError extends CareEtlError {
-  constructor(message: string) {
-    super(redactKnown(message), { exitCode: ExitCode.incomplete });
+  readonly operation?: Operation;
+  /**
+   * A create answered 2xx — so probably stored — whose answer cannot be believed (no id, an id that is not a
+   * safe path segment, another resource type, an id already given to another create, not JSON, too large):
+   * its outcome is unknown, exactly like a lost answer. The loader reconciles it (looks it up by its match rule
+   * before sending anything again) and never records it as synced from this answer.
+   */
+  readonly ambiguous: boolean;
+
+  constructor(message: string, opts: { operation?: Operation; ambiguous?: boolean; hint?: string } = {}) {
+    super(redactKnown(message), { exitCode: ExitCode.incomplete, hint: opts.hint });
     this.name = 'ProtocolError';
+    this.operation = opts.operation;
+    this.ambiguous = opts.ambiguous ?? false;
   }
+}
+
+/** A 2xx answer bigger than `maxResponseBytes`: not retried (it would be as big again). */
+export class ResponseTooLargeError extends ProtocolError {
+  readonly limit: number;
+
+  constructor(message: string, opts: { operation: Operation; limit: number }) {
+    super(message, {
+      operation: opts.operation,
+      ambiguous: opts.operation === 'create',
+      hint: 'Raise --max-response-bytes if the server\'s pages are legitimately this large, or ask for smaller pages (--page-size for export, --index-page-size for run).',
+    });
+    this.name = 'ResponseTooLargeError';
+    this.limit = opts.limit;
+  }
+}
+
+/**
+ * FHIR's id syntax (`[A-Za-z0-9\-.]{1,64}`, hl7.org/fhir/R4/datatypes.html#id), minus `.` and `..` (path
+ * traversal once used as a path segment): what care-etl accepts as a server id before it records it, puts it
+ * in a reference or in a URL.
+ */
+export function isSafeId(id: unknown): id is string {
+  return typeof id === 'string' && /^[A-Za-z0-9\-.]{1,64}$/.test(id) && !/^\.+$/.test(id);
 }

@@ -2,8 +2,9 @@ import { Flags } from '@oclif/core';
 import type { ConnectionInput } from '../api/connection.js';
 
 /**
- * Connection flags shared by `run` and `export`. CARE_* variables are read by `resolveConnection`, not by oclif,
- * so that the precedence flags > environment > mapping file `target:` is applied in one place.
+ * Connection flags shared by `run`, `export` and `state`. CARE_* variables are read by `resolveConnection`, not by
+ * oclif, so that the precedence flags > environment > mapping file `target:` is applied in one place. The bounds
+ * (defaults in `CONNECTION_DEFAULTS`, README "Connection settings") end every network wait.
  */
 export const connectionFlags = {
   'base-url': Flags.string({ description: 'base URL of the service (or CARE_BASE_URL)', helpGroup: 'CONNECTION' }),
@@ -11,7 +12,20 @@ export const connectionFlags = {
   'emr-id': Flags.string({ description: 'EMR id issued by the operator (or CARE_EMR_ID)', helpGroup: 'CONNECTION' }),
   'tenant-id': Flags.string({ description: 'tenant id (or CARE_TENANT_ID)', helpGroup: 'CONNECTION' }),
   'allow-insecure': Flags.boolean({ description: 'allow a plain http:// base URL that is not loopback', helpGroup: 'CONNECTION' }),
-  timeout: Flags.integer({ description: 'per-request time-out in ms', min: 1, helpGroup: 'CONNECTION' }),
+  timeout: Flags.integer({
+    description: 'deadline of each HTTP attempt in ms, from the request to the last byte of the answer (default 30000)',
+    min: 1,
+    max: 2_147_483_647,
+    helpGroup: 'CONNECTION',
+  }),
+  'connect-timeout': Flags.integer({ description: 'time-out of opening a connection in ms (default 10000)', min: 1, max: 2_147_483_647, helpGroup: 'CONNECTION' }),
+  'max-response-bytes': Flags.integer({
+    description: 'largest answer read, in bytes (default 33554432 = 32 MiB, at most 268435456); a larger one fails the command (exit 3)',
+    min: 1,
+    max: 268_435_456,
+    helpGroup: 'CONNECTION',
+  }),
+  'max-pages': Flags.integer({ description: 'most pages one listing follows through next links (default 100000); more fails the command (exit 3)', min: 1, helpGroup: 'CONNECTION' }),
 };
 
 export function connectionFromFlags(flags: {
@@ -21,6 +35,9 @@ export function connectionFromFlags(flags: {
   'tenant-id'?: string;
   'allow-insecure'?: boolean;
   timeout?: number;
+  'connect-timeout'?: number;
+  'max-response-bytes'?: number;
+  'max-pages'?: number;
 }): ConnectionInput {
   return {
     baseUrl: flags['base-url'],
@@ -29,5 +46,8 @@ export function connectionFromFlags(flags: {
     tenantId: flags['tenant-id'],
     allowInsecure: flags['allow-insecure'],
     requestTimeoutMs: flags.timeout,
+    connectTimeoutMs: flags['connect-timeout'],
+    maxResponseBytes: flags['max-response-bytes'],
+    maxPages: flags['max-pages'],
   };
 }

@@ -1,6 +1,6 @@
 import type { CareClient } from '../api/client.js';
 import { classifyRetry } from '../api/client.js';
-import { ApiError, TransportError } from '../api/errors.js';
+import { ApiError, ProtocolError, TransportError } from '../api/errors.js';
 import type { Resource } from '../api/types.js';
 import { hasCode, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
@@ -57,6 +57,8 @@ interface Deferred {
   matchValue: string;
   /** A pending intent left by an earlier (interrupted) run, not a create this run sent. */
   earlier: boolean;
+  /** Why the last create's outcome is unknown (for the reject, should it stay unknown). */
+  why?: string;
 }
 
 /**
@@ -292,13 +294,26 @@ export class ResourceSync {
     scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue, runId });
     try {
       const created = await this.#call(() => client.create(item.type, item.resource));
+      // The client checked the answer (type, a safe id, not one it was given for another create of this run);
+      // an id the ledger holds for another key is no more believable: the outcome is unknown.
+      const owner = this.#owners.get(created.id);
+      const recorded = owner === undefined ? scope.keyOfServerId(this.#type, created.id) : undefined;
+      if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key))) {
+        this.#deferred.push({ item, hash, matchValue, earlier: false, why: `the server answered the create with ${this.#type}/${created.id}, which the state holds for another key` });
+        return { kind: 'deferred' };
+      }
       this.#owners.set(created.id, item.key);
       this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: created.id, versionId: created.meta?.versionId, hash, runId });
       return { kind: 'created', serverId: created.id };
     } catch (err) {
-      const maybeStored = (err instanceof TransportError && err.ambiguous) || (err instanceof ApiError && (err.status === 502 || err.status === 504));
+      // Maybe stored: a lost answer (time-out, reset after sending, 502/504) or a 2xx answer that cannot be
+      // believed (ProtocolError.ambiguous: no id, an unsafe or reused id, another type, not JSON, too large).
+      const maybeStored =
+        (err instanceof TransportError && err.ambiguous) ||
+        (err instanceof ProtocolError && err.ambiguous) ||
+        (err instanceof ApiError && (err.status === 502 || err.status === 504));
       if (maybeStored) {
-        this.#deferred.push({ item, hash, matchValue, earlier: false });
+        this.#deferred.push({ item, hash, matchValue, earlier: false, why: (err as Error).message });
         return { kind: 'deferred' };
       }
       // The server answered: nothing was stored.
@@ -429,7 +444,8 @@ export class ResourceSync {
       for (const s of settled) if (s.status === 'fulfilled' && s.value) yield s.value;
     }
     for (const d of this.#deferred.splice(0)) {
-      yield { item: d.item, outcome: { kind: 'rejected', issues: issue('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations; it stays pending and is reconciled on the next run`) } };
+      const why = d.why ? ` (last: ${d.why.length > 300 ? `${d.why.slice(0, 299)}…` : d.why})` : '';
+      yield { item: d.item, outcome: { kind: 'rejected', issues: issue('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations${why}; it stays pending and is reconciled on the next run`) } };
     }
   }
 

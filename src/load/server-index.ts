@@ -7,6 +7,7 @@
  * created, or when asked for up front); creates whose outcome was lost need a fresh listing (`refresh`).
  */
 import type { CareClient } from '../api/client.js';
+import { isSafeId } from '../api/errors.js';
 import type { WritableType } from '../api/connection.js';
 import type { Resource } from '../api/types.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
@@ -54,6 +55,11 @@ export function matchRuleOf(res: CompiledResource): MatchRule {
 
 export class ServerIndex {
   pages = 0;
+  /**
+   * Listed resources of this type whose id is not a safe path segment (`isSafeId`): never indexed, so never
+   * adopted, recorded or referred to (a key matching one is created instead).
+   */
+  unsafeIds = 0;
   readonly #byId = new Map<string, IndexedResource>();
   /** mapping → match value → server ids. */
   readonly #byMatch = new Map<string, Map<string, string[]>>();
@@ -70,7 +76,12 @@ export class ServerIndex {
   }
 
   async add(r: Resource): Promise<void> {
-    if (r?.resourceType !== this.resourceType || typeof r.id !== 'string' || r.id === '' || this.#byId.has(r.id)) return;
+    if (r?.resourceType !== this.resourceType) return;
+    if (!isSafeId(r.id)) {
+      this.unsafeIds++;
+      return;
+    }
+    if (this.#byId.has(r.id)) return;
     const hash = comparableHash(r);
     const meta = r.meta as { versionId?: unknown } | undefined;
     this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
@@ -109,6 +120,8 @@ export interface IndexBuild {
   /** `_count` asked for; undefined when the server refused it (400) or none was asked. */
   pageSize?: number;
   durationMs: number;
+  /** Listed resources left out because their id is not a valid FHIR id (only when there were some). */
+  unsafeIds?: number;
 }
 
 export interface ServerIndexesOptions {
@@ -172,6 +185,7 @@ export class ServerIndexes {
     }
     build.pages = index.pages;
     build.resources = index.size;
+    if (index.unsafeIds) build.unsafeIds = index.unsafeIds;
     if (!this.client.pageSizeAccepted) build.pageSize = undefined;
     build.durationMs = Math.round(performance.now() - started);
     this.builds.push(build);

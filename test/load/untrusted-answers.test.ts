@@ -1,0 +1,118 @@
+/**
+ * Issue 12 (network half), in the loader: a create answered 2xx with something that cannot be believed — no id,
+ * an id that is not a safe path segment, another resource type, the same id as another create — has an
+ * unknown outcome, exactly like a lost answer: it is reconciled (looked up by its match rule on a fresh
+ * listing, adopted if found under a safe id, created again if not, at most RECONCILE_ROUNDS times) and never
+ * recorded `synced` from that answer. A listing's entries with unsafe ids are never adopted.
+ *
+ * Runs the real pipeline in-process against the hostile create-answer server (test/helpers/hostile-server.ts),
+ * then reads the ledger back.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { isSafeId } from '../../src/api/errors.js';
+import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { LedgerEntry } from '../../src/state/ledger.js';
+import { startHostileServer, type HostileMode, type HostileModeServer } from '../helpers/hostile-server.js';
+import { makeClinic, withLedger } from '../sync/helpers.js';
+
+const TENANT = 't-hostile';
+const N = 4; // patients (each with a care team)
+const M = 2; // practitioners
+const TYPES = { patient: 'Patient', practitioner: 'Practitioner', careteam: 'CareTeam' } as const;
+
+let server: HostileModeServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function runAgainst(mode: Extract<HostileMode, { kind: 'create-answer' }>): Promise<{ report: RunReport; entries: Record<string, LedgerEntry[]> }> {
+  server = await startHostileServer(mode);
+  const clinic = makeClinic(N, M, 'care-etl-untrusted-');
+  const report = await runPipeline({
+    mappingFile: clinic.mapping,
+    env: {},
+    connection: { baseUrl: server.url, apiKey: 'k-hostile', emrId: 'emr', tenantId: TENANT },
+    retry: { baseDelayMs: 1, maxDelayMs: 2 },
+  });
+  const entries = withLedger(clinic.state, server, TENANT, (scope) =>
+    Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])),
+  );
+  return { report, entries };
+}
+
+/** What must hold whatever the server answered: no synced entry without a safe id, no id shared by two keys. */
+function expectNoUntrustedSynced(entries: Record<string, LedgerEntry[]>): void {
+  for (const list of Object.values(entries)) {
+    const synced = list.filter((e) => e.status === 'synced');
+    for (const e of synced) expect(isSafeId(e.serverId), `${e.mapping}/${e.key} → ${e.serverId}`).toBe(true);
+    expect(new Set(synced.map((e) => e.serverId)).size).toBe(synced.length);
+  }
+}
+
+describe('create answers that cannot be believed', () => {
+  for (const answer of ['no-id', 'unsafe-id', 'wrong-type'] as const) {
+    it(`${answer}, the server lists what it stored: every key reconciled to its true id, nothing created twice`, async () => {
+      const { report, entries } = await runAgainst({ kind: 'create-answer', answer, listed: 'stored' });
+      expect(report.exitCode).toBe(0);
+      expectNoUntrustedSynced(entries);
+      for (const [mapping, type] of Object.entries(TYPES)) {
+        const stored = server!.stored(type);
+        const ids = new Set(stored.map((r) => r.id));
+        expect(entries[mapping]!.length).toBeGreaterThan(0);
+        for (const e of entries[mapping]!) {
+          expect(e.status).toBe('synced');
+          expect(ids.has(e.serverId)).toBe(true);
+        }
+        expect(stored).toHaveLength(entries[mapping]!.length); // one create per key: found, not re-sent
+      }
+      expect(report.totals.created).toBe(N + M + N);
+    }, 30_000);
+  }
+
+  for (const answer of ['no-id', 'unsafe-id', 'wrong-type'] as const) {
+    it(`${answer}, the server lists nothing: outcome unknown, rows rejected (exit 1), keys left pending, nothing synced`, async () => {
+      const { report, entries } = await runAgainst({ kind: 'create-answer', answer, listed: 'none' });
+      expect(report.exitCode).toBe(1);
+      expectNoUntrustedSynced(entries);
+      for (const e of [...entries.patient!, ...entries.practitioner!]) expect(e.status).toBe('pending');
+      expect(entries.patient).toHaveLength(N);
+      // Care teams refer to patients that could not be settled: rejected before any create.
+      expect(report.mappings.careteam!.rejected).toBe(N);
+      expect(report.mappings.patient!.rejected).toBe(N);
+      expect(report.mappings.patient!.created).toBe(0);
+    }, 30_000);
+  }
+
+  it('same-id: the first create is believed, every later create answered with that id is reconciled to its true id', async () => {
+    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'stored' });
+    expectNoUntrustedSynced(entries);
+    for (const [mapping, type] of Object.entries(TYPES)) {
+      const list = entries[mapping]!;
+      expect(list.every((e) => e.status === 'synced')).toBe(true);
+      expect(list.filter((e) => e.serverId === 'same-1')).toHaveLength(1);
+      const stored = new Set(server!.stored(type).map((r) => r.id));
+      expect(list.filter((e) => e.serverId !== 'same-1').every((e) => stored.has(e.serverId))).toBe(true);
+      expect(server!.stored(type)).toHaveLength(list.length);
+    }
+    expect(report.exitCode).toBe(0);
+  }, 30_000);
+
+  it('same-id, the server lists nothing: only the first key is synced; the rest stay pending (exit 1)', async () => {
+    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'none' });
+    expect(report.exitCode).toBe(1);
+    expectNoUntrustedSynced(entries);
+    for (const mapping of ['patient', 'practitioner']) {
+      expect(entries[mapping]!.filter((e) => e.status === 'synced')).toHaveLength(1);
+      expect(entries[mapping]!.filter((e) => e.status === 'pending')).toHaveLength(entries[mapping]!.length - 1);
+    }
+  }, 30_000);
+
+  it('a listing whose entries carry unsafe ids: none is adopted (counted in the report), nothing synced', async () => {
+    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'no-id', listed: 'unsafe' });
+    expect(report.exitCode).toBe(1);
+    expectNoUntrustedSynced(entries);
+    expect(Object.values(entries).flat().filter((e) => e.status === 'synced')).toHaveLength(0);
+    expect(report.indexes.some((b) => (b.unsafeIds ?? 0) > 0)).toBe(true);
+  }, 30_000);
+});
