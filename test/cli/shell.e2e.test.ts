@@ -146,14 +146,30 @@ describe('the API key never leaves the process', () => {
     }
   }, 240_000);
 
-  it('the 400 echo really carried the key (the scenario is not vacuous), and the reason is kept redacted', async () => {
+  it('a 400 echoing the request: the key and the patient values it echoes reach no output, no reason and no ledger row', async () => {
     const dir = copyTree('examples/clinic');
-    const res = await runCli(['run', m(dir)], { env: { ...target(echo400.url), CARE_API_KEY: KEY }, cwd: dir });
+    const res = await runCli(['run', m(dir), '--json'], { env: { ...target(echo400.url), CARE_API_KEY: KEY }, cwd: dir });
     expect(res.code).toBe(1);
-    const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8');
-    expect(rejects).toContain('service-subscriptionkey'); // the echoed headers are there…
-    expect(rejects).toContain('[redacted]'); // …with the key replaced
-    expect(rejects).not.toContain(KEY);
+    const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { stage: string; row?: Record<string, string>; issues: { message: string }[] });
+    const loadRejects = rejects.filter((r) => r.stage === 'load');
+    expect(loadRejects.length).toBeGreaterThan(20);
+    const reasons = JSON.stringify(rejects.map((r) => r.issues));
+    expect(reasons).toContain('service-subscriptionkey'); // the echo is really there (the test is not vacuous)…
+    expect(reasons).toContain('[redacted]'); // …with the key replaced
+    // Patient values the server echoed back: names, birth dates, addresses (the row itself stays, 0600, for re-processing).
+    const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8').trim().split('\n').slice(1).map((l) => l.split(','));
+    const ledger = readFileSync(join(dir, '.care-etl', 'state.db')).toString('latin1');
+    for (const [, first, last, , , , email, address] of patients) {
+      for (const value of [first, last, email, address]) {
+        if (!value || value.length < 3) continue;
+        expect(reasons, value).not.toContain(value);
+        expect(res.stdout + res.stderr, value).not.toContain(value);
+        expect(ledger.includes(value), `state.db holds ${value}`).toBe(false);
+      }
+    }
   });
 });
 
