@@ -340,7 +340,7 @@ export function compileMapping(m: LoadedMapping): CompiledMapping {
         // Most keys name one column (`MRN`): read it directly when the value is plain text or a number —
         // the same result JSONata gives, without an evaluation per row. Anything else goes through JSONata.
         if (keyField !== undefined && row !== null && typeof row === 'object' && !Array.isArray(row)) {
-          const v = (row as Record<string, unknown>)[keyField];
+          const v = Object.hasOwn(row, keyField) ? (row as Record<string, unknown>)[keyField] : undefined; // own fields only, as JSONata reads them
           if (typeof v === 'string' || typeof v === 'number') return keyOf(v, keyMeta, def.name);
         }
         return keyOf(await run(keyExpr, row, undefined, keyMeta, def.name), keyMeta, def.name);

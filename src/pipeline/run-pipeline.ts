@@ -15,7 +15,7 @@ import type { WritableType } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type Inspection, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
-import { openSource } from '../sources/open-source.js';
+import { checkSource, openSource } from '../sources/open-source.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
@@ -191,6 +191,8 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
     throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
   }
+  // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
+  await checkSources(compiled, opts.signal);
   const careDir = join(mapping.dir, '.care-etl');
   const outDir = dryRun ? resolve(opts.outDir ?? join(careDir, 'dry-run')) : undefined;
   // A dry run keeps its own rejects: it must not replace those of the last real run.
@@ -223,6 +225,11 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   try {
     if (dryRun) {
       report.outDir = outDir;
+      // Each type's file exists (emptied) from the start: a type whose rows are all rejected leaves no stale output.
+      for (const name of compiled.order) {
+        const type = compiled.resources.get(name)!.def.type;
+        if (!dryOut.has(type)) dryOut.set(type, createPrivateWriteStream(join(outDir!, `${type}.ndjson`)));
+      }
     } else {
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
@@ -266,6 +273,37 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     await target?.close();
   }
   return report;
+}
+
+/**
+ * Checks every source the mappings read (exists, readable, format and header open) before anything is written, so
+ * that a missing second source ends the run with exit 2 before the first mapping loaded anything. All failures
+ * are reported together.
+ */
+async function checkSources(compiled: CompiledMapping, signal: AbortSignal | undefined): Promise<void> {
+  const used = new Map<string, SourceConfig>();
+  for (const name of compiled.order) {
+    const from = compiled.resources.get(name)!.def.from;
+    const source = compiled.mapping.sources[from];
+    if (source && !used.has(from)) used.set(from, source);
+  }
+  const errors: CareEtlError[] = [];
+  for (const source of used.values()) {
+    try {
+      await checkSource(source, { signal });
+    } catch (err) {
+      if (!(err instanceof CareEtlError)) throw err;
+      errors.push(err);
+    }
+  }
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) {
+    throw new CareEtlError(`${errors.length} sources cannot be read: ${errors.map((e) => e.message).join('; ')}`, {
+      issues: errors.flatMap((e) => e.issues),
+      hint: errors.find((e) => e.hint)?.hint,
+      exitCode: ExitCode.config,
+    });
+  }
 }
 
 /** One cheap request before anything is read: wrong credentials end the run with exit 2, nothing loaded. */

@@ -56,6 +56,8 @@ export interface SandboxOptions {
   rejectCount?: boolean;
   /** Default 1 MiB → 413. */
   maxBodyBytes?: number;
+  /** Deepest nesting of objects and arrays a request body may have (default 64) → 400 beyond. */
+  maxBodyDepth?: number;
   faults?: FaultOptions;
 }
 
@@ -125,7 +127,19 @@ const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && 
 const show = (v: unknown): string =>
   typeof v === 'string' ? JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v) : v === undefined ? 'nothing' : typeof v;
 
-/** RFC 7386 JSON merge patch. */
+/** Whether a parsed JSON value nests objects/arrays deeper than `max` (iterative: any depth is safe to test). */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d > max) return true;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) if (x !== null && typeof x === 'object') stack.push([x, d + 1]);
+  }
+  return false;
+}
+
+/** RFC 7386 JSON merge patch (bodies are depth-checked first: the recursion is bounded). */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (!isObj(patch)) return patch;
   const out: Json = isObj(target) ? { ...target } : {};
@@ -228,6 +242,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const obsPerPatient = opts.observationsPerPatient ?? 2;
   const pageSize = Math.min(Math.max(1, opts.pageSize ?? 50), MAX_PAGE_SIZE);
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
+  const maxDepth = opts.maxBodyDepth ?? 64;
   const listNulls = opts.listNulls ?? 'spec';
   const source = `urn:care-etl:sandbox#${credentials.emrId}`;
   const validators = new Map<string, Validator>(RESOURCE_TYPES.map((t) => [t, getResourceValidator(t)]));
@@ -327,6 +342,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     }
     if (!isObj(body)) {
       fail(res, 400, [oo('structure', `request body must be a JSON object, got ${Array.isArray(body) ? 'an array' : show(body)}`)]);
+      return undefined;
+    }
+    // Client input never reaches the recursive code (merge patch, validation, serialisation) unbounded: a 400, not a 500.
+    if (deeperThan(body, maxDepth)) {
+      fail(res, 400, [oo('too-costly', `request body is nested deeper than ${maxDepth} levels`)]);
       return undefined;
     }
     return body;

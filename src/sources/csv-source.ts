@@ -1,7 +1,8 @@
 import { pipeline, type Readable } from 'node:stream';
 import { CsvError, Parser, type Options as CsvParseOptions } from 'csv-parse';
-import type { Issue } from '../core/issues.js';
+import type { Issue, KnownIssueCode } from '../core/issues.js';
 import { ByteWindow } from './byte-window.js';
+import { CsvQuoteGuard, type CsvCut, type GuardLimits } from './csv-quote-guard.js';
 import {
   afterLastBreak,
   countBreaks,
@@ -13,12 +14,17 @@ import {
   skipRawLines,
   trimTrailingBreaks,
 } from './csv-raw-text.js';
-import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
+import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
-import { CSV_MAX_RECORD_CHARS, type SourceConfig, type SourceItem } from './types.js';
+import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type SourceConfig, type SourceItem } from './types.js';
 
 /*
- * CSV reader on csv-parse, streaming: fs → ByteWindow (tap) → csv-parse → this reader.
+ * CSV reader on csv-parse, streaming: fs → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
+ *
+ * The guard (csv-quote-guard.ts) cuts records whose quote is broken beyond a bound (a quoted field open for
+ * more than `csv.maxQuotedLines` lines or at the end of the file, a stray closing quote in a field that runs
+ * past its line, a record over CSV_MAX_RECORD_CHARS bytes) and puts empty lines in their place; the reader
+ * emits one reject per cut, in file order, before the next record csv-parse yields.
  *
  * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
  * ragged row is still seen with its real field count, and with `info` + `raw` so each record knows
@@ -82,8 +88,13 @@ interface PendingDrop {
 
 const noop = (): void => undefined;
 
-/** csv-parse options for a source; throws a fatal error naming the source for invalid options. */
-function parseOptions(cfg: SourceConfig): CsvParseOptions {
+interface ReaderOptions {
+  parse: CsvParseOptions;
+  limits: GuardLimits;
+}
+
+/** csv-parse options and the guard's bounds for a source; throws a fatal error naming the source for invalid options. */
+function parseOptions(cfg: SourceConfig): ReaderOptions {
   const o = cfg.csv ?? {};
   const delimiter = o.delimiter ?? (isTsv(cfg.path) ? '\t' : ',');
   const quote = o.quote ?? '"';
@@ -94,6 +105,8 @@ function parseOptions(cfg: SourceConfig): CsvParseOptions {
   if (o.escape !== undefined && (typeof o.escape !== 'string' || o.escape.length === 0)) bad.push('`escape` must be a non-empty string');
   if (o.comment !== undefined && (typeof o.comment !== 'string' || o.comment.length === 0)) bad.push('`comment` must be a non-empty string');
   if (!Buffer.isEncoding(encoding)) bad.push(`\`encoding\` ${JSON.stringify(encoding)} is not a Node.js encoding`);
+  const maxQuotedLines = o.maxQuotedLines ?? CSV_DEFAULT_MAX_QUOTED_LINES;
+  if (!Number.isInteger(maxQuotedLines) || maxQuotedLines < 1) bad.push('`maxQuotedLines` must be an integer ≥ 1');
   if (bad.length > 0) {
     throw sourceFatal(cfg, `invalid csv options: ${bad.join('; ')}`, { code: 'source-config' });
   }
@@ -119,7 +132,7 @@ function parseOptions(cfg: SourceConfig): CsvParseOptions {
     // `Apt #5` must stay data: only whole lines starting with the comment character are comments.
     opts.comment_no_infix = true;
   }
-  return opts;
+  return { parse: opts, limits: { maxQuotedLines, maxRecordBytes: CSV_MAX_RECORD_CHARS, rawExcerptBytes: CSV_RAW_EXCERPT_BYTES } };
 }
 
 /** Validates column names (header row or `csv.columns`); throws one fatal error listing every problem. */
@@ -138,7 +151,7 @@ function checkColumnNames(cfg: SourceConfig, names: readonly string[], line: num
       problem(`column ${i + 1} has the reserved name "__proto__" ${where}`);
     } else {
       const prev = seen.get(name);
-      if (prev !== undefined) problem(`duplicate column name "${name}" ${where} (columns ${prev + 1} and ${i + 1})`);
+      if (prev !== undefined) problem(`duplicate column name ${showText(name)} ${where} (columns ${prev + 1} and ${i + 1})`);
       else seen.set(name, i);
     }
   }
@@ -153,14 +166,14 @@ function checkColumnNames(cfg: SourceConfig, names: readonly string[], line: num
   }
 }
 
+/** `column "name"` (escaped: header names are source text), `field N` past the header, or `a field`. */
+function columnLabel(index: number | undefined, header: readonly string[] | undefined): string {
+  if (index === undefined) return 'a field';
+  return header !== undefined && index < header.length ? `column ${showText(header[index])}` : `field ${index + 1}`;
+}
+
 function describeCsvError(err: CsvError, header: readonly string[] | undefined): string {
-  const index = typeof err.column === 'number' ? err.column : undefined;
-  const col =
-    index === undefined
-      ? 'a field'
-      : header !== undefined && index < header.length
-        ? `column "${header[index]}"`
-        : `field ${index + 1}`;
+  const col = columnLabel(typeof err.column === 'number' ? err.column : undefined, header);
   switch (err.code) {
     case 'INVALID_OPENING_QUOTE':
       return `quote character inside an unquoted field (${col})`;
@@ -175,26 +188,33 @@ function describeCsvError(err: CsvError, header: readonly string[] | undefined):
   }
 }
 
-/** Starts fs → ByteWindow → csv-parse. The caller iterates `parser` and destroys it when done. */
-/** `startParse`, with csv-parse's option errors turned into a configuration error naming the source. */
-function startParseOrFail(cfg: SourceConfig, options: CsvParseOptions, input: Readable): { parser: Parser; window: ByteWindow } {
+interface Started {
+  parser: Parser;
+  window: ByteWindow;
+  guard: CsvQuoteGuard;
+}
+
+/** Starts fs → CsvQuoteGuard → ByteWindow → csv-parse; csv-parse's option errors become a configuration error naming the source. */
+function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Readable): Started {
   try {
-    return startParse(cfg, options, input);
+    return startParse(options, input);
   } catch (err) {
     throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
   }
 }
 
-function startParse(cfg: SourceConfig, options: CsvParseOptions, input: Readable): { parser: Parser; window: ByteWindow } {
+/** The caller iterates `parser` and destroys it when done. */
+function startParse(options: ReaderOptions, input: Readable): Started {
+  const guard = new CsvQuoteGuard(options.parse, options.limits);
   const window = new ByteWindow();
   const parser: Parser = new Parser({
-    ...options,
+    ...options.parse,
     on_skip: (err: CsvError | undefined, raw: string | undefined) => {
       if (err !== undefined) parser.push(new SkippedRecord(err, raw ?? ''));
     },
   });
-  pipeline(input, window, parser, noop);
-  return { parser, window };
+  pipeline(input, guard, window, parser, noop);
+  return { parser, window, guard };
 }
 
 class CsvReadState {
@@ -215,13 +235,17 @@ class CsvReadState {
   /** Set when line numbers of the current row were already re-synchronised from text. */
   resynced = false;
   pending: PendingDrop | undefined;
-  /** A reject to emit before the row `onRow` returns. */
-  before: SourceItem | undefined;
+  /** Items ready to be yielded, in file order. */
+  readonly out: SourceItem[] = [];
+  /** Rows starting before this line are the empty lines a cut left (they are records when skipEmptyLines is off). */
+  private cutUntil = 0;
 
   constructor(
     readonly cfg: SourceConfig,
     readonly parser: Parser,
     readonly window: ByteWindow,
+    readonly guard: CsvQuoteGuard,
+    readonly limits: GuardLimits,
   ) {
     const columns = cfg.csv?.columns;
     if (columns !== undefined) {
@@ -235,13 +259,13 @@ class CsvReadState {
     return this.parser.options.encoding ?? 'utf8';
   }
 
-  /** Handles one parsed record: the header, a data record or a ragged-row reject (header → undefined). */
-  onRow(row: ParsedRow): SourceItem | undefined {
+  /** Handles one parsed record: the header, a data record or a ragged-row reject (into `out`). */
+  onRow(row: ParsedRow): void {
     const info = row.info;
     const lead = info.empty_lines - this.prevEmpty + info.comment_lines - this.prevComment;
     this.prevEmpty = info.empty_lines;
     this.prevComment = info.comment_lines;
-    if (this.pending !== undefined) this.before = this.resolveBeforeRow(row, lead);
+    if (this.pending !== undefined) this.out.push(this.resolveBeforeRow(row, lead));
     const start = this.anchorLine + lead;
     let end = info.lines - this.corr;
     if (this.resynced) {
@@ -259,13 +283,16 @@ class CsvReadState {
     this.window.floor = info.bytes;
     this.synced = true;
 
+    this.flushCuts(start);
+    if (start < this.cutUntil) return; // an empty line left by a cut
+
     const header = this.header;
     if (header === undefined) {
       checkColumnNames(this.cfg, row.record, start);
       this.header = row.record;
       this.width = row.record.length;
       this.headerLine = start;
-      return undefined;
+      return;
     }
     const record = ++this.recordNo;
     const fields = row.record;
@@ -274,20 +301,21 @@ class CsvReadState {
       const from = skipRawLines(row.raw, lead);
       const raw = row.raw.slice(from, trimTrailingBreaks(row.raw, from));
       const expected = this.headerLine === undefined ? '`csv.columns`' : `header, line ${this.headerLine}`;
-      return rejectItem(
+      this.out.push(rejectItem(
         { source: this.cfg.name, file: this.cfg.path, line: start, record },
         'csv-ragged',
         `expected ${width} fields (${expected}), got ${fields.length}`,
         raw,
-      );
+      ));
+      return;
     }
     const data: Record<string, unknown> = {};
     for (let i = 0; i < width; i++) data[header[i]] = fields[i];
-    return { ok: true, data, origin: { source: this.cfg.name, file: this.cfg.path, line: start, record } };
+    this.out.push({ ok: true, data, origin: { source: this.cfg.name, file: this.cfg.path, line: start, record } });
   }
 
-  /** Handles a record csv-parse dropped; returns the reject of the *previous* dropped record, if now complete. */
-  onSkip(item: SkippedRecord): SourceItem | undefined {
+  /** Handles a record csv-parse dropped; the reject of the *previous* dropped record, if now complete, goes to `out`. */
+  onSkip(item: SkippedRecord): void {
     const err = item.error;
     const raw = item.raw;
     const parserStart = Number(err.lines) - parserLineIncrements(raw);
@@ -296,15 +324,16 @@ class CsvReadState {
       if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(p.startLine);
       p.lastRaw = raw; // another error in the same record
       if (err.code === 'CSV_QUOTE_NOT_CLOSED') p.unclosed = true;
-      return undefined;
+      return;
     }
-    const out = p === undefined ? undefined : this.resolveBeforeSkip(p, raw);
+    if (p !== undefined) this.out.push(this.resolveBeforeSkip(p, raw));
     const lead = Number(err.empty_lines) - this.prevEmpty + Number(err.comment_lines) - this.prevComment;
     this.prevEmpty = Number(err.empty_lines);
     this.prevComment = Number(err.comment_lines);
     const rawStartLine = this.synced ? this.anchorLine : parserStart - this.corr;
     const startLine = rawStartLine + lead;
     if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(startLine);
+    this.flushCuts(startLine);
     if (this.header === undefined) {
       throw sourceFatal(this.cfg, `cannot read the header row: ${describeCsvError(err, undefined)}`, {
         code: 'csv-syntax',
@@ -323,16 +352,61 @@ class CsvReadState {
       lastRaw: raw,
       unclosed: false,
     };
-    return out;
   }
 
-  /** At the end of the file: the reject of a last dropped record, if any. */
-  finish(): SourceItem | undefined {
+  /** At the end of the file: the reject of a last dropped record and the cuts after it, if any. */
+  finish(): void {
     const p = this.pending;
-    if (p === undefined) return undefined;
-    this.pending = undefined;
-    const text = this.synced ? this.windowText(this.window.total) : undefined;
-    return text === undefined ? this.partialReject(p) : this.dropReject(p, text.text, 0, text.text.length);
+    if (p !== undefined) {
+      this.pending = undefined;
+      const text = this.synced ? this.windowText(this.window.total) : undefined;
+      this.out.push(text === undefined ? this.partialReject(p) : this.dropReject(p, text.text, 0, text.text.length));
+    }
+    this.flushCuts(Infinity);
+  }
+
+  /** Emits the rejects of the records the guard cut before line `upTo` (a cut before the header row is fatal). */
+  private flushCuts(upTo: number): void {
+    const cuts = this.guard.cuts;
+    while (cuts.length > 0 && cuts[0].startLine <= upTo) {
+      const c = cuts.shift()!;
+      if (this.header === undefined) {
+        throw sourceFatal(this.cfg, `cannot read the header row: ${this.cutReason(c)}`, {
+          code: cutCode(c),
+          line: c.startLine,
+          hint: c.reason === 'size' ? CUT_SIZE_HINT : CUT_QUOTE_HINT,
+        });
+      }
+      this.cutUntil = c.startLine + c.breaks;
+      const lines = c.endLine > c.startLine ? `lines ${c.startLine}–${c.endLine}` : `line ${c.startLine}`;
+      let message = `${this.cutReason(c)}: ${lines} rejected${c.atEnd ? '' : `, reading resumed at line ${c.endLine + 1}`}`;
+      if (c.truncated) message += ` (raw: its first ${this.limits.rawExcerptBytes} bytes)`;
+      this.out.push(
+        rejectItem({ source: this.cfg.name, file: this.cfg.path, line: c.startLine, record: ++this.recordNo }, cutCode(c), message, c.raw),
+      );
+    }
+  }
+
+  /** What went wrong in a cut record (no field value: column names only, escaped). */
+  private cutReason(c: CsvCut): string {
+    const col = columnLabel(c.field, this.header);
+    const opened = c.quoteLine !== undefined && c.quoteLine !== c.startLine ? `, opened on line ${c.quoteLine}` : '';
+    switch (c.reason) {
+      case 'unclosed':
+        return `quoted field never closed (${col}${opened})`;
+      case 'lines':
+        return `quoted field not closed within ${this.limits.maxQuotedLines} line(s) (${col}${opened}; \`csv.maxQuotedLines\`)`;
+      case 'quoted-size':
+        return `quoted field not closed within ${this.limits.maxRecordBytes} bytes (${col}${opened})`;
+      case 'stray':
+        return `closing quote not followed by a delimiter or the end of the line (${col}${opened}), and the quoted field runs past the end of its line`;
+      case 'runaway':
+        return `quoted field not closed on its line (${col}${opened}): it runs on to line ${c.badLine}, where a quote is followed by other text`;
+      case 'after-quote':
+        return `unexpected character after a closing quote (${col})`;
+      case 'size':
+        return `record longer than ${this.limits.maxRecordBytes} bytes without a line break (${col}; no open quote: a huge unquoted field, or not CSV)`;
+    }
   }
 
   /** File text from `anchorOffset` to `to` (a BOM at offset 0 is left out). */
@@ -439,16 +513,21 @@ class CsvReadState {
   }
 
   private tooLong(startLine: number): Error {
-    return sourceFatal(
-      this.cfg,
-      `the record starting at line ${startLine} is longer than ${CSV_MAX_RECORD_CHARS} characters — most likely a quote that is never closed`,
-      {
-        code: 'csv-syntax',
-        line: startLine,
-        hint: 'Look for an unbalanced quote character at or after this line; set `csv.quote` if the export uses another quote character.',
-      },
-    );
+    // The guard cuts longer records first; this is a safety net.
+    return sourceFatal(this.cfg, `the record starting at line ${startLine} is longer than ${CSV_MAX_RECORD_CHARS} characters`, {
+      code: 'csv-syntax',
+      line: startLine,
+      hint: CUT_SIZE_HINT,
+    });
   }
+}
+
+const CUT_QUOTE_HINT =
+  'Look for an unbalanced quote character on that line; set `csv.quote` if the export uses another quote character, or raise `csv.maxQuotedLines` if fields really span more lines.';
+const CUT_SIZE_HINT = 'Check that the file is CSV with the expected line breaks and `csv.delimiter`.';
+
+function cutCode(c: CsvCut): KnownIssueCode {
+  return c.reason === 'size' ? 'value-too-large' : c.reason === 'after-quote' ? 'csv-syntax' : 'csv-quote';
 }
 
 /** Streams a CSV source. */
@@ -459,25 +538,19 @@ export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal): AsyncGe
   let parser: Parser | undefined;
   let state: CsvReadState | undefined;
   try {
-    let window: ByteWindow;
-    ({ parser, window } = startParseOrFail(cfg, options, input));
-    const st = (state = new CsvReadState(cfg, parser, window));
+    const started = startParseOrFail(cfg, options, input);
+    parser = started.parser;
+    const st = (state = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits));
+    const out = st.out;
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
-      if (item instanceof SkippedRecord) {
-        const out = st.onSkip(item);
-        if (out !== undefined) yield out;
-      } else {
-        const out = st.onRow(item);
-        if (st.before !== undefined) {
-          const before = st.before;
-          st.before = undefined;
-          yield before;
-        }
-        if (out !== undefined) yield out;
-      }
+      if (item instanceof SkippedRecord) st.onSkip(item);
+      else st.onRow(item);
+      for (let i = 0; i < out.length; i++) yield out[i];
+      out.length = 0;
     }
-    const last = st.finish();
-    if (last !== undefined) yield last;
+    st.finish();
+    for (const item of out) yield item;
+    out.length = 0;
   } catch (err) {
     throw wrapReadError(cfg, err, { line: state?.anchorLine, what: 'CSV read error' });
   } finally {
@@ -498,16 +571,17 @@ export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
   const input = fileStream(opened, undefined);
   let parser: Parser | undefined;
   try {
-    let window: ByteWindow;
-    ({ parser, window } = startParseOrFail(cfg, options, input));
-    const st = new CsvReadState(cfg, parser, window);
+    const started = startParseOrFail(cfg, options, input);
+    parser = started.parser;
+    const st = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits);
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
       if (item instanceof SkippedRecord) st.onSkip(item); // before the header: throws
       else {
         st.onRow(item);
-        return [...(st.header ?? [])];
+        if (st.header !== undefined) return [...st.header];
       }
     }
+    st.finish(); // a cut before any header row: throws
     return [];
   } catch (err) {
     throw wrapReadError(cfg, err, { what: 'CSV read error' });

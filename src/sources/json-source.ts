@@ -3,6 +3,7 @@ import StreamJsonParser from 'stream-json/Parser.js';
 import Pick from 'stream-json/filters/Pick.js';
 import StreamArray from 'stream-json/streamers/StreamArray.js';
 import { parsePlainPath, stackMatches, type PathSegment } from './json-records-path.js';
+import { recordBoundsViolation } from './record-bounds.js';
 import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
 import { JSON_MAX_WHOLE_FILE_BYTES, type SourceConfig, type SourceItem } from './types.js';
@@ -38,16 +39,45 @@ function isRecordObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/** The element re-serialised for the rejects file, or undefined when it cannot be (too deep for JSON.stringify). */
+function rawOf(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * stream-json assembles objects with `obj[key] = value`, so a `"__proto__"` member (valid JSON, hostile input)
+ * became the record's prototype: its fields then looked inherited to some readers and vanished for others.
+ * JSON.parse (NDJSON, whole files) keeps it an own member; this gives streamed records the same shape.
+ */
+function ownProtoMembers(value: unknown): void {
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const v of value) ownProtoMembers(v);
+    return;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    Object.setPrototypeOf(value, Object.prototype);
+    Object.defineProperty(value, '__proto__', { value: proto, enumerable: true, writable: true, configurable: true });
+  }
+  for (const v of Object.values(value)) ownProtoMembers(v);
+}
+
 function elementItem(cfg: SourceConfig, index: number, value: unknown): SourceItem {
   const origin = { source: cfg.name, file: cfg.path, record: index + 1 };
-  if (isRecordObject(value)) return { ok: true, data: value, origin };
-  let raw: string | undefined;
-  try {
-    raw = JSON.stringify(value);
-  } catch {
-    raw = undefined;
+  if (!isRecordObject(value)) {
+    return rejectItem(origin, 'not-object', `element ${index} of the records array is ${kindOf(value)}, not an object`, rawOf(value));
   }
-  return rejectItem(origin, 'not-object', `element ${index} of the records array is ${kindOf(value)}, not an object`, raw);
+  const outOfBounds = recordBoundsViolation(value);
+  if (outOfBounds !== undefined) {
+    return rejectItem(origin, 'value-too-large', `element ${index} of the records array is too large: ${outOfBounds}`, rawOf(value));
+  }
+  ownProtoMembers(value); // after the depth bound: the walk is recursive
+  return { ok: true, data: value, origin };
 }
 
 function recordsLabel(cfg: SourceConfig): string {

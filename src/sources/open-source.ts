@@ -1,10 +1,13 @@
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import { readCsv, readCsvHeader } from './csv-source.js';
 import { readJson } from './json-source.js';
 import { readNdjson } from './ndjson-source.js';
 import { sourceFatal } from './source-errors.js';
-import { detectFormat } from './source-file.js';
+import { detectFormat, openSourceFile } from './source-file.js';
 import {
   HEADER_SAMPLE_RECORDS,
+  JSON_PRECHECK_MAX_BYTES,
   type OpenSourceOptions,
   type SourceConfig,
   type SourceFormat,
@@ -21,7 +24,17 @@ export type {
   SourceRecord,
   SourceReject,
 } from './types.js';
-export { CSV_MAX_RECORD_CHARS, HEADER_SAMPLE_RECORDS, JSON_MAX_WHOLE_FILE_BYTES, NDJSON_MAX_LINE_BYTES } from './types.js';
+export {
+  CSV_DEFAULT_MAX_QUOTED_LINES,
+  CSV_MAX_RECORD_CHARS,
+  HEADER_SAMPLE_RECORDS,
+  JSON_MAX_WHOLE_FILE_BYTES,
+  JSON_PRECHECK_MAX_BYTES,
+  NDJSON_MAX_LINE_BYTES,
+  RECORD_MAX_DEPTH,
+  RECORD_MAX_ITEMS,
+  RECORD_MAX_TEXT_CHARS,
+} from './types.js';
 export { detectFormat } from './source-file.js';
 
 const FORMATS: readonly SourceFormat[] = ['csv', 'json', 'ndjson'];
@@ -94,4 +107,72 @@ export async function readHeader(cfg: SourceConfig): Promise<string[]> {
     if (++seen >= HEADER_SAMPLE_RECORDS) break;
   }
   return [...keys];
+}
+
+/**
+ * Checks, before anything is written, that a source can be read: its configuration (format, options), that the
+ * file exists, is a regular file (or a FIFO) and is readable, and that its format opens — the CSV header row
+ * (names, quotes), the first bytes of an NDJSON file, and a whole JSON file up to JSON_PRECHECK_MAX_BYTES (a
+ * JSON syntax error or a missing `records` path anywhere is fatal, so it is found now rather than after other
+ * sources were loaded; larger files: their first bytes). A FIFO is only checked for access: reading it would
+ * consume it. Throws the fatal `CareEtlError` (exit code 2) reading the source would throw; rows that would be
+ * rejected are not errors here.
+ */
+export async function checkSource(cfg: SourceConfig, opts: OpenSourceOptions = {}): Promise<void> {
+  const format = checkConfig(cfg);
+  let st: Awaited<ReturnType<typeof stat>>;
+  try {
+    st = await stat(cfg.path);
+  } catch {
+    // openSourceFile reports a missing or unreadable file with the same words as a run would
+    await (await openSourceFile(cfg)).handle.close();
+    return;
+  }
+  if (st.isFIFO()) {
+    try {
+      await access(cfg.path, constants.R_OK);
+    } catch (err) {
+      throw sourceFatal(cfg, `cannot open ${cfg.path}: ${(err as Error).message}`, { code: 'source-read', cause: err });
+    }
+    return;
+  }
+  if (!st.isFile()) throw sourceFatal(cfg, `not a regular file: ${cfg.path}`, { code: 'source-read' });
+  opts.signal?.throwIfAborted();
+  switch (format) {
+    case 'csv': {
+      const opened = await openSourceFile(cfg);
+      await opened.handle.close();
+      await readCsvHeader(cfg);
+      return;
+    }
+    case 'ndjson': {
+      for await (const _ of readNdjson(cfg, opts.signal)) break;
+      return;
+    }
+    case 'json': {
+      if (st.size <= JSON_PRECHECK_MAX_BYTES) {
+        for await (const _ of readJson(cfg, opts.signal)) {
+          // elements are rejected or not later; only whole-file errors matter here
+        }
+        return;
+      }
+      await checkJsonStart(cfg);
+      return;
+    }
+  }
+}
+
+/** The first significant character of a large JSON file opens an array or an object. */
+async function checkJsonStart(cfg: SourceConfig): Promise<void> {
+  const opened = await openSourceFile(cfg);
+  try {
+    const buf = Buffer.alloc(4096);
+    const { bytesRead } = await opened.handle.read(buf, 0, buf.length, 0);
+    const text = buf.toString('utf8', 0, bytesRead).replace(/^\ufeff/, '').trimStart();
+    if (text.length === 0 || (text[0] !== '[' && text[0] !== '{')) {
+      throw sourceFatal(cfg, 'invalid JSON: the file does not start with an array or an object', { code: 'json-syntax' });
+    }
+  } finally {
+    await opened.handle.close().catch(() => undefined);
+  }
 }

@@ -18,15 +18,33 @@ export interface FatalDetails {
   issues?: Issue[];
 }
 
+/** Control characters (C0, DEL, C1), line/paragraph separators and bidirectional controls: never raw on a terminal. */
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** `s` with every control character written as `\u{..}` (messages are one line, and ANSI escapes stay inert). */
+export function escapeControls(s: string): string {
+  return s.replace(UNSAFE, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
+}
+
+/**
+ * Source text (a header name, a key) quoted for a message: JSON-style, control characters escaped, at most
+ * `max` characters.
+ */
+export function showText(s: string, max = 64): string {
+  const cut = s.length > max ? `${s.slice(0, max)}…` : s;
+  return escapeControls(JSON.stringify(cut));
+}
+
 export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDetails): CareEtlError {
-  const issues = details.issues ?? [
+  message = escapeControls(message);
+  const issues = (details.issues?.map((i) => ({ ...i, message: escapeControls(i.message) })) ?? [
     {
       severity: 'fatal' as const,
       code: details.code,
       message,
       location: { file: cfg.path, line: details.line, record: details.record },
     },
-  ];
+  ]);
   const where = details.line !== undefined ? `${cfg.path}:${details.line}` : cfg.path;
   return new CareEtlError(`Source \`${cfg.name}\`: ${where}: ${message}`, {
     issues,
@@ -40,7 +58,7 @@ export function rejectItem(origin: Origin, code: KnownIssueCode, message: string
   const issue: Issue = {
     severity: 'error',
     code,
-    message,
+    message: escapeControls(message),
     location: { file: origin.file, line: origin.line, record: origin.record },
   };
   return raw === undefined ? { ok: false, origin, issues: [issue] } : { ok: false, origin, issues: [issue], raw };

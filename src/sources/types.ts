@@ -19,6 +19,12 @@ export interface CsvOptions {
   skipEmptyLines?: boolean;
   /** Column names when the file has no header row. */
   columns?: string[];
+  /**
+   * Lines a quoted field may span (default 100). A quote still open after that many lines, or at the end of
+   * the file, is broken: the record is rejected up to the end of the line where that quote opened and reading
+   * resumes on the next line.
+   */
+  maxQuotedLines?: number;
 }
 
 export interface SourceConfig {
@@ -65,11 +71,26 @@ export interface OpenSourceOptions {
   signal?: AbortSignal;
 }
 
-/** CSV records longer than this (in characters) are a fatal error: almost always an unclosed quote. */
+/**
+ * CSV records longer than this (in bytes) are rejected (`value-too-large`, or `csv-quote` when a quote is open) and
+ * reading resumes on the next line; a header row that long is fatal.
+ */
 export const CSV_MAX_RECORD_CHARS = 4 * 1024 * 1024;
-/** NDJSON lines longer than this (in bytes) are a fatal error (e.g. a JSON document named `.ndjson`). */
+/** Default of `csv.maxQuotedLines`: lines a quoted field may span. */
+export const CSV_DEFAULT_MAX_QUOTED_LINES = 100;
+/** Bytes of a cut CSV record / an over-long NDJSON line kept as the reject's `raw`. */
+export const CSV_RAW_EXCERPT_BYTES = 64 * 1024;
+/** NDJSON lines longer than this (in bytes) are rejected (`value-too-large`) without being read into memory whole. */
 export const NDJSON_MAX_LINE_BYTES = 64 * 1024 * 1024;
+/** JSON / NDJSON records: deepest nesting of objects and arrays (the record itself is level 1). */
+export const RECORD_MAX_DEPTH = 64;
+/** JSON / NDJSON records: most items of one array, or members of one object. */
+export const RECORD_MAX_ITEMS = 100_000;
+/** JSON / NDJSON records: longest text value or key, in characters. */
+export const RECORD_MAX_TEXT_CHARS = 4 * 1024 * 1024;
 /** A JSON file whose `records` is a JSONata expression (not a plain path) is read whole: up to this size. */
 export const JSON_MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024;
+/** `checkSource` reads JSON files up to this size whole (a syntax error anywhere in them is fatal); larger: the start. */
+export const JSON_PRECHECK_MAX_BYTES = 64 * 1024 * 1024;
 /** `readHeader` reports the union of keys of this many first JSON/NDJSON records. */
 export const HEADER_SAMPLE_RECORDS = 50;

@@ -34,7 +34,8 @@
  * Each property was seen to fail with the invariant deliberately broken; coverage tallies make a property fail
  * when its generator stops reaching the cases listed (checked from 300 runs up).
  *
- * Known product bugs are `it.fails` properties at the end (see their comments): UTF-16LE CSV, `"__proto__"` in JSON.
+ * Known product bugs are `it.fails` properties at the end (see their comments): UTF-16LE CSV (issue 16). `"__proto__"` in JSON,
+ * found here, is fixed (src/sources/json-source.ts `ownProtoMembers`, `evalKey` reading own fields only).
  *
  * Runs: CARE_PROPERTY_RUNS generated cases in total (default 2000 — the `npm test` count — split over the five
  * properties; ~30 s on this 2-core machine). Seed: CARE_PROPERTY_SEED (default fixed; a failure prints seed and
@@ -554,7 +555,7 @@ describe('known bugs', () => {
     await fc.assert(fc.asyncProperty(csvUtf16Case, mappingSpec, (src, spec) => dryRunProperty(src, spec, false)), { seed: SEED, numRuns: 50, endOnFailure: true });
   });
 
-  it.fails('a JSON record is read as the same NDJSON record is, even with a "__proto__" member (BUG: it becomes the prototype)', async () => {
+  it('a JSON record is read as the same NDJSON record is, even with a "__proto__" member (fixed: it stays an own member)', async () => {
     await fc.assert(
       fc.asyncProperty(protoRecords, async (records) => {
         const outcome = async (format: 'json' | 'ndjson') => {
@@ -569,6 +570,8 @@ describe('known bugs', () => {
               counts: o.report!.mappings.patient,
               written: readLines(join(cd.out, 'Patient.ndjson')),
               rejected: rejectsOf(cd.rejects).map((r) => `#${r.record} ${r.stage}/${r.issues[0]?.code}`),
+              // The rows kept for re-processing hold the "__proto__" member as data, both ways.
+              rows: rejectsOf(cd.rejects).map((r) => JSON.stringify((r as { row?: unknown }).row)),
             };
           } finally {
             rmSync(cd.dir, { recursive: true, force: true });

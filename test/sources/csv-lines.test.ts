@@ -4,7 +4,9 @@ import { brief, collect, tempDir } from './helpers.js';
 /*
  * Line numbers, record numbers and raw text of rejects, checked against a generator that knows them:
  * tens of thousands of rows (many 64 KiB read chunks) mixing multi-line quoted fields, CRLF/LF/mixed
- * line endings, blank and comment lines, ragged rows and malformed quotes (also back to back).
+ * line endings, blank and comment lines, ragged rows and malformed quotes (also back to back). A stray closing
+ * quote whose field runs past its line (`"x"y,"p⏎q",w`) costs that line only (a `csv-quote` cut, see
+ * csv-quote-guard.ts); the next line is read on its own.
  */
 
 const tmp = tempDir();
@@ -36,6 +38,7 @@ function generate(seed: number, rows: number, endings: 'lf' | 'crlf' | 'mixed', 
   const parts: string[] = [];
   const expected: Expected[] = [];
   let line = 1;
+  let rec = 0;
   const put = (text: string, breaks: number): void => {
     parts.push(text);
     line += breaks;
@@ -53,32 +56,32 @@ function generate(seed: number, rows: number, endings: 'lf' | 'crlf' | 'mixed', 
     const k = rnd();
     if (k < 0.55) {
       put(`${id},name ${id},note ${id}${end}`, last ? 0 : 1);
-      expected.push({ ok: true, line: start, record: r, data: { id, name: `name ${id}`, note: `note ${id}` } });
+      expected.push({ ok: true, line: start, record: ++rec, data: { id, name: `name ${id}`, note: `note ${id}` } });
     } else if (k < 0.67) {
       const n = 1 + Math.floor(rnd() * 3);
       const breaks = Array.from({ length: n }, () => ['\n', '\r\n', eol()][Math.floor(rnd() * 3)]);
       const value = breaks.map((b, i) => `part${i}${b}`).join('') + 'end';
       put(`${id},"${value}",n${end}`, n + (last ? 0 : 1));
-      expected.push({ ok: true, line: start, record: r, data: { id, name: value, note: 'n' } });
+      expected.push({ ok: true, line: start, record: ++rec, data: { id, name: value, note: 'n' } });
     } else if (k < 0.74) {
       put(`${id},"say ""hi"", ok",n${end}`, last ? 0 : 1);
-      expected.push({ ok: true, line: start, record: r, data: { id, name: 'say "hi", ok', note: 'n' } });
+      expected.push({ ok: true, line: start, record: ++rec, data: { id, name: 'say "hi", ok', note: 'n' } });
     } else if (k < 0.81) {
       const text = rnd() < 0.5 ? `${id},only two` : `${id},a,b,"c${'\r\n'}d"`;
       put(`${text}${end}`, (text.includes('\r\n') ? 1 : 0) + (last ? 0 : 1));
-      expected.push({ ok: false, line: start, record: r, code: 'csv-ragged', raw: text });
+      expected.push({ ok: false, line: start, record: ++rec, code: 'csv-ragged', raw: text });
     } else if (k < 0.93) {
       const text = `${id},bad "quote" ${id},n`;
       put(`${text}${end}`, last ? 0 : 1);
-      expected.push({ ok: false, line: start, record: r, code: 'csv-syntax', raw: text });
+      expected.push({ ok: false, line: start, record: ++rec, code: 'csv-syntax', raw: text });
     } else if (!last) {
       const br = eol();
-      const text = `${id},"x"y,"p${br}q",w`;
-      put(`${text}${end}`, 2);
-      expected.push({ ok: false, line: start, record: r, code: 'csv-syntax', raw: text });
+      put(`${id},"x"y,"p${br}q",w${end}`, 2);
+      expected.push({ ok: false, line: start, record: ++rec, code: 'csv-quote', raw: `${id},"x"y,"p` });
+      expected.push({ ok: false, line: start + 1, record: ++rec, code: 'csv-syntax', raw: 'q",w' });
     } else {
       put(`${id},name ${id},note ${id}`, 0);
-      expected.push({ ok: true, line: start, record: r, data: { id, name: `name ${id}`, note: `note ${id}` } });
+      expected.push({ ok: true, line: start, record: ++rec, data: { id, name: `name ${id}`, note: `note ${id}` } });
     }
   }
   return { text: parts.join(''), expected };

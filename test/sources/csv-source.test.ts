@@ -248,16 +248,17 @@ describe('CSV: malformed quotes', () => {
         raw: '002,Alan "The Enigma" Turing,fine',
       },
       { ok: true, line: 4, record: 3, data: { MRN: '003', name: 'Grace', notes: 'multi\nline note' } },
-      // csv-parse stays inside the quote after `"Edsger"x`: the rest of the file is this record
+      // csv-parse would stay inside the quote after `"Edsger"x` to the end of the file: the guard cuts that line only
       {
         ok: false,
         line: 6,
         record: 4,
-        code: 'csv-syntax',
+        code: 'csv-quote',
         message:
-          'closing quote not followed by a delimiter or the end of the line (column "name"); a quote is then never closed: lines 6–7 (to the end of the file) were read as one record',
-        raw: '004,"Edsger"x,bad closing\n005,Barbara,last',
+          'closing quote not followed by a delimiter or the end of the line (column "name"), and the quoted field runs past the end of its line: line 6 rejected, reading resumed at line 7',
+        raw: '004,"Edsger"x,bad closing',
       },
+      { ok: true, line: 7, record: 5, data: { MRN: '005', name: 'Barbara', notes: 'last' } },
     ]);
     const reject = items[1];
     if (!reject.ok) expect(reject.issues[0].message).not.toContain('Enigma');
@@ -271,8 +272,8 @@ describe('CSV: malformed quotes', () => {
       '3,bad "q" two,y', // 5
       '', // 6
       '4,"multi\r\nline",z', // 7-8
-      '5,"x"y,"p', // 9  (closing quote followed by y; csv-parse stays quoted until `q",` below)
-      'q",w', // 10
+      '5,"x"y,"p', // 9  (closing quote followed by y, and the field runs past the line: line 9 is cut)
+      'q",w', // 10 (then read on its own: a quote inside an unquoted field)
       '6,fine,v', // 11
       '7,last "bad', // 12 (no final newline)
     ].join('\r\n');
@@ -286,12 +287,14 @@ describe('CSV: malformed quotes', () => {
         ok: false,
         line: 9,
         record: 5,
-        code: 'csv-syntax',
-        message: 'closing quote not followed by a delimiter or the end of the line (column "name"); the record spans lines 9–10',
-        raw: '5,"x"y,"p\r\nq",w',
+        code: 'csv-quote',
+        message:
+          'closing quote not followed by a delimiter or the end of the line (column "name"), and the quoted field runs past the end of its line: line 9 rejected, reading resumed at line 10',
+        raw: '5,"x"y,"p',
       },
-      { ok: true, line: 11, record: 6, data: { id: '6', name: 'fine', note: 'v' } },
-      { ok: false, line: 12, record: 7, code: 'csv-syntax', message: 'quote character inside an unquoted field (column "name")', raw: '7,last "bad' },
+      { ok: false, line: 10, record: 6, code: 'csv-syntax', message: 'quote character inside an unquoted field (column "id")', raw: 'q",w' },
+      { ok: true, line: 11, record: 7, data: { id: '6', name: 'fine', note: 'v' } },
+      { ok: false, line: 12, record: 8, code: 'csv-syntax', message: 'quote character inside an unquoted field (column "name")', raw: '7,last "bad' },
     ]);
   });
 
@@ -304,29 +307,41 @@ describe('CSV: malformed quotes', () => {
     ]);
   });
 
-  test('a quote never closed: one reject naming the lines read as one record', async () => {
+  test('a quote never closed: its line is rejected, the lines after it are read', async () => {
     expect(brief(await collect({ name: 'p', path: fixture('unclosed-quote.csv') }))).toEqual([
       { ok: true, line: 2, record: 1, data: { MRN: '001', name: 'Ada' } },
       {
         ok: false,
         line: 3,
         record: 2,
-        code: 'csv-syntax',
-        message: 'quoted field never closed (column "name"): lines 3–4 (to the end of the file) were read as one record',
-        raw: '002,"Alan\n003,Grace',
+        code: 'csv-quote',
+        message: 'quoted field never closed (column "name"): line 3 rejected, reading resumed at line 4',
+        raw: '002,"Alan',
       },
+      { ok: true, line: 4, record: 3, data: { MRN: '003', name: 'Grace' } },
     ]);
   });
 
-  test('an unclosed quote that swallows more than the record size limit is fatal, naming file:line', async () => {
+  test('an unclosed quote over a long file costs its own line (`csv.maxQuotedLines`), not the source', async () => {
     const rows = ['id,note', '1,ok', '2,"never closed'];
-    const filler = 'x'.repeat(99) + '\n';
-    const path = tmp.write('runaway.csv', rows.join('\n') + '\n' + filler.repeat(45_000));
-    const err = await fatal({ name: 'notes', path });
-    expect(err.exitCode).toBe(2);
-    expect(err.message).toContain(`Source \`notes\`: ${path}:3:`);
-    expect(err.message).toContain('never closed');
-    expect(err.issues[0]).toMatchObject({ severity: 'fatal', code: 'csv-syntax', location: { file: path, line: 3 } });
+    const filler = Array.from({ length: 45_000 }, (_, i) => `${i + 3},${'x'.repeat(95)}\n`).join('');
+    const path = tmp.write('runaway.csv', rows.join('\n') + '\n' + filler);
+    const items = await collect({ name: 'notes', path });
+    expect(items).toHaveLength(45_002);
+    expect(brief(items.slice(0, 3))).toEqual([
+      { ok: true, line: 2, record: 1, data: { id: '1', note: 'ok' } },
+      {
+        ok: false,
+        line: 3,
+        record: 2,
+        code: 'csv-quote',
+        message: 'quoted field not closed within 100 line(s) (column "note"; `csv.maxQuotedLines`): line 3 rejected, reading resumed at line 4',
+        raw: '2,"never closed',
+      },
+      { ok: true, line: 4, record: 3, data: { id: '3', note: 'x'.repeat(95) } },
+    ]);
+    expect(items.slice(2).every((i) => i.ok)).toBe(true);
+    expect(items.at(-1)?.origin).toMatchObject({ line: 45_003, record: 45_002 });
   });
 
   test('a malformed header row is fatal', async () => {

@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, test } from 'vitest';
-import { CareEtlError } from '../../src/core/issues.js';
 import { NDJSON_MAX_LINE_BYTES, openSource, readHeader } from '../../src/sources/open-source.js';
 import { brief, collect, fixture, tempDir } from './helpers.js';
 
@@ -61,11 +60,19 @@ describe('NDJSON', () => {
     expect(await readHeader({ name: 'p', path })).toEqual(['id', 'k0', 'k1', 'k2']);
   });
 
-  test('a line longer than the limit is fatal (not read into memory whole)', async () => {
-    const path = tmp.write('huge-line.ndjson', '{"a":1}\n' + '{"x":"' + 'y'.repeat(NDJSON_MAX_LINE_BYTES) + '"}\n');
-    const err = await collect({ name: 'p', path }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(CareEtlError);
-    expect((err as CareEtlError).message).toContain(`${path}:2: line 2 is longer than`);
+  test('a line longer than the limit is a reject with its line (not read into memory whole); later lines are read', async () => {
+    const path = tmp.write('huge-line.ndjson', '{"a":1}\n' + '{"x":"' + 'y'.repeat(NDJSON_MAX_LINE_BYTES) + '"}\r\n{"b":2}\n');
+    const items = await collect({ name: 'p', path });
+    expect(items.map((i) => [i.ok, i.origin.line, i.origin.record])).toEqual([
+      [true, 1, 1],
+      [false, 2, 2],
+      [true, 3, 3],
+    ]);
+    const reject = items[1]!;
+    if (reject.ok) throw new Error('expected a reject');
+    expect(reject.issues[0]).toMatchObject({ code: 'value-too-large', location: { line: 2, record: 2 } });
+    expect(reject.issues[0]!.message).toContain(`line longer than ${NDJSON_MAX_LINE_BYTES} bytes`);
+    expect(reject.raw?.length).toBeLessThanOrEqual(64 * 1024);
   });
 
   test('many lines stream in order', async () => {

@@ -1,0 +1,621 @@
+import { Transform, type TransformCallback } from 'node:stream';
+import { Parser, type Options as CsvParseOptions } from 'csv-parse';
+
+/*
+ * Bounded recovery from broken quotes, upstream of csv-parse: fs → CsvQuoteGuard → ByteWindow → csv-parse.
+ *
+ * csv-parse, once inside a quoted field, stays there until a quote followed by a delimiter or a line break: a
+ * stray quote (`"ab" ,2`, `"ab,2`) makes every later line part of one record, rejected as a whole (or, past the
+ * record size limit, the end of the source). This guard mirrors csv-parse's lexical state machine byte for byte
+ * (same normalised options: delimiters, quote, escape, record delimiters, comments, trim) and holds back the
+ * bytes of the current record until it ends. A record is *cut* when
+ *   - a quoted field is still open after `maxQuotedLines` lines, or at the end of the file            (quote)
+ *   - a quoted field holds a closing quote followed by other text (`"ab" ,2`) and crosses a line break, or
+ *     crosses a line break and then meets a quote followed by other text (`"ab,2` … `4,"x",y`)       (quote)
+ *   - the record grows past `maxRecordBytes` (quote open: quote; else: size — a huge unquoted field)
+ *   - with `trim`, a character follows a closing quote (csv-parse would silently drop the rest of its buffer)
+ * A cut removes the record from its first byte up to the end of the line where the offending quote opened (or,
+ * for the last two, of the current line) and puts as many CRLF line breaks in its place: csv-parse sees empty
+ * lines (line numbers and byte offsets stay consistent for the reader) and reading resumes on the next line,
+ * scanned again from a fresh state. The reader turns each cut (`cuts`, in file order) into one reject.
+ *
+ * The guard works on bytes like csv-parse (UTF-8, latin1; UTF-16LE as csv-parse does, byte-wise), detects the
+ * same BOMs, and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
+ * of an over-long line past that are discarded (a bounded excerpt is kept for the reject).
+ */
+
+export type CutReason = 'unclosed' | 'lines' | 'quoted-size' | 'stray' | 'runaway' | 'after-quote' | 'size';
+
+export interface CsvCut {
+  reason: CutReason;
+  /** True line (1-based) where the cut record starts. */
+  startLine: number;
+  /** Last line of the cut (inclusive). */
+  endLine: number;
+  /** Line where the offending quote opened (quote reasons). */
+  quoteLine?: number;
+  /** `runaway`: the line where a quote followed by other text showed the quote was broken. */
+  badLine?: number;
+  /** 0-based index of the field where the quote opened / the problem is. */
+  field: number;
+  /** Line breaks removed (as many CRLF were put in their place). */
+  breaks: number;
+  /** The cut text without its final line break (at most `rawExcerptBytes`), decoded. */
+  raw: string;
+  truncated: boolean;
+  /** The cut runs to the end of the file (no line after it). */
+  atEnd: boolean;
+}
+
+export interface GuardLimits {
+  /** Lines a quoted field may span (≥ 1). */
+  maxQuotedLines: number;
+  /** Bytes a record may hold (its delimiters and quotes included). */
+  maxRecordBytes: number;
+  /** Bytes of a cut record kept as its `raw`. */
+  rawExcerptBytes: number;
+}
+
+interface Lex {
+  encoding: BufferEncoding;
+  quote: Buffer | null;
+  escape: Buffer | null;
+  escapeIsQuote: boolean;
+  delimiters: Buffer[];
+  rds: Buffer[];
+  comment: Buffer | null;
+  commentNoInfix: boolean;
+  ltrim: boolean;
+  rtrim: boolean;
+  timchars: Buffer[];
+  timFirst: Uint8Array;
+  cr: Buffer;
+  lf: Buffer;
+  /** Bytes of lookahead every decision may need. */
+  look: number;
+  /** First bytes that end a run of plain bytes: inside quotes / in an unquoted field / in a comment line. */
+  stopQuoted: Uint8Array;
+  stopUnquoted: Uint8Array;
+  stopComment: Uint8Array;
+}
+
+interface NormalizedCsvOptions {
+  encoding: BufferEncoding | null;
+  quote: Buffer | null;
+  escape: Buffer | null;
+  delimiter: Buffer[];
+  record_delimiter: Buffer[];
+  comment: Buffer | null;
+  comment_no_infix: boolean;
+  ltrim: boolean;
+  rtrim: boolean;
+}
+
+const EMPTY = Buffer.alloc(0);
+const BOM_UTF8 = Buffer.from([0xef, 0xbb, 0xbf]);
+const BOM_UTF16LE = Buffer.from([0xff, 0xfe]);
+
+/** csv-parse's own normalisation of the options (throws on invalid options, like the parser would). */
+function lexOf(options: CsvParseOptions, bomEncoding?: BufferEncoding): Lex {
+  const base = new Parser(options);
+  // On a BOM, csv-parse re-normalises its options with the BOM's encoding but keeps its initial state.
+  const norm = bomEncoding === undefined ? base : new Parser({ ...options, encoding: bomEncoding });
+  const o = norm.options as unknown as NormalizedCsvOptions;
+  const st = (base as unknown as { state: { timchars: Buffer[]; escapeIsQuote: boolean } }).state;
+  base.destroy();
+  if (norm !== base) norm.destroy();
+  const encoding = (o.encoding ?? 'utf8') as BufferEncoding;
+  const timFirst = new Uint8Array(256);
+  for (const t of st.timchars) timFirst[t[0]!] = 1;
+  const cr = Buffer.from('\r', encoding);
+  const lf = Buffer.from('\n', encoding);
+  const seqs = [...o.delimiter, ...o.record_delimiter, ...st.timchars, cr, lf, ...(o.comment ? [o.comment] : [])];
+  const longest = Math.max(1, ...seqs.map((s) => s.length));
+  const quoteLen = o.quote?.length ?? 0;
+  const escLen = o.escape?.length ?? 0;
+  const stop = (bufs: (Buffer | null)[]): Uint8Array => {
+    const t = new Uint8Array(256);
+    for (const b of bufs) if (b && b.length > 0) t[b[0]!] = 1;
+    return t;
+  };
+  return {
+    encoding,
+    quote: o.quote && o.quote.length > 0 ? o.quote : null,
+    escape: o.escape && o.escape.length > 0 ? o.escape : null,
+    escapeIsQuote: st.escapeIsQuote,
+    delimiters: o.delimiter,
+    rds: o.record_delimiter,
+    comment: o.comment,
+    commentNoInfix: o.comment_no_infix,
+    ltrim: o.ltrim,
+    rtrim: o.rtrim,
+    timchars: st.timchars,
+    timFirst,
+    cr,
+    lf,
+    look: quoteLen + escLen + 2 * longest + 4,
+    stopQuoted: stop([o.quote, o.escape, cr, lf]),
+    stopUnquoted: stop([o.quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
+    stopComment: stop([...o.record_delimiter, cr, lf]),
+  };
+}
+
+function matchAt(b: Buffer, p: number, seq: Buffer): boolean {
+  if (p + seq.length > b.length) return false;
+  for (let i = 0; i < seq.length; i++) if (b[p + i] !== seq[i]) return false;
+  return true;
+}
+
+/** Validates csv-parse options the way the guard will use them (throws like csv-parse). */
+export function checkGuardOptions(options: CsvParseOptions): void {
+  lexOf(options);
+}
+
+interface Drop {
+  reason: CutReason;
+  startLine: number;
+  quoteLine?: number;
+  field: number;
+  /** Line breaks of the cut before the line whose end is searched. */
+  before: number;
+  excerpt: Buffer[];
+  excerptBytes: number;
+  truncated: boolean;
+}
+
+export class CsvQuoteGuard extends Transform {
+  /** Cut records, in file order; the reader takes them from the front. */
+  readonly cuts: CsvCut[] = [];
+  private lex: Lex | undefined;
+  private held: Buffer = EMPTY;
+  /** Scan position in `held`. */
+  private p = 0;
+  /** Start of the current record in `held`: the bytes before it can be passed on. */
+  private rec = 0;
+  /** True line at `p`, and where the current record started. */
+  private line = 1;
+  private recLine = 1;
+  /** Index in `held` just past the last CR visited (a CRLF is one line break). */
+  private crEnd = -1;
+  // csv-parse's lexical state
+  private quoting = false;
+  private wasQuoting = false;
+  private fieldLen = 0;
+  private fields = 0;
+  private commenting = false;
+  private escaping = false;
+  // the open quote
+  private qPos = 0;
+  private qLine = 0;
+  private qField = 0;
+  private qBad = false;
+  private dropping: Drop | undefined;
+
+  constructor(
+    private readonly options: CsvParseOptions,
+    private readonly limits: GuardLimits,
+  ) {
+    super();
+    lexOf(options); // invalid options throw here, before any byte is read
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
+    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    try {
+      this.run(false);
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    callback();
+  }
+
+  override _flush(callback: TransformCallback): void {
+    try {
+      this.run(true);
+      if (this.held.length > 0) this.push(this.held);
+      this.held = EMPTY;
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    callback();
+  }
+
+  private run(eof: boolean): void {
+    if (this.lex === undefined) {
+      const b = this.held;
+      if (b.length < 3 && !eof) return;
+      let bom: BufferEncoding | undefined;
+      let bomLen = 0;
+      if (b.length >= 3) {
+        if (BOM_UTF8.compare(b, 0, 3) === 0) [bom, bomLen] = ['utf8', 3];
+        else if (BOM_UTF16LE.compare(b, 0, 2) === 0) [bom, bomLen] = ['utf16le', 2];
+      }
+      this.lex = lexOf(this.options, bom);
+      this.p = this.rec = bomLen;
+    }
+    this.scan(eof);
+    this.release();
+  }
+
+  /** Passes on the bytes before the current record. */
+  private release(): void {
+    const n = this.rec;
+    if (n === 0) return;
+    this.push(this.held.subarray(0, n));
+    this.held = this.held.subarray(n);
+    this.p -= n;
+    this.rec = 0;
+    this.qPos -= n;
+    this.crEnd -= n;
+  }
+
+  private resetRecord(): void {
+    this.quoting = false;
+    this.wasQuoting = false;
+    this.fieldLen = 0;
+    this.fields = 0;
+    this.commenting = false;
+    this.escaping = false;
+    this.qBad = false;
+  }
+
+  private scan(eof: boolean): void {
+    const L = this.lex!;
+    const maxRecord = this.limits.maxRecordBytes;
+    for (;;) {
+      if (this.dropping !== undefined) {
+        if (!this.continueDrop(eof)) return;
+        continue;
+      }
+      const b = this.held;
+      const n = b.length;
+      let p = this.p;
+      if (p >= n) {
+        if (eof && this.quoting) {
+          this.cutAtLineEnd('unclosed', this.qPos, eof);
+          continue;
+        }
+        return;
+      }
+      if (!eof && n - p < L.look) return;
+
+      // Runs of plain bytes (most of a file): no decision to make, no line break.
+      if (!this.escaping) {
+        const table = this.quoting
+          ? L.stopQuoted
+          : this.commenting
+            ? L.stopComment
+            : this.fieldLen > 0 && !this.wasQuoting
+              ? L.stopUnquoted
+              : undefined;
+        if (table !== undefined) {
+          const limit = this.commenting ? n : Math.min(n, this.rec + maxRecord);
+          let q = p;
+          while (q < limit && table[b[q]!] === 0) q++;
+          if (q > p) {
+            if (!this.commenting) this.fieldLen += q - p;
+            this.p = p = q;
+            // A comment line can be passed on as it goes: it is never cut.
+            if (this.commenting) this.rec = p;
+            continue;
+          }
+        }
+      }
+
+      if (!this.commenting && p - this.rec >= maxRecord) {
+        if (this.quoting) this.cutAtLineEnd('quoted-size', this.qPos, eof);
+        else this.cutAtLineEnd('size', p, eof);
+        continue;
+      }
+
+      // Line accounting for the byte at p (csv-parse counts differently; the reader corrects it).
+      const c = b[p]!;
+      let isBreak = false;
+      if (c === L.cr[0] && matchAt(b, p, L.cr)) {
+        isBreak = true;
+        this.line++;
+        this.crEnd = p + L.cr.length;
+      } else if (c === L.lf[0] && matchAt(b, p, L.lf)) {
+        if (p !== this.crEnd) {
+          isBreak = true;
+          this.line++;
+        }
+      }
+      if (isBreak && this.quoting) {
+        if (this.qBad) {
+          this.cutAtLineEnd('stray', this.qPos, eof);
+          continue;
+        }
+        if (this.line - this.qLine >= this.limits.maxQuotedLines) {
+          this.cutAtLineEnd('lines', this.qPos, eof);
+          continue;
+        }
+      }
+
+      // One step of csv-parse's state machine (api/index.js `parse`), errors included.
+      if (this.escaping) {
+        this.escaping = false;
+        this.fieldLen++;
+        this.p = p + 1;
+        continue;
+      }
+      const quote = L.quote;
+      const escape = L.escape;
+      if (escape !== null && this.quoting && matchAt(b, p, escape) && p + escape.length < n) {
+        if (L.escapeIsQuote) {
+          if (quote !== null && matchAt(b, p + escape.length, quote)) {
+            this.escaping = true;
+            this.p = p + escape.length;
+            continue;
+          }
+        } else {
+          this.escaping = true;
+          this.p = p + escape.length;
+          continue;
+        }
+      }
+      if (!this.commenting && quote !== null && matchAt(b, p, quote)) {
+        if (this.quoting) {
+          const q = p + quote.length;
+          if (escape !== null && matchAt(b, p, escape) && matchAt(b, p + escape.length, quote)) {
+            this.fieldLen++;
+            this.p = p + escape.length;
+            continue;
+          }
+          if (q >= n || b[q] === 0 || this.delimiterAt(q) || this.rdAt(q) || (L.comment !== null && matchAt(b, q, L.comment)) || (L.rtrim && this.trimAt(q))) {
+            this.quoting = false;
+            this.wasQuoting = true;
+            this.p = q;
+            continue;
+          }
+          // CSV_INVALID_CLOSING_QUOTE: csv-parse stays inside the quote.
+          this.qBad = true;
+          if (this.line > this.qLine) {
+            this.cutAtLineEnd('runaway', this.qPos, eof, this.line);
+            continue;
+          }
+        } else if (this.fieldLen === 0) {
+          this.quoting = true;
+          this.qPos = p;
+          this.qLine = this.line;
+          this.qField = this.fields;
+          this.qBad = false;
+          this.p = p + quote.length;
+          continue;
+        }
+        // else INVALID_OPENING_QUOTE: the quote is a character of the field
+      }
+      if (!this.quoting) {
+        const rdl = this.rdAt(p);
+        if (rdl !== 0) {
+          this.resetRecord();
+          this.p = this.rec = p + rdl;
+          this.recLine = this.line;
+          continue;
+        }
+        if (this.commenting) {
+          this.p = p + 1;
+          continue;
+        }
+        if (L.comment !== null && (!L.commentNoInfix || (this.fields === 0 && this.fieldLen === 0)) && matchAt(b, p, L.comment)) {
+          this.commenting = true;
+          this.p = p + 1;
+          continue;
+        }
+        const dl = this.delimiterAt(p);
+        if (dl !== 0) {
+          this.fields++;
+          this.fieldLen = 0;
+          this.wasQuoting = false;
+          this.p = p + dl;
+          continue;
+        }
+      }
+      const trim = L.ltrim || L.rtrim ? this.trimAt(p) : 0;
+      const lappend = !L.ltrim || this.quoting || this.fieldLen !== 0 || trim === 0;
+      const rappend = !L.rtrim || !this.wasQuoting;
+      if (lappend && rappend) {
+        this.fieldLen++;
+        this.p = p + 1;
+      } else if (L.rtrim && trim === 0) {
+        // CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE: csv-parse would return without keeping the rest of its buffer.
+        this.cutAtLineEnd('after-quote', p, eof);
+      } else {
+        this.p = p + (lappend ? 1 : trim);
+      }
+    }
+  }
+
+  private delimiterAt(p: number): number {
+    const b = this.held;
+    for (const d of this.lex!.delimiters) if (b[p] === d[0] && matchAt(b, p, d)) return d.length;
+    return 0;
+  }
+
+  private rdAt(p: number): number {
+    const b = this.held;
+    for (const r of this.lex!.rds) if (b[p] === r[0] && matchAt(b, p, r)) return r.length;
+    return 0;
+  }
+
+  private trimAt(p: number): number {
+    const L = this.lex!;
+    const b = this.held;
+    if (p >= b.length || L.timFirst[b[p]!] === 0) return 0;
+    for (const t of L.timchars) if (matchAt(b, p, t)) return t.length;
+    return 0;
+  }
+
+  /**
+   * Index just past the first line break at or after `from` in `held` (a CRLF whole), -1 when there is none,
+   * -2 when a CR ends the data and the next byte decides.
+   */
+  private lineEnd(from: number, eof: boolean): number {
+    const L = this.lex!;
+    const b = this.held;
+    const n = b.length;
+    for (let i = from; i < n; i++) {
+      const c = b[i];
+      if (c === L.cr[0] && matchAt(b, i, L.cr)) {
+        const e = i + L.cr.length;
+        if (e + L.lf.length > n && !eof) return -2;
+        return matchAt(b, e, L.lf) ? e + L.lf.length : e;
+      }
+      if (c === L.lf[0] && matchAt(b, i, L.lf)) return i + L.lf.length;
+    }
+    return -1;
+  }
+
+  /** Line breaks in held[from, to) (a CRLF once). */
+  private breaksIn(from: number, to: number): number {
+    const L = this.lex!;
+    const b = this.held;
+    let n = 0;
+    let crEnd = -1;
+    for (let i = from; i < to; i++) {
+      const c = b[i];
+      if (c === L.cr[0] && matchAt(b, i, L.cr)) {
+        n++;
+        crEnd = i + L.cr.length;
+      } else if (c === L.lf[0] && matchAt(b, i, L.lf) && i !== crEnd) n++;
+    }
+    return n;
+  }
+
+  /** Length of the line break ending held[.., to), 0 if none. */
+  private terminatorBefore(to: number): number {
+    const L = this.lex!;
+    const b = this.held;
+    const crlf = L.cr.length + L.lf.length;
+    if (to >= crlf && matchAt(b, to - crlf, L.cr) && matchAt(b, to - L.lf.length, L.lf)) return crlf;
+    if (to >= L.lf.length && matchAt(b, to - L.lf.length, L.lf)) return L.lf.length;
+    if (to >= L.cr.length && matchAt(b, to - L.cr.length, L.cr)) return L.cr.length;
+    return 0;
+  }
+
+  /** Cuts the current record up to the end of the line holding `at` (a quote's opening, or the current position). */
+  private cutAtLineEnd(reason: CutReason, at: number, eof: boolean, badLine?: number): void {
+    const quote = reason !== 'after-quote' && reason !== 'size';
+    const field = quote ? this.qField : this.fields;
+    const quoteLine = quote ? this.qLine : undefined;
+    const e = this.lineEnd(at, eof);
+    if (e === -1 && eof) {
+      this.finishCut(reason, field, quoteLine, badLine, this.held.length, true);
+      return;
+    }
+    if (e >= 0) {
+      this.finishCut(reason, field, quoteLine, badLine, e, eof && e >= this.held.length);
+      return;
+    }
+    // The end of that line is not here yet: pass on what came before, keep an excerpt, discard the rest.
+    const b = this.held;
+    const before = this.breaksIn(this.rec, at);
+    const from = this.rec;
+    const keep = Math.min(b.length - from, this.limits.rawExcerptBytes);
+    const drop: Drop = {
+      reason,
+      startLine: this.recLine,
+      quoteLine,
+      field,
+      before,
+      excerpt: [Buffer.from(b.subarray(from, from + keep))],
+      excerptBytes: keep,
+      truncated: b.length - from > keep,
+    };
+    if (e === -2) {
+      // keep the final CR: the next byte tells whether it is a CRLF
+      const crAt = b.length - this.lex!.cr.length;
+      drop.excerpt = [Buffer.from(b.subarray(from, Math.min(crAt, from + keep)))];
+      drop.excerptBytes = drop.excerpt[0]!.length;
+      if (from > 0) this.push(b.subarray(0, from));
+      this.held = b.subarray(crAt);
+    } else {
+      if (from > 0) this.push(b.subarray(0, from));
+      this.held = EMPTY;
+    }
+    this.p = this.rec = 0;
+    this.crEnd = -1;
+    this.dropping = drop;
+  }
+
+  /** In a drop: looks for the end of the line; true when the cut is complete and scanning goes on. */
+  private continueDrop(eof: boolean): boolean {
+    const d = this.dropping!;
+    const b = this.held;
+    const e = this.lineEnd(0, eof);
+    if (e === -2) return false;
+    if (e === -1 && !eof) {
+      const room = this.limits.rawExcerptBytes - d.excerptBytes;
+      if (room > 0) {
+        const part = Buffer.from(b.subarray(0, Math.min(room, b.length)));
+        d.excerpt.push(part);
+        d.excerptBytes += part.length;
+      }
+      if (b.length > room) d.truncated = true;
+      this.held = EMPTY;
+      return false;
+    }
+    const end = e === -1 ? b.length : e;
+    const term = e === -1 ? 0 : this.terminatorBefore(e);
+    const room = this.limits.rawExcerptBytes - d.excerptBytes;
+    const text = end - term;
+    if (room > 0 && text > 0) d.excerpt.push(Buffer.from(b.subarray(0, Math.min(room, text))));
+    if (text > room) d.truncated = true;
+    const breaks = d.before + (term > 0 ? 1 : 0);
+    this.dropping = undefined;
+    this.cuts.push({
+      reason: d.reason,
+      startLine: d.startLine,
+      endLine: d.startLine + d.before,
+      quoteLine: d.quoteLine,
+      field: d.field,
+      breaks,
+      raw: Buffer.concat(d.excerpt).toString(this.lex!.encoding),
+      truncated: d.truncated,
+      atEnd: eof && end >= b.length,
+    });
+    this.afterCut(end, d.startLine + breaks, breaks);
+    return true;
+  }
+
+  /** The current record, from `rec` to `end` (its last line break included, if any), is cut. */
+  private finishCut(reason: CutReason, field: number, quoteLine: number | undefined, badLine: number | undefined, end: number, atEnd: boolean): void {
+    const b = this.held;
+    const from = this.rec;
+    const breaks = this.breaksIn(from, end);
+    const term = this.terminatorBefore(end);
+    const textEnd = Math.max(from, end - term);
+    const keep = Math.min(textEnd - from, this.limits.rawExcerptBytes);
+    this.cuts.push({
+      reason,
+      startLine: this.recLine,
+      endLine: this.recLine + breaks - (term > 0 ? 1 : 0),
+      quoteLine,
+      badLine,
+      field,
+      breaks,
+      raw: b.toString(this.lex!.encoding, from, from + keep),
+      truncated: keep < textEnd - from,
+      atEnd,
+    });
+    if (from > 0) this.push(b.subarray(0, from));
+    this.held = b.subarray(from);
+    this.afterCut(end - from, this.recLine + breaks, breaks);
+  }
+
+  /** Drops held[0, end), puts `breaks` CRLFs in its place and scans on from a fresh state at `line`. */
+  private afterCut(end: number, line: number, breaks: number): void {
+    if (breaks > 0) {
+      const L = this.lex!;
+      const crlf = Buffer.concat([L.cr, L.lf]);
+      this.push(Buffer.concat(Array.from({ length: breaks }, () => crlf)));
+    }
+    this.held = this.held.subarray(end);
+    this.p = this.rec = 0;
+    this.crEnd = -1;
+    this.line = this.recLine = line;
+    this.resetRecord();
+  }
+}
