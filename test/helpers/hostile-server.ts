@@ -46,20 +46,28 @@ export async function startEchoServer(opts: {
     const echo = `request was ${req.method} ${req.url} headers=${JSON.stringify(req.headers)} body=${body}`;
     res.end(JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', diagnostics: echo }] }));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
+  const { url, port, close } = await listenLoopback(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     port,
     get requests() {
       return state.requests;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close,
   };
+}
+
+/** Listens on 127.0.0.1 (ephemeral port); `close` drops open connections first (`onClose` runs before). */
+async function listenLoopback(server: Server, onClose?: () => void): Promise<{ url: string; port: number; close: () => Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const close = () =>
+    new Promise<void>((resolve) => {
+      onClose?.();
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return { url: `http://127.0.0.1:${port}`, port, close };
 }
 
 /** A port nothing listens on (bound, then released). */
@@ -207,10 +215,11 @@ export async function startHostileServer(mode: HostileMode): Promise<HostileMode
     of(type!).set(id!, updated);
     return json(res, 200, updated);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
+  const { url, port, close } = await listenLoopback(server, () => {
+    for (const t of timers) clearInterval(t);
+  });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     port,
     get requests() {
       return state.requests;
@@ -222,11 +231,6 @@ export async function startHostileServer(mode: HostileMode): Promise<HostileMode
       return state.pages;
     },
     stored: (type) => [...(store.get(type)?.values() ?? [])],
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const t of timers) clearInterval(t);
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExitCode } from '../../src/core/issues.js';
 import { compileMapping, identifierMatch, prune, type CompiledMapping, type EvalContext } from '../../src/mapping/compile-mapping.js';
-import { MappingEvalError, RefError } from '../../src/mapping/errors.js';
+import { RefError } from '../../src/mapping/errors.js';
 import { loadMapping } from '../../src/mapping/load-mapping.js';
-import { fixture, issueWith, issuesOf, positionIn } from './helpers.js';
+import { evalError, fixture, issueWith, issuesOf, positionIn } from './helpers.js';
 
 const ENV = { CARE_BASE_URL: 'https://api.example.test', CARE_API_KEY: 'k', CARE_TENANT_ID: 't' };
 const ctx: EvalContext = {
@@ -16,15 +16,6 @@ async function compileFixture(name: string): Promise<CompiledMapping> {
   return compileMapping(await loadMapping(fixture(name), { env: ENV }));
 }
 
-async function evalError(p: Promise<unknown>): Promise<MappingEvalError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(MappingEvalError);
-    return err as MappingEvalError;
-  }
-  throw new Error('expected a MappingEvalError');
-}
 
 describe('compileMapping: JSONata syntax errors point at the exact character', () => {
   it('inside a block scalar (|)', async () => {

@@ -8,7 +8,7 @@ import { ExitCode } from '../../src/core/issues.js';
 import { compileMapping, JSONATA_OPTIONS, type CompiledMapping, type EvalContext } from '../../src/mapping/compile-mapping.js';
 import { MappingEvalError } from '../../src/mapping/errors.js';
 import { defaultLimits, EXPRESSION_TIMEOUT_ENV, loadMapping, MAPPING_SCHEMA_URL } from '../../src/mapping/load-mapping.js';
-import { issuesOf, issueWith } from './helpers.js';
+import { evalError, issuesOf, issueWith } from './helpers.js';
 
 const DIR = fileURLToPath(new URL('../fixtures/expression-limit/', import.meta.url));
 const fx = (name: string) => `${DIR}${name}`;
@@ -25,15 +25,6 @@ function positionOf(name: string, needle: string): { line: number; column: numbe
   return { line: before.split('\n').length, column: at - before.lastIndexOf('\n') };
 }
 
-async function evalError(p: Promise<unknown>): Promise<MappingEvalError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(MappingEvalError);
-    return err as MappingEvalError;
-  }
-  throw new Error('expected a MappingEvalError');
-}
 
 function expectTimeout(e: MappingEvalError, role: string, owner: string, ms: number) {
   expect(e.code).toBe('jsonata');

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { CareEtlError, type Issue } from '../../src/core/issues.js';
+import { MappingEvalError } from '../../src/mapping/errors.js';
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/mapping/', import.meta.url));
 export const fixture = (name: string) => `${FIXTURES}${name}`;
@@ -34,4 +35,15 @@ export function issueWith(issues: Issue[], code: string, text?: string): Issue {
   const found = issues.find((i) => i.code === code && (text === undefined || i.message.includes(text) || i.path?.includes(text)));
   if (!found) throw new Error(`no issue ${code}${text ? ` (${text})` : ''} in:\n${issues.map((i) => `${i.code}: ${i.message}`).join('\n')}`);
   return found;
+}
+
+/** Awaits `p`, expects a MappingEvalError (a row-level failure), returns it. */
+export async function evalError(p: Promise<unknown>): Promise<MappingEvalError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(MappingEvalError);
+    return err as MappingEvalError;
+  }
+  throw new Error('expected a MappingEvalError');
 }

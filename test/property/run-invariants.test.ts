@@ -50,6 +50,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import { CareEtlError } from '../../src/core/issues.js';
+import type { RejectRecord } from '../../src/pipeline/rejects.js';
 import { runPipeline, type RunOptions, type RunReport } from '../../src/pipeline/run-pipeline.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import {
@@ -128,18 +129,8 @@ async function run(opts: RunOptions): Promise<Outcome> {
   }
 }
 
-interface RejectLine {
-  stage: string;
-  mapping: string;
-  source: string;
-  file: string;
-  line?: number;
-  record?: number;
-  lines?: number[];
-  key?: string;
-  issues: { code: string; message: string; severity: string }[];
-  raw?: string;
-}
+/** One line of the rejects file, as src/pipeline/rejects.ts writes it. */
+type RejectLine = RejectRecord;
 
 const readLines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l !== '') : []);
 const rejectsOf = (file: string): RejectLine[] => readLines(file).map((l) => JSON.parse(l) as RejectLine);
