@@ -161,7 +161,11 @@ describe('the API key never leaves the process', () => {
     expect(reasons).toContain('[redacted]'); // …with the key replaced
     // Patient values the server echoed back: names, birth dates, addresses (the row itself stays, 0600, for re-processing).
     const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8').trim().split('\n').slice(1).map((l) => l.split(','));
-    const ledger = readFileSync(join(dir, '.care-etl', 'state.db')).toString('latin1');
+    // The ledger's bytes, WAL and journal included (a value could sit in state.db-wal until a checkpoint).
+    const ledger = readdirSync(join(dir, '.care-etl'))
+      .filter((f) => f.startsWith('state.db'))
+      .map((f) => readFileSync(join(dir, '.care-etl', f)).toString('latin1'))
+      .join('\n');
     for (const [, first, last, , , , email, address] of patients) {
       for (const value of [first, last, email, address]) {
         if (!value || value.length < 3) continue;
