@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs every bench/*.mjs one after another (they need the build: `npm run build`) and prints their JSON lines.
-// Pass names to run a subset: `npm run bench -- sandbox-throughput`.
+// Pass names to run a subset: `npm run bench -- sandbox-throughput`, `npm run bench -- export-wide` (issue 13: wide vs
+// long layout, peak RSS and wall time as ratios).
 import { readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';

@@ -2,6 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
+import { registerSecret } from '../core/secret.js';
 import type { ExportSummary } from '../export/run-export.js';
 
 export type ExportResult = ExportSummary | ErrorJson;
@@ -11,7 +12,10 @@ export default class Export extends CareCommand<ExportResult> {
   static override description = `Reads every Observation of the tenant, page after page, and writes one row per observation. The columns come from the mapping file's exports: section (header → JSONata over one Observation; $sourceKey(subject.reference) gives the patient's source key, e.g. the MRN, from the state ledger), from --columns, or, when none are declared, a default set (id, patient id and source key, questionnaire, LOINC code, category, status, effective date, value, unit, performer, last updated, version).
 
 Formula injection: text cells starting with = + - @ tab or CR are prefixed with ' (OWASP); JSON numbers such as -3 are written as they are. --no-escape-formulas turns this off.
---since last exports what changed since the previous complete --since last export (a watermark in the state ledger; rows near the boundary may appear twice: dedupe on id + version).
+--since last exports what changed since the previous complete --since last export (a watermark in the state ledger, minus --overlap). What the previous export already delivered (same id and version) is skipped and counted, so an immediate repeat returns only what is new or changed.
+--layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)"; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
+--pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
+--dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>.
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded).
 
@@ -20,6 +24,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     '<%= config.bin %> export examples/clinic/mapping.yaml > observations.csv',
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
     '<%= config.bin %> export mapping.yaml phq --patient 00123 --patient 00456 --format ndjson --out -',
+    '<%= config.bin %> export mapping.yaml --layout wide --out trends.csv --dictionary trends.dictionary.csv',
+    'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize --layout wide --out shareable.csv',
     'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];
   static override args = {
@@ -32,6 +38,11 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     format: Flags.string({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
     bom: Flags.boolean({ description: 'CSV: start with a UTF-8 byte order mark (Excel)' }),
     'escape-formulas': Flags.boolean({ description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)", default: true, allowNo: true }),
+    layout: Flags.string({ description: 'long: one row per observation; wide: one row per patient and day, one column per instrument', options: ['long', 'wide'], default: 'long' }),
+    pseudonymize: Flags.boolean({ description: 'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text' }),
+    'pseudonym-key-file': Flags.string({ description: '--pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)' }),
+    'keep-free-text': Flags.boolean({ description: '--pseudonymize: keep free text (value strings, notes, reference display names — may hold names)' }),
+    dictionary: Flags.string({ description: 'also write a data dictionary of the columns to this file (.json → JSON, else CSV)' }),
     since: Flags.string({ description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' }),
     overlap: Flags.integer({ description: '--since last: seconds re-read before the previous export started (clock skew, late commits)', default: 60, min: 0 }),
     patient: Flags.string({ description: 'only this patient (source key, e.g. MRN); repeatable', multiple: true, multipleNonGreedy: true }),
@@ -44,6 +55,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
 
   async run(): Promise<ExportResult> {
     const { args, flags } = await this.parse(Export);
+    // Known before anything can be printed (a .env file beside the mapping is loaded by parse).
+    registerSecret(process.env.CARE_PSEUDONYM_KEY?.trim());
     const [{ runExport }, { createExportProgress }] = await Promise.all([import('../export/run-export.js'), import('../export/progress.js')]);
     const json = this.jsonEnabled();
     const err = (line: string) => this.info(line);
@@ -60,6 +73,11 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         format: flags.format,
         bom: flags.bom,
         escapeFormulas: flags['escape-formulas'],
+        layout: flags.layout,
+        pseudonymize: flags.pseudonymize,
+        pseudonymKeyFile: flags['pseudonym-key-file'],
+        keepFreeText: flags['keep-free-text'],
+        dictionary: flags.dictionary,
         since: flags.since,
         overlapSeconds: flags.overlap,
         patients: flags.patient,
@@ -85,8 +103,15 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
       for (const w of summary.warnings) err(`warning: ${w}`);
       const where = summary.out === '-' ? 'stdout' : summary.out;
       const since = summary.since ? ` updated since ${summary.since}` : summary.sinceMode === 'last' ? ' (no watermark yet: everything)' : '';
-      err(`Exported ${summary.rows.toLocaleString('en-US')} rows${since} from ${summary.pages} pages (${summary.scanned.toLocaleString('en-US')} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`);
+      const n = (x: number) => x.toLocaleString('en-US');
+      const wide = summary.layout === 'wide' ? ` (wide: ${n(summary.observations)} observations by patient and day)` : '';
+      const pseudo = summary.pseudonymized ? ', pseudonymised' : '';
+      err(`Exported ${n(summary.rows)} rows${wide}${since}${pseudo} from ${summary.pages} pages (${n(summary.scanned)} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`);
+      if (summary.sinceMode === 'last' && summary.alreadyDelivered) {
+        err(`Skipped ${n(summary.alreadyDelivered)} observations already delivered by the previous --since last export (same id and version)`);
+      }
       if (summary.undated) err(`${summary.undated} observations without a readable meta.lastUpdated were included`);
+      if (summary.dictionary) err(`Data dictionary written to ${summary.dictionary}`);
       if (summary.watermarkSaved) err(`Watermark saved: the next --since last export starts at ${summary.watermark}`);
     }
     process.exitCode = 0;

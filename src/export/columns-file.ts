@@ -14,10 +14,23 @@ import { basename, dirname, extname, resolve } from 'node:path';
 import { LineCounter, isMap, isScalar, parseDocument } from 'yaml';
 import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
+import type { Location } from '../core/issues.js';
 import type { ExportColumn, LoadedMapping } from '../mapping/types.js';
 import { YamlLocator } from '../mapping/yaml-positions.js';
 
-export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Promise<CompiledExport> {
+/** `file:line:column` of an expression (the data dictionary's reference to it). */
+export function locationText(loc: Location | undefined): string | undefined {
+  if (!loc?.file) return undefined;
+  return `${basename(loc.file)}${loc.line !== undefined ? `:${loc.line}${loc.column !== undefined ? `:${loc.column}` : ''}` : ''}`;
+}
+
+/** Column name → its expression and position (for `--dictionary`). */
+export function columnSourcesOf(columns: readonly ExportColumn[]): Map<string, { expr: string; at?: string }> {
+  return new Map(columns.map((c) => [c.name, { expr: c.expr, at: locationText(c.location) }]));
+}
+
+/** The compiled columns, plus where each comes from (`sources`, for the data dictionary). */
+export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Promise<CompiledExport & { sources: Map<string, { expr: string; at?: string }> }> {
   const abs = resolve(file);
   const name = basename(abs, extname(abs));
   let text: string;
@@ -81,5 +94,5 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
     warnings: [],
     positionOf: (path, offset) => loc.positionOf(path, offset),
   };
-  return compileMapping(synthetic).exports.get(name)!;
+  return Object.assign(compileMapping(synthetic).exports.get(name)!, { sources: columnSourcesOf(columns) });
 }

@@ -13,18 +13,40 @@
  *   first page (the first Bundle's `meta.lastUpdated`, else this machine's clock) minus `overlapMs`:
  *   anything written before the listing started was listed, anything written while it ran has a later
  *   `lastUpdated` and is exported again next time. The overlap (default 60 s) absorbs clock skew between
- *   servers and writes committed after they were stamped. The price is at-least-once: a row near the
- *   boundary can appear in two consecutive exports (dedupe on `id` + `version`).
+ *   servers and writes committed after they were stamped. The guarantee stays at-least-once, but what the
+ *   previous export already delivered is not delivered again: every observation an export delivers (or skips
+ *   as already delivered) whose `meta.lastUpdated` falls inside the *next* export's overlap window (≥ the new
+ *   watermark), or that has no readable `lastUpdated`, is remembered in the ledger by id → version fingerprint
+ *   (`meta.versionId` + `meta.lastUpdated`; a content hash when it has neither). The next `since: 'last'`
+ *   export skips an observation whose id and fingerprint it finds there (counted in `alreadyDelivered`); a
+ *   new version, or anything not remembered, is exported. The remembered set is staged in the ledger while
+ *   the export runs (bounded memory) and replaces the previous one in the same transaction as the watermark.
+ * - `layout: 'wide'` spools the observations to disk and writes one row per patient and day after the last
+ *   page (wide-layout.ts); `pseudonymizer` evaluates every column on a pseudonymised copy (pseudonymize.ts).
  */
+import { tmpdir } from 'node:os';
 import type { Writable } from 'node:stream';
 import type { CareClient, ListOptions } from '../api/client.js';
 import type { Bundle, Resource } from '../api/types.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
-import type { LedgerScope } from '../state/ledger.js';
-import { defaultExport } from './default-columns.js';
-import { SourceKeys } from './references.js';
+import { contentHash, type LedgerScope } from '../state/ledger.js';
+import { defaultExport, DEFAULT_EXPORT_NAME } from './default-columns.js';
+import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, type DictionaryEntry } from './dictionary.js';
+import { pseudonymizeObservation, type Pseudonymizer } from './pseudonymize.js';
+import { parseReference, SourceKeys } from './references.js';
 import { RowSink, type ExportFormat } from './row-sink.js';
+import { WIDE_EXPORT_NAME, WideSpool } from './wide-layout.js';
+
+export type ExportLayout = 'long' | 'wide';
+export const EXPORT_LAYOUTS: readonly ExportLayout[] = ['long', 'wide'];
+
+/** Where a custom column comes from (the data dictionary's `source`). */
+export interface ColumnSource {
+  expr: string;
+  /** `file:line:column` of the expression. */
+  at?: string;
+}
 
 export interface ExportProgress {
   pages: number;
@@ -32,6 +54,8 @@ export interface ExportProgress {
   scanned: number;
   /** Rows written (after the filters). */
   rows: number;
+  /** Wide layout: observations spooled so far (the rows are written after the last page). */
+  spooled?: number;
 }
 
 export interface ExportObservationsOptions {
@@ -63,8 +87,21 @@ export interface ExportObservationsOptions {
   /** `_count` of the first request (server default when undefined). */
   pageSize?: number;
   retry?: ListOptions['retry'];
-  /** Called once the output is flushed, before the watermark moves (e.g. rename `<out>.partial` → `<out>`). */
-  finalize?: () => Promise<void>;
+  /** `long` (default): one row per observation; `wide`: one row per patient and day (built-in columns only). */
+  layout?: ExportLayout;
+  /** Pseudonymise ids, source keys and references, drop free text (pseudonymize.ts). */
+  pseudonymizer?: Pseudonymizer;
+  /** With `pseudonymizer`: keep free-text fields (valueString, note, reference displays). */
+  keepFreeText?: boolean;
+  /** `layout: 'wide'`: folder for the private spool folder (default the OS temp folder). */
+  tempDir?: string;
+  /** Expressions of custom columns by name, for the data dictionary. */
+  columnSources?: ReadonlyMap<string, ColumnSource>;
+  /**
+   * Called once the output is flushed, before the watermark moves (e.g. rename `<out>.partial` → `<out>`,
+   * write the data dictionary, which it receives).
+   */
+  finalize?: (done: { dictionary: DictionaryEntry[]; report: Readonly<ExportReport> }) => Promise<void>;
   onProgress?: (p: ExportProgress) => void;
   signal?: AbortSignal;
   now?: () => Date;
@@ -73,10 +110,21 @@ export interface ExportObservationsOptions {
 export interface ExportReport {
   export: string;
   format: ExportFormat;
+  layout: ExportLayout;
+  pseudonymized: boolean;
   columns: string[];
+  /** Rows written: observations (long), patient-days (wide). */
   rows: number;
+  /** Observations that went into the output (long: = rows; wide: merged into the rows). */
+  observations: number;
   pages: number;
   scanned: number;
+  /** `since: 'last'`: observations skipped because the previous export delivered the same id and version. */
+  alreadyDelivered: number;
+  /** `since: 'last'`: observations remembered (inside the next overlap window) so the next export can skip them. */
+  remembered: number;
+  /** Wide layout: observations left out (subject not a Patient, or no coded instrument). */
+  unplaced: number;
   /** Observations without a readable `meta.lastUpdated` (kept by the `since` filter). */
   undated: number;
   /** Effective lower bound on `meta.lastUpdated` (ISO), null when everything was exported. */
@@ -111,11 +159,15 @@ export function parseSince(value: string, flag = '--since'): number {
   return ms;
 }
 
-/** `export:<name>`, plus the filters: a filtered export has its own watermark (it did not see the rest). */
-export function watermarkNameOf(exportName: string, filters: { patients?: readonly string[]; query?: Record<string, string> } = {}): string {
+/**
+ * `export:<name>`, plus the filters: a filtered export has its own watermark (it did not see the rest); so has a
+ * pseudonymised one (a different deliverable). The wide layout's name is `wide`.
+ */
+export function watermarkNameOf(exportName: string, filters: { patients?: readonly string[]; query?: Record<string, string>; pseudonymized?: boolean } = {}): string {
   const parts: string[] = [];
   if (filters.patients?.length) parts.push(`patient=${[...new Set(filters.patients)].sort().join(',')}`);
   for (const k of Object.keys(filters.query ?? {}).sort()) parts.push(`${k}=${filters.query![k]}`);
+  if (filters.pseudonymized) parts.push('pseudonymized');
   return `export:${exportName}${parts.length ? `?${parts.join('&')}` : ''}`;
 }
 
@@ -141,15 +193,33 @@ async function* aheadByOne<T>(it: AsyncIterator<T>): AsyncGenerator<T> {
 
 const observationId = (o: Resource): string => (typeof o.id === 'string' ? o.id : '(no id)');
 
+/** What "the same version" means for the delivered set: versionId + lastUpdated, else a content hash. */
+export function versionFingerprint(o: Resource): string {
+  const v = typeof o.meta?.versionId === 'string' ? o.meta.versionId : '';
+  const u = typeof o.meta?.lastUpdated === 'string' ? o.meta.lastUpdated : '';
+  return v || u ? `${v}|${u}` : `sha256:${contentHash(o)}`;
+}
+
 export async function exportObservations(opts: ExportObservationsOptions): Promise<ExportReport> {
   const now = opts.now ?? (() => new Date());
   const started = now();
   const t0 = performance.now();
+  const layout = opts.layout ?? 'long';
+  if (!EXPORT_LAYOUTS.includes(layout)) throw new CareEtlError(`Expected the layout to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${String(layout)}\``, { exitCode: ExitCode.config });
+  if (layout === 'wide' && opts.columns && opts.columns.name !== DEFAULT_EXPORT_NAME) {
+    throw new CareEtlError('The wide layout has its own columns (patient, date, one column per instrument): it takes no export name or columns file', {
+      exitCode: ExitCode.config,
+      hint: 'Drop the export name / `--columns`, or use `--layout long`.',
+    });
+  }
   const columns = opts.columns ?? defaultExport();
+  const exportName = layout === 'wide' ? WIDE_EXPORT_NAME : columns.name;
   const format = opts.format ?? 'csv';
   const overlapMs = opts.overlapMs ?? DEFAULT_OVERLAP_MS;
   const patients = opts.patients?.length ? new Set(opts.patients) : undefined;
-  const watermarkName = opts.watermarkName ?? watermarkNameOf(columns.name, { patients: opts.patients, query: opts.query });
+  const pseudo = opts.pseudonymizer;
+  const keepFreeText = pseudo !== undefined && opts.keepFreeText === true;
+  const watermarkName = opts.watermarkName ?? watermarkNameOf(exportName, { patients: opts.patients, query: opts.query, pseudonymized: pseudo !== undefined });
   if (!Number.isFinite(overlapMs) || overlapMs < 0) {
     throw new CareEtlError(`Expected the overlap to be a number of milliseconds ≥ 0, got \`${opts.overlapMs}\``, { exitCode: ExitCode.config });
   }
@@ -187,15 +257,28 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
     }
   }
 
+  // ---------------------------------------------------------------- delivered set (since: 'last')
+  const dedupe = sinceMode === 'last' ? opts.scope : undefined;
+  dedupe?.discardStagedDelivered(watermarkName); // left by an export that crashed
+  const lookUpDelivered = dedupe !== undefined && dedupe.deliveredCount(watermarkName) > 0;
+  let staged: { id: string; version: string }[] = [];
+
   const keys = new SourceKeys(opts.scope);
-  const ctx: ExportContext = { now: started, sourceKey: (reference) => keys.of(reference) };
+  const plainCtx: ExportContext = { now: started, sourceKey: (reference) => keys.of(reference) };
+  const longColumns = [...columns.columns];
   const report: ExportReport = {
-    export: columns.name,
+    export: exportName,
     format,
-    columns: [...columns.columns],
+    layout,
+    pseudonymized: pseudo !== undefined,
+    columns: layout === 'long' ? longColumns : [],
     rows: 0,
+    observations: 0,
     pages: 0,
     scanned: 0,
+    alreadyDelivered: 0,
+    remembered: 0,
+    unplaced: 0,
     undated: 0,
     since: sinceMs === undefined ? null : new Date(sinceMs).toISOString(),
     sinceMode,
@@ -207,13 +290,17 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
     durationMs: 0,
   };
 
-  const sink = new RowSink(opts.output, { format, columns: columns.columns, bom: opts.bom, escapeFormulas: opts.escapeFormulas, end: opts.endOutput });
+  const sinkOptions = { format, bom: opts.bom, escapeFormulas: opts.escapeFormulas, end: opts.endOutput };
+  let sink: RowSink | undefined = layout === 'long' ? new RowSink(opts.output, { ...sinkOptions, columns: longColumns }) : undefined;
+  let spool: WideSpool | undefined;
+  const types = new ColumnTypes();
   let listStart: number | undefined;
   // Aborts the page requested ahead when the export fails for another reason.
   const stop = new AbortController();
   const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
   try {
     opts.signal?.throwIfAborted();
+    if (layout === 'wide') spool = WideSpool.open(opts.tempDir ?? tmpdir());
     const pages = opts.client.pages<Resource>('Observation', { query: opts.query, pageSize: opts.pageSize, signal, retry: opts.retry });
     for await (const bundle of aheadByOne<Bundle<Resource>>(pages)) {
       report.pages++;
@@ -221,12 +308,13 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
         const server = Date.parse(bundle.meta?.lastUpdated ?? '');
         listStart = Number.isNaN(server) ? started.getTime() : server;
       }
+      const nextSince = listStart - overlapMs;
       for (const entry of bundle.entry ?? []) {
         const obs = entry?.resource;
         if (!obs || typeof obs !== 'object' || obs.resourceType !== 'Observation') continue;
         report.scanned++;
+        const updated = Date.parse(obs.meta?.lastUpdated ?? '');
         if (sinceMs !== undefined) {
-          const updated = Date.parse(obs.meta?.lastUpdated ?? '');
           if (Number.isNaN(updated)) report.undated++;
           else if (updated < sinceMs) continue;
         }
@@ -235,9 +323,39 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
           const key = keys.of(subject);
           if (key === undefined || !patients.has(key)) continue;
         }
+        if (dedupe && typeof obs.id === 'string' && obs.id !== '') {
+          const version = versionFingerprint(obs);
+          // Inside the next export's overlap window (or undated: always re-read): remember it.
+          if (Number.isNaN(updated) || updated >= nextSince) staged.push({ id: obs.id, version });
+          if (lookUpDelivered && dedupe.deliveredVersion(watermarkName, obs.id) === version) {
+            report.alreadyDelivered++;
+            continue;
+          }
+        }
+        let input: unknown = obs;
+        let ctx = plainCtx;
+        if (pseudo) {
+          const p = pseudonymizeObservation(obs, pseudo, keepFreeText);
+          input = p.observation;
+          ctx = {
+            now: started,
+            sourceKey: (reference) => {
+              const real = typeof reference === 'string' ? p.real.get(reference) : undefined;
+              const key = real === undefined ? undefined : keys.of(real);
+              return key === undefined ? undefined : pseudo.sourceKey(key);
+            },
+          };
+        }
+        if (spool) {
+          const subject = ((input as { subject?: { reference?: unknown } }).subject)?.reference;
+          const ref = parseReference(subject);
+          const patientId = ref?.type === 'Patient' ? ref.id : '';
+          if (spool.add({ patientId, sourceKey: patientId ? ctx.sourceKey?.(subject as string) : undefined, observation: input as Record<string, unknown> })) report.observations++;
+          continue;
+        }
         let row: Record<string, unknown>;
         try {
-          row = await columns.evalRow(obs, ctx);
+          row = await columns.evalRow(input, ctx);
         } catch (err) {
           // A MappingEvalError names the export, the column and its file:line:col in its issue.
           const e = err instanceof CareEtlError ? err : undefined;
@@ -248,29 +366,83 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
             cause: err,
           });
         }
-        if (!sink.write(row)) await sink.drain(signal);
+        types.see(row, longColumns);
+        if (!sink!.write(row)) await sink!.drain(signal);
         report.rows++;
+        report.observations++;
       }
-      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows });
+      spool?.flush();
+      if (staged.length) {
+        dedupe!.stageDelivered(watermarkName, staged);
+        report.remembered += staged.length;
+        staged = [];
+      }
+      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, ...(spool ? { spooled: report.observations } : {}) });
       opts.signal?.throwIfAborted();
     }
-    await sink.end();
-    await opts.finalize?.();
+    if (spool) {
+      report.unplaced = spool.unplaced;
+      report.columns = spool.columns();
+      sink = new RowSink(opts.output, { ...sinkOptions, columns: report.columns });
+      for (const row of spool.rows()) {
+        types.see(row, report.columns);
+        if (!sink.write(row)) await sink.drain(signal);
+        report.rows++;
+        if (report.rows % 10_000 === 0) opts.signal?.throwIfAborted();
+      }
+      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, spooled: report.observations });
+    }
+    await sink!.end();
+    await opts.finalize?.({ dictionary: dictionaryOf(report, types, spool, opts.columnSources, keepFreeText), report });
   } catch (err) {
     stop.abort();
-    await sink.abort();
+    if (sink) await sink.abort();
+    else if (opts.endOutput !== false) opts.output.destroy(); // wide layout failing before its first row
+    try {
+      dedupe?.discardStagedDelivered(watermarkName);
+    } catch {
+      // the export's own error matters more
+    }
     throw asExportFailure(opts.signal?.aborted ? opts.signal.reason ?? err : err, report);
+  } finally {
+    spool?.close();
   }
 
   report.watermark = new Date((listStart ?? started.getTime()) - overlapMs).toISOString();
   if (sinceMode === 'last' && opts.scope) {
-    opts.scope.setWatermark(watermarkName, report.watermark);
+    const scope = opts.scope;
+    scope.transaction(() => {
+      scope.commitDelivered(watermarkName);
+      scope.setWatermark(watermarkName, report.watermark);
+    });
     report.watermarkSaved = true;
   }
   const finished = now();
   report.finishedAt = finished.toISOString();
   report.durationMs = Math.round(performance.now() - t0);
   return report;
+}
+
+/** The data dictionary of what was written (dictionary.ts). */
+function dictionaryOf(report: ExportReport, types: ColumnTypes, spool: WideSpool | undefined, sources: ReadonlyMap<string, ColumnSource> | undefined, keepFreeText: boolean): DictionaryEntry[] {
+  const pseudo = report.pseudonymized;
+  const note = pseudo ? ` (evaluated on the pseudonymised observation${keepFreeText ? ', free text kept' : ''})` : '';
+  if (spool) {
+    const instruments = new Map(spool.instruments().map((i) => [i.name, i]));
+    return report.columns.map((name) => {
+      const i = instruments.get(name);
+      if (i) return wideInstrumentEntry(i, types.typeOf(name));
+      const d = WIDE_COLUMN_DOCS[name]!;
+      return { name, source: d.source, type: d.type, description: pseudo && d.pseudonymized ? d.pseudonymized : d.description };
+    });
+  }
+  return report.columns.map((name) => {
+    const custom = sources?.get(name);
+    if (custom) return { name, source: custom.expr, type: types.typeOf(name), description: `column of export \`${report.export}\`${custom.at ? ` (${custom.at})` : ''}${note}` };
+    const d = report.export === DEFAULT_EXPORT_NAME ? DEFAULT_COLUMN_DOCS[name] : undefined;
+    if (!d) return { name, source: '(expression not known)', type: types.typeOf(name), description: `column of export \`${report.export}\`${note}` };
+    return { name, source: d.source, type: d.type ?? types.typeOf(name), description: pseudo && d.pseudonymized ? d.pseudonymized : d.description };
+  });
 }
 
 /** Configuration/authentication errors keep their exit code 2; everything else mid-export could not complete (3). */

@@ -10,7 +10,8 @@ export interface ExportProgressOptions {
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
-const line = (p: ExportProgress) => `exporting: ${n(p.pages)} pages · ${n(p.scanned)} observations read · ${n(p.rows)} rows written`;
+const line = (p: ExportProgress) =>
+  `exporting: ${n(p.pages)} pages · ${n(p.scanned)} observations read · ${p.spooled !== undefined ? `${n(p.spooled)} spooled for the wide layout · ` : ''}${n(p.rows)} rows written`;
 
 /** Progress of an export on stderr: only counts, never row contents. */
 export function createExportProgress(opts: ExportProgressOptions): { onProgress: (p: ExportProgress) => void; stop: () => void } {

@@ -4,7 +4,9 @@
  *
  * A file output is written to `<out>.partial` (mode 0600) and renamed to `<out>` only after the last row
  * is flushed (fsync), so a failed or interrupted export never looks complete: the partial file is removed
- * and `<out>` keeps its previous content, if any. The watermark moves after the rename.
+ * and `<out>` keeps its previous content, if any. The watermark moves after the rename. `--dictionary FILE` is
+ * written just before that rename (it holds no patient data: ordinary mode). The wide layout's spool lives in
+ * the state folder (`.care-etl/` beside the mapping: already private) and is removed when the export ends.
  */
 import { createWriteStream, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -18,9 +20,11 @@ import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.
 import { loadMapping } from '../mapping/load-mapping.js';
 import { openTarget, type Target } from '../pipeline/target.js';
 import { Ledger } from '../state/ledger.js';
-import { loadColumnsFile } from './columns-file.js';
+import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
-import { exportObservations, parseSince, type ExportProgress, type ExportReport } from './observation-exporter.js';
+import { writeDictionary } from './dictionary.js';
+import { EXPORT_LAYOUTS, exportObservations, parseSince, type ColumnSource, type ExportLayout, type ExportProgress, type ExportReport } from './observation-exporter.js';
+import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
 
 export interface RunExportOptions {
@@ -34,6 +38,15 @@ export interface RunExportOptions {
   format?: string;
   bom?: boolean;
   escapeFormulas?: boolean;
+  /** `long` (default) or `wide`. */
+  layout?: string;
+  /** Replace ids and source keys by keyed pseudonyms, drop free text (key: `pseudonymKeyFile` or CARE_PSEUDONYM_KEY). */
+  pseudonymize?: boolean;
+  pseudonymKeyFile?: string;
+  /** With `pseudonymize`: keep free-text fields (valueString, notes, reference display names). */
+  keepFreeText?: boolean;
+  /** Data dictionary file (`.json` → JSON, else CSV). */
+  dictionary?: string;
   /** `last`, an ISO date or a date-time with a zone. */
   since?: string;
   /** `--since last`: seconds re-read before the previous export's start (default 60). */
@@ -73,6 +86,8 @@ export interface ExportSummary extends ExportReport {
   out: string;
   statePath: string;
   target: ExportTargetInfo;
+  /** Absolute path of the data dictionary written, if asked for. */
+  dictionary?: string;
   warnings: string[];
 }
 
@@ -90,11 +105,11 @@ export function parseQuery(pairs: readonly string[] | undefined): Record<string,
   return out;
 }
 
-function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport {
+function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {
   const names = [...compiled.exports.keys()];
   if (name !== undefined) {
     const found = compiled.exports.get(name);
-    if (found) return found;
+    if (found) return withSources(compiled, found);
     if (name === DEFAULT_EXPORT_NAME) return defaultExport();
     const guess = closest(name, names);
     throw config(
@@ -103,8 +118,13 @@ function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string
     );
   }
   if (names.length === 0) return defaultExport();
-  if (names.length === 1) return compiled.exports.get(names[0]!)!;
+  if (names.length === 1) return withSources(compiled, compiled.exports.get(names[0]!)!);
   throw config(`The mapping file declares several exports (${names.join(', ')}): name one, e.g. \`care-etl export ${compiled.mapping.file} ${names[0]}\``);
+}
+
+function withSources(compiled: ReturnType<typeof compileMapping>, ex: CompiledExport): CompiledExport & { sources?: Map<string, ColumnSource> } {
+  const cfg = compiled.mapping.exports?.[ex.name];
+  return cfg ? { ...ex, sources: columnSourcesOf(cfg.columns) } : ex;
 }
 
 function openOutputFile(path: string, shown: string): WriteStream {
@@ -131,12 +151,32 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   if (patients?.some((p) => p === '')) throw config('Expected `--patient` to be a patient source key, got an empty value');
   const overlap = opts.overlapSeconds ?? 60;
   if (!Number.isFinite(overlap) || overlap < 0) throw config(`Expected \`--overlap\` to be a number of seconds ≥ 0, got \`${opts.overlapSeconds}\``);
+  const layout = (opts.layout ?? 'long') as ExportLayout;
+  if (!EXPORT_LAYOUTS.includes(layout)) throw config(`Expected \`--layout\` to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${opts.layout}\``);
+  if (layout === 'wide' && ((opts.exportName !== undefined && opts.exportName !== DEFAULT_EXPORT_NAME) || opts.columnsFile !== undefined)) {
+    throw config(
+      '`--layout wide` has its own columns (patient, date, one column per instrument): it takes no export name or `--columns`',
+      'Drop the export name / `--columns`, or use `--layout long` for custom columns.',
+    );
+  }
+  if (!opts.pseudonymize && opts.pseudonymKeyFile !== undefined) throw config('`--pseudonym-key-file` is for `--pseudonymize`: add it, or drop the key file');
+  if (!opts.pseudonymize && opts.keepFreeText) throw config('`--keep-free-text` is for `--pseudonymize` (an export without it keeps everything)');
+  const env = opts.env ?? process.env;
+  // Before anything is read or printed: the key is registered as a secret and checked (exit 2 when missing).
+  const pseudonymizer = opts.pseudonymize ? new Pseudonymizer(resolvePseudonymKey({ keyFile: opts.pseudonymKeyFile, env })) : undefined;
+  const dictionary = opts.dictionary === undefined ? undefined : resolve(opts.dictionary);
+  if (opts.dictionary === '-' || opts.dictionary === '') throw config('Expected `--dictionary` to be a file path');
+  if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
+    throw config('`--dictionary` must be another file than `--out`');
+  }
 
   // ---------------------------------------------------------------- mapping
   const mappingFile = resolve(opts.mappingFile);
-  const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
+  const mapping = await loadMapping(mappingFile, { env });
   const compiled = compileMapping(mapping);
-  const columns = opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName);
+  // The wide layout has its own columns: the mapping's exports: section describes long rows.
+  const columns =
+    layout === 'wide' ? defaultExport() : opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName);
   const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
 
   let target: Target | undefined;
@@ -163,6 +203,11 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       format,
       bom: opts.bom,
       escapeFormulas: opts.escapeFormulas,
+      layout,
+      pseudonymizer,
+      keepFreeText: opts.keepFreeText,
+      tempDir: dirname(statePath),
+      columnSources: (columns as { sources?: Map<string, ColumnSource> }).sources,
       since: opts.since,
       overlapMs: overlap * 1000,
       patients,
@@ -171,14 +216,33 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       pageSize: opts.pageSize,
       onProgress: opts.onProgress,
       signal: opts.signal,
-      finalize: async () => {
+      finalize: async ({ dictionary: entries, report }) => {
+        if (dictionary !== undefined) {
+          try {
+            writeDictionary(dictionary, {
+              export: report.export,
+              layout: report.layout,
+              format: report.format,
+              pseudonymized: report.pseudonymized,
+              keepFreeText: report.pseudonymized && opts.keepFreeText === true,
+              rows: report.rows,
+              generatedAt: new Date().toISOString(),
+              columns: entries,
+            });
+          } catch (err) {
+            const code = (err as NodeJS.ErrnoException).code;
+            throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable --dictionary path.' });
+          }
+        }
         if (partial) {
           renameSync(partial, out);
           renamed = true;
         }
       },
     });
-    return { ...report, mappingFile, out, statePath, target: info, warnings: mapping.warnings.map((w) => w.message) };
+    const warnings = mapping.warnings.map((w) => w.message);
+    if (report.unplaced) warnings.push(`${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`);
+    return { ...report, mappingFile, out, statePath, target: info, ...(dictionary !== undefined ? { dictionary } : {}), warnings };
   } finally {
     // Every step runs whatever the others do (an open embedded sandbox would keep the process alive).
     if (partial && !renamed) {

@@ -1,5 +1,9 @@
 /**
- * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks.
+ * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks, and
+ * (schema 2) the observations an export delivered inside its overlap window (`export_delivered`).
+ *
+ * Schema versions: migrations are additive (schema 2 only adds `export_delivered`), so a newer care-etl opens an
+ * older file and upgrades it in place; an older care-etl refuses a newer file ("written by a newer care-etl").
  *
  * The loader's exactly-once guarantee rests on one rule: **an intent to create is committed to this file
  * before the POST is sent.** After a crash/kill/timeout the entry is still `pending` and the next run
@@ -138,6 +142,18 @@ export interface LedgerScope {
   serverIdOf(mapping: string, key: string): string | undefined;
   getWatermark(name: string): string | undefined;
   setWatermark(name: string, value: string): void;
+  /**
+   * `--since last` de-duplication (schema 2): the observations an export delivered inside the next export's
+   * overlap window, by resource id → version fingerprint, per watermark name. `delivered` reads the set the
+   * last *complete* export left; `stageDelivered` adds to the set of the export in progress (durable at once,
+   * so memory stays bounded); `commitDelivered` replaces the former by the latter (call it in the transaction
+   * that moves the watermark); `discardStagedDelivered` drops what a failed or crashed export staged.
+   */
+  deliveredVersion(name: string, resourceId: string): string | undefined;
+  deliveredCount(name: string): number;
+  stageDelivered(name: string, items: readonly { id: string; version: string }[]): void;
+  commitDelivered(name: string): void;
+  discardStagedDelivered(name: string): void;
   counts(mapping?: string): Record<EntryStatus, number>;
   /** Runs `fn` in one SQLite transaction (nestable: inner calls become savepoints). Returns its result. */
   transaction<T>(fn: () => T): T;
@@ -154,7 +170,7 @@ export interface LedgerOptions {
   now?: () => Date;
 }
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 const HINT = 'delete or move the state file with --state';
 const STATUSES: readonly EntryStatus[] = ['pending', 'synced', 'rejected'];
 
@@ -201,6 +217,17 @@ const MIGRATIONS: Record<number, string> = {
       value      TEXT NOT NULL,
       updated_at TEXT NOT NULL,
       PRIMARY KEY (scope_id, name)
+    ) WITHOUT ROWID;
+  `,
+  // Additive only: a schema-1 file gains this table and keeps everything else as it was.
+  2: `
+    CREATE TABLE export_delivered (
+      scope_id    INTEGER NOT NULL,
+      name        TEXT NOT NULL,
+      staged      INTEGER NOT NULL CHECK (staged IN (0, 1)),
+      resource_id TEXT NOT NULL,
+      version     TEXT NOT NULL,
+      PRIMARY KEY (scope_id, name, staged, resource_id)
     ) WITHOUT ROWID;
   `,
 };
@@ -638,6 +665,47 @@ class LedgerScopeImpl implements LedgerScope {
            ON CONFLICT (scope_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
         )
         .run(this.scopeId, name, value, this.ledger.nowIso());
+    });
+  }
+
+  deliveredVersion(name: string, resourceId: string): string | undefined {
+    const row = this.ledger.guard('reading the delivered set', () =>
+      this.ledger
+        .stmt('SELECT version FROM export_delivered WHERE scope_id = ? AND name = ? AND staged = 0 AND resource_id = ?')
+        .get(this.scopeId, name, resourceId),
+    ) as { version: string } | undefined;
+    return row?.version;
+  }
+
+  deliveredCount(name: string): number {
+    const row = this.ledger.guard('reading the delivered set', () =>
+      this.ledger.stmt('SELECT count(*) AS n FROM export_delivered WHERE scope_id = ? AND name = ? AND staged = 0').get(this.scopeId, name),
+    ) as { n: number };
+    return row.n;
+  }
+
+  stageDelivered(name: string, items: readonly { id: string; version: string }[]): void {
+    if (items.length === 0) return;
+    this.ledger.guard('recording delivered observations', () => {
+      const stmt = this.ledger.stmt('INSERT OR REPLACE INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)');
+      this.ledger.rawTransaction(() => {
+        for (const it of items) stmt.run(this.scopeId, name, it.id, it.version);
+      });
+    });
+  }
+
+  commitDelivered(name: string): void {
+    this.ledger.guard('saving the delivered set', () => {
+      this.ledger.rawTransaction(() => {
+        this.ledger.stmt('DELETE FROM export_delivered WHERE scope_id = ? AND name = ? AND staged = 0').run(this.scopeId, name);
+        this.ledger.stmt('UPDATE export_delivered SET staged = 0 WHERE scope_id = ? AND name = ? AND staged = 1').run(this.scopeId, name);
+      });
+    });
+  }
+
+  discardStagedDelivered(name: string): void {
+    this.ledger.guard('discarding a staged delivered set', () => {
+      this.ledger.stmt('DELETE FROM export_delivered WHERE scope_id = ? AND name = ? AND staged = 1').run(this.scopeId, name);
     });
   }
 

@@ -1,0 +1,297 @@
+/**
+ * `--layout wide`: one row per patient and day, one column per questionnaire score.
+ *
+ * - **Row key.** The patient (the server id of `subject` when it is a Patient; its pseudonym under
+ *   `--pseudonymize`) and the **UTC day** of `effectiveDateTime` (or `effectiveInstant`, `effectivePeriod.start`):
+ *   a date-time with a zone is converted to UTC and cut to YYYY-MM-DD; a date without a time (`2024-03-01`,
+ *   `2024-03`, `2024`) is kept as written; no readable effective date → an empty `date` (one row per patient for
+ *   those). Observations whose subject is not a Patient, or whose code has no coding with a code, cannot be
+ *   placed: they are counted (`unplaced`) and left out (the long layout has them).
+ * - **Instrument columns.** One per instrument seen in the export, keyed by its LOINC code (else the first
+ *   coding's system + code), named from a small table of known instruments (`PHQ-9 (44261-6)`), else
+ *   `LOINC 12345-6`, else `<code> (<system>)` — never from free text, so the names do not depend on which
+ *   observation came first. Sorted by name: the same set of instruments gives the same header.
+ * - **Several results of one instrument the same day:** the latest wins (latest effective time, then latest
+ *   `meta.lastUpdated`, then the later in the listing); `observations` counts what the row merged and
+ *   `superseded` how many of those are not shown.
+ * - **Bounded memory.** Every observation is first spooled as one small record into an SQLite file
+ *   (better-sqlite3; a WITHOUT ROWID table whose primary key *is* the output order, so reading it back sorted
+ *   needs no sort in memory nor SQLite temp files), page cache 16 MB, then read back in order, one row built
+ *   at a time. The file lives in a private folder (0700, file 0600 — it holds patient data) created in `dir`
+ *   (the state folder beside the mapping for the CLI) and is removed when the export ends, whatever the
+ *   outcome; a folder left by a process that died (SIGKILL) is removed by the next wide export.
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { ensureDir, openPrivateFile } from '../core/secure-fs.js';
+import { observationValue } from './default-columns.js';
+
+export const WIDE_EXPORT_NAME = 'wide';
+export const WIDE_KEY_COLUMNS = ['patient_id', 'patient_source_key', 'date'] as const;
+export const WIDE_TAIL_COLUMNS = ['observations', 'superseded', 'last_updated'] as const;
+/** More distinct instruments than this is not a table an analyst can use: refused (exit 2). */
+export const MAX_WIDE_INSTRUMENTS = 1000;
+
+const LOINC = 'http://loinc.org';
+/** LOINC codes of total scores with a well-known short name. */
+export const KNOWN_INSTRUMENTS: Readonly<Record<string, string>> = {
+  '44261-6': 'PHQ-9',
+  '55758-7': 'PHQ-2',
+  '70274-6': 'GAD-7',
+};
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+export interface Instrument {
+  key: string;
+  /** Column header. */
+  name: string;
+  system?: string;
+  code: string;
+  /** First coding display seen (control characters removed), for the data dictionary. */
+  display?: string;
+}
+
+/** One-line, control-free, bounded text (a header or a dictionary description). */
+function plainText(s: string, max = 200): string {
+  const t = s.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').replace(/\s+/g, ' ').trim();
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
+/** A header that starts like a formula gets the same `'` a cell would. */
+const headerSafe = (s: string): string => (/^[=+\-@\t\r＝＋－＠]/.test(s) ? `'${s}` : s);
+
+/** The instrument of an observation (its coding), or undefined when it has no code to key a column on. */
+export function instrumentOf(o: Obj): Instrument | undefined {
+  const code = isObj(o.code) ? o.code : undefined;
+  const codings = Array.isArray(code?.coding) ? code.coding.filter(isObj) : [];
+  const loinc = codings.find((c) => c.system === LOINC && str(c.code));
+  const chosen = loinc ?? codings.find((c) => str(c.code));
+  if (!chosen) return undefined;
+  const c = String(chosen.code);
+  const system = str(chosen.system);
+  const display = str(chosen.display) ? plainText(chosen.display as string) : undefined;
+  if (loinc) {
+    const short = KNOWN_INSTRUMENTS[c];
+    return { key: `${LOINC}|${c}`, system: LOINC, code: c, display, name: short ? `${short} (${c})` : `LOINC ${plainText(c, 40)}` };
+  }
+  return { key: `${system ?? ''}|${c}`, system, code: c, display, name: headerSafe(`${plainText(c, 40)} (${system ? plainText(system, 100) : 'no system'})`) };
+}
+
+const PARTIAL_DATE = /^\d{4}(-\d{2}(-\d{2})?)?$/;
+const WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** Effective time of an observation: its text and epoch ms (NaN when unreadable). */
+export function effectiveOf(o: Obj): string | undefined {
+  return str(o.effectiveDateTime) ?? str(o.effectiveInstant) ?? (isObj(o.effectivePeriod) ? str(o.effectivePeriod.start) : undefined);
+}
+
+/** The UTC day of an effective date(-time), as described in the header; '' when unreadable. */
+export function utcDay(effective: string | undefined): string {
+  if (!effective) return '';
+  if (PARTIAL_DATE.test(effective)) return effective;
+  if (WITH_ZONE.test(effective)) {
+    const ms = Date.parse(effective);
+    if (!Number.isNaN(ms)) return new Date(ms).toISOString().slice(0, 10);
+  }
+  if (/^\d{4}-\d{2}-\d{2}T/.test(effective)) return effective.slice(0, 10);
+  return '';
+}
+
+export interface WideInput {
+  /** Grouping key and written `patient_id` (server id, or its pseudonym). */
+  patientId: string;
+  /** Written `patient_source_key` (or its pseudonym); undefined when unknown. */
+  sourceKey?: string;
+  /** The observation the columns read (pseudonymised under `--pseudonymize`). */
+  observation: Obj;
+}
+
+const STALE_PREFIX = '.export-wide-';
+
+/** Removes spool folders of processes that no longer exist (a wide export killed with SIGKILL). */
+function removeStale(dir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const m = /^\.export-wide-(\d+)-/.exec(n);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') rmSync(join(dir, n), { recursive: true, force: true });
+    }
+  }
+}
+
+export class WideSpool {
+  readonly dir: string;
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement;
+  readonly #instruments = new Map<string, Instrument & { index: number }>();
+  #seq = 0;
+  #inTx = 0;
+  #closed = false;
+  /** Observations spooled. */
+  spooled = 0;
+  /** Observations left out: no Patient subject, or no coded instrument. */
+  unplaced = 0;
+
+  private constructor(dir: string, db: Database.Database) {
+    this.dir = dir;
+    this.#db = db;
+    db.exec(`CREATE TABLE spool (
+      patient TEXT NOT NULL, day TEXT NOT NULL, inst INTEGER NOT NULL, eff REAL NOT NULL, upd REAL NOT NULL, seq INTEGER NOT NULL,
+      source_key TEXT, last_updated TEXT, value TEXT,
+      PRIMARY KEY (patient, day, inst, eff, upd, seq)
+    ) WITHOUT ROWID`);
+    this.#insert = db.prepare('INSERT INTO spool VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)');
+  }
+
+  /** A new spool in a private folder under `parent` (created 0700 when missing). */
+  static open(parent: string): WideSpool {
+    ensureDir(parent);
+    removeStale(parent);
+    const dir = mkdtempSync(join(parent, `${STALE_PREFIX}${process.pid}-`)); // mode 0700
+    try {
+      const file = join(dir, 'spool.db');
+      closeSync(openPrivateFile(file)); // 0600 before SQLite opens it
+      const db = new Database(file);
+      db.pragma('locking_mode = EXCLUSIVE');
+      // Scratch data: no side files. (better-sqlite3 runs SQLite in defensive mode, which refuses `OFF`; the
+      // in-memory journal holds only the pages a 5,000-row transaction changes.)
+      db.pragma('journal_mode = MEMORY');
+      db.pragma('synchronous = OFF');
+      db.pragma('cache_size = -16384'); // 16 MB of page cache, whatever the tenant size
+      db.pragma('temp_store = FILE');
+      return new WideSpool(dir, db);
+    } catch (err) {
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Spools one observation (false: left out, counted in `unplaced`). */
+  add(input: WideInput): boolean {
+    const o = input.observation;
+    const inst = instrumentOf(o);
+    if (!inst || input.patientId === '') {
+      this.unplaced++;
+      return false;
+    }
+    let known = this.#instruments.get(inst.key);
+    if (!known) {
+      if (this.#instruments.size >= MAX_WIDE_INSTRUMENTS) {
+        throw new CareEtlError(`The wide layout found more than ${MAX_WIDE_INSTRUMENTS} distinct instruments (questionnaire codes): too many columns`, {
+          exitCode: ExitCode.config,
+          hint: 'Use the long layout (the default), or filter the export (e.g. `--query` for a server that supports code filters).',
+        });
+      }
+      // Two keys sanitised to one header (hostile codes): the later key gets a suffix derived from the key
+      // itself, so the names do not depend on the order the observations came in.
+      const taken = new Set([...this.#instruments.values()].map((i) => i.name));
+      const name = taken.has(inst.name) ? `${inst.name} #${createHash('sha256').update(inst.key).digest('hex').slice(0, 8)}` : inst.name;
+      known = { ...inst, name, index: this.#instruments.size };
+      this.#instruments.set(inst.key, known);
+    }
+    const effective = effectiveOf(o);
+    const effMs = effective ? Date.parse(effective) : NaN; // date-only forms parse as UTC
+    const meta = isObj(o.meta) ? o.meta : {};
+    const lastUpdated = str(meta.lastUpdated);
+    const updMs = lastUpdated ? Date.parse(lastUpdated) : NaN;
+    const { value } = observationValue(o);
+    if (this.#inTx === 0) this.#db.exec('BEGIN');
+    this.#insert.run(
+      input.patientId,
+      utcDay(effective),
+      known.index,
+      Number.isNaN(effMs) ? -1 : effMs,
+      Number.isNaN(updMs) ? -1 : updMs,
+      this.#seq++,
+      input.sourceKey ?? null,
+      lastUpdated ?? null,
+      value === undefined ? null : JSON.stringify(value),
+    );
+    if (++this.#inTx >= 5000) this.flush();
+    this.spooled++;
+    return true;
+  }
+
+  /** Commits the rows spooled so far (the caller does it once per page). */
+  flush(): void {
+    if (this.#inTx > 0) {
+      this.#db.exec('COMMIT');
+      this.#inTx = 0;
+    }
+  }
+
+  /** The instrument columns, sorted by name (ties: by key). */
+  instruments(): Instrument[] {
+    return [...this.#instruments.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      .map(({ index: _i, ...rest }) => rest);
+  }
+
+  columns(): string[] {
+    return [...WIDE_KEY_COLUMNS, ...this.instruments().map((i) => i.name), ...WIDE_TAIL_COLUMNS];
+  }
+
+  /** The wide rows, in (patient, day) order, built one at a time from the sorted spool. */
+  *rows(): Generator<Record<string, unknown>> {
+    this.flush();
+    const names = new Map<number, string>();
+    for (const i of this.#instruments.values()) names.set(i.index, i.name);
+    type R = { patient: string; day: string; inst: number; source_key: string | null; last_updated: string | null; upd: number; value: string | null };
+    const it = this.#db.prepare('SELECT patient, day, inst, upd, source_key, last_updated, value FROM spool ORDER BY patient, day, inst, eff, upd, seq').iterate() as IterableIterator<R>;
+    let row: Record<string, unknown> | undefined;
+    let key: string | undefined;
+    let shown = 0;
+    let maxUpd = -Infinity;
+    const done = (r: Record<string, unknown>) => {
+      r.superseded = (r.observations as number) - shown;
+      return r;
+    };
+    for (const r of it) {
+      const k = `${r.patient}\u0000${r.day}`;
+      if (k !== key) {
+        if (row) yield done(row);
+        key = k;
+        row = { patient_id: r.patient, patient_source_key: r.source_key ?? undefined, date: r.day === '' ? undefined : r.day, observations: 0 };
+        shown = 0;
+        maxUpd = -Infinity;
+      }
+      const name = names.get(r.inst)!;
+      if (!(name in row!)) shown++;
+      row![name] = r.value === null ? undefined : JSON.parse(r.value);
+      row!.observations = (row!.observations as number) + 1;
+      if (row!.patient_source_key === undefined && r.source_key !== null) row!.patient_source_key = r.source_key;
+      if (r.last_updated !== null && r.upd >= maxUpd) {
+        maxUpd = r.upd;
+        row!.last_updated = r.last_updated;
+      }
+    }
+    if (row) yield done(row);
+  }
+
+  /** Closes the database and removes the folder (idempotent). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#db.close();
+    } finally {
+      rmSync(this.dir, { recursive: true, force: true });
+    }
+  }
+}
