@@ -85,6 +85,8 @@ export const ExitCode = {
   rejected: 1,
   config: 2,
   incomplete: 3,
+  /** `care-etl plan` only: the run would write to the server (terraform plan -detailed-exitcode's "2"). */
+  changes: 4,
 } as const;
 
 export class CareEtlError extends Error {

@@ -13,7 +13,7 @@
  * a create whose answer was lost can still be found if nothing changed since.
  */
 import { prune } from '../mapping/compile-mapping.js';
-import { contentHash } from '../state/ledger.js';
+import { canonicalJson, contentHash } from '../state/ledger.js';
 export { allIdentifierValues, careTeamIdentity, referenceKey } from '../mapping/match-values.js';
 
 /**
@@ -35,4 +35,50 @@ export function comparableHash(resource: unknown): string {
 /** Last-resort identity: the content itself. */
 export function contentIdentity(resource: unknown): string {
   return `content:${comparableHash(resource)}`;
+}
+
+/** One field an update would change: JSON pointer, the server's value and the value the run would send (absent = not there). */
+export interface FieldChange {
+  path: string;
+  before?: unknown;
+  after?: unknown;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const pointerSegment = (s: string | number) => String(s).replace(/~/g, '~0').replace(/\//g, '~1');
+
+/**
+ * What differs between a server resource and the one a run would send, compared exactly as adoption compares
+ * them (`comparable`: `id`, `meta`, nulls and empty values ignored, key order irrelevant): empty if and only if
+ * their `comparableHash`es are equal. Objects are compared key by key (sorted), arrays element by element (an
+ * element inserted in the middle shows as changes of the ones after it); each leaf or whole-subtree difference
+ * is one entry.
+ */
+export function comparableDiff(server: unknown, next: unknown): FieldChange[] {
+  const out: FieldChange[] = [];
+  const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+  const walk = (a: unknown, b: unknown, path: string): void => {
+    if (same(a, b)) return;
+    if (Array.isArray(a) && Array.isArray(b)) {
+      for (let i = 0; i < Math.max(a.length, b.length); i++) {
+        const p = `${path}/${i}`;
+        if (i >= a.length) out.push({ path: p, after: b[i] });
+        else if (i >= b.length) out.push({ path: p, before: a[i] });
+        else walk(a[i], b[i], p);
+      }
+      return;
+    }
+    if (isPlainObject(a) && isPlainObject(b)) {
+      for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
+        const p = `${path}/${pointerSegment(k)}`;
+        if (!(k in a)) out.push({ path: p, after: b[k] });
+        else if (!(k in b)) out.push({ path: p, before: a[k] });
+        else walk(a[k], b[k], p);
+      }
+      return;
+    }
+    out.push({ path: path || '/', before: a, after: b });
+  };
+  walk(comparable(server), comparable(next), '');
+  return out;
 }

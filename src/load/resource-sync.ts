@@ -10,7 +10,7 @@ import type { WritableType } from '../api/connection.js';
 import { CareEtlError, issuesOf, type KnownIssueCode } from '../core/issues.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
-import { comparableHash } from './identity.js';
+import { comparable, comparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
@@ -36,6 +36,31 @@ export type Inspection =
   /** Decided by `settleAmbiguousInspections` once the whole source is read. */
   | { kind: 'deferred' }
   | { kind: 'rejected'; issues: Issue[] };
+
+/**
+ * What a run would do with one mapped resource (`plan`: `care-etl plan`; nothing is sent or recorded). Bodies are
+ * the server's resource as listed (`before`) and the one the run would send (`after`).
+ */
+export type PlanOutcome =
+  /** `recreate`: why a key the state records is created again (its resource is gone from the server). */
+  | { kind: 'create'; recreate?: string; note?: string }
+  | { kind: 'update'; serverId: string; adopted?: boolean; before: Resource; after: Resource; endedMembers?: string[] }
+  /**
+   * `drift`: the state says loaded and unchanged, so the run sends nothing — yet the server's copy differs
+   * (`before`) or is gone (no `before`); `--reconcile always` would update or create it.
+   */
+  | { kind: 'unchanged'; serverId: string; adopted?: boolean; drift?: { before?: Resource; after: Resource } }
+  /** Decided by `settleAmbiguousPlans` once the whole source is read. */
+  | { kind: 'deferred' }
+  | { kind: 'rejected'; issues: Issue[] };
+
+/** An association a run would end (`onMissing: end` of a key gone from the export): the body before and after. */
+export interface PlannedEnd {
+  key: string;
+  serverId: string;
+  before: Resource;
+  after: Resource;
+}
 
 export interface SyncDeps {
   client: CareClient;
@@ -67,6 +92,11 @@ interface Deferred {
  * answer, N·p^(rounds+1) creates are expected to stay unknown (10 rounds at p = 8 %: ~2·10⁻⁸ of 2,000).
  */
 const RECONCILE_ROUNDS = 10;
+
+/** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
+const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
+
+type FoundResult = { kind: 'none' } | { kind: 'ambiguous' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] };
 
 const issue = (code: KnownIssueCode, message: string): Issue[] => [{ severity: 'error', code, message }];
 
@@ -239,7 +269,7 @@ export class ResourceSync {
    * one holding exactly the mapped content is taken if it is the only one; otherwise the key is rejected
    * naming them all — care-etl never picks one of two copies by chance.
    */
-  #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): { kind: 'none' } | { kind: 'ambiguous' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] } {
+  #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): FoundResult {
     const owner = (id: string) => this.#owners.get(id) ?? this.deps.scope.keyOfServerId(this.#type, id)?.key;
     let hits = index.lookup(this.res.def.name, matchValue).filter((r) => {
       const o = owner(r.id);
@@ -392,6 +422,128 @@ export class ResourceSync {
   }
 
   /**
+   * What a run would do with this key — decided as `sync` decides it (same ledger rules, same match rule, same
+   * reconcile policy), without sending or recording anything (`care-etl plan`). Needs the run's indexes built
+   * with `keepBodies`: the type is listed once and every outcome carries the server's body, so an update can be
+   * shown as a field-level diff. Keys the state records are compared with the listing too (`drift`).
+   */
+  async plan(item: MappedResource): Promise<PlanOutcome> {
+    try {
+      return await this.#plan(item);
+    } catch (err) {
+      if ((err instanceof CareEtlError && !(err instanceof MappingEvalError)) || (err as Error)?.name === 'AbortError') throw err;
+      return { kind: 'rejected', issues: issuesOf(err) };
+    }
+  }
+
+  async #plan(item: MappedResource): Promise<PlanOutcome> {
+    const { scope, policy } = this.deps;
+    const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
+    const hash = contentHash(item.resource);
+    const mappedHash = comparableHash(item.resource);
+    const entry = scope.get(item.mapping, item.key);
+    if (entry?.status === 'pending') {
+      // The run defers it and reconciles it against a fresh listing: found → adopted, else created.
+      const matchValue = entry.matchValue ?? (await this.matchValue(item.resource));
+      return this.#planFound(item, this.#found(item.key, matchValue, mappedHash, index, true), index, { note: 'an interrupted create of an earlier run that never reached the server' });
+    }
+    if (entry?.serverId) {
+      const id = entry.serverId;
+      const onServer = index.get(id);
+      const gone = `${this.#type}/${id} recorded in the state is gone from the server`;
+      if (!onServer && policy === 'always') return this.#planCreateOrAdopt(item, mappedHash, index, gone);
+      if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt && (policy !== 'always' || onServer?.hash === mappedHash)) {
+        this.#owners.set(id, item.key);
+        if (onServer?.hash === mappedHash) return { kind: 'unchanged', serverId: id };
+        return { kind: 'unchanged', serverId: id, drift: { before: onServer ? this.#body(index, id) : undefined, after: item.resource } };
+      }
+      // The run's update of a resource the server no longer has is answered 404, then created again (or adopted).
+      if (!onServer) return this.#planCreateOrAdopt(item, mappedHash, index, gone);
+      return this.#planUpdate(item, onServer, index, false);
+    }
+    return this.#planCreateOrAdopt(item, mappedHash, index);
+  }
+
+  /** `plan` counterpart of `#createOrAdopt`. */
+  async #planCreateOrAdopt(item: MappedResource, mappedHash: string, index: ServerIndex, gone?: string): Promise<PlanOutcome> {
+    const matchValue = await this.matchValue(item.resource);
+    this.#claim(matchValue, item.key);
+    if ((gone ?? this.#reasonToLook()) === undefined) {
+      // --reconcile never: created without looking — say so when the server already holds a copy.
+      const hits = index.lookup(this.res.def.name, matchValue).map((r) => `${this.#type}/${r.id}`);
+      return hits.length ? { kind: 'create', note: `the server already holds ${hits.join(', ')} matching it; with reconcile: never the run creates another copy` } : { kind: 'create' };
+    }
+    const found = this.#found(item.key, matchValue, mappedHash, index);
+    if (found.kind === 'ambiguous') {
+      this.#ambiguous.push({ item, hash: contentHash(item.resource), matchValue });
+      return { kind: 'deferred' };
+    }
+    return this.#planFound(item, found, index, { recreate: gone });
+  }
+
+  #planFound(item: MappedResource, found: FoundResult, index: ServerIndex, create: { recreate?: string; note?: string } = {}): PlanOutcome {
+    if (found.kind === 'rejected') return found;
+    if (found.kind === 'ambiguous') return { kind: 'rejected', issues: issue('duplicate-on-server', 'several identical server copies match this key and no other key takes them') };
+    if (found.kind === 'none') return { kind: 'create', ...(create.recreate ? { recreate: create.recreate } : {}), ...(create.note ? { note: create.note } : {}) };
+    this.#owners.set(found.resource.id, item.key);
+    if (found.resource.hash === comparableHash(item.resource)) return { kind: 'unchanged', serverId: found.resource.id, adopted: true };
+    return this.#planUpdate(item, found.resource, index, true);
+  }
+
+  #planUpdate(item: MappedResource, on: IndexedResource, index: ServerIndex, adopted: boolean): PlanOutcome {
+    const before = this.#body(index, on.id);
+    let after = item.resource;
+    let endedMembers: string[] = [];
+    if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
+      // As `#update` does with the resource it reads first (a listing may fill absent fields with nulls: pruned).
+      const server = comparable(before) as Resource;
+      after = endDroppedParticipants(after, server, this.deps.now);
+      endedMembers = newlyEndedMembers(server, after);
+    }
+    this.#owners.set(on.id, item.key);
+    return { kind: 'update', serverId: on.id, ...(adopted ? { adopted } : {}), before, after, ...(endedMembers.length ? { endedMembers } : {}) };
+  }
+
+  #body(index: ServerIndex, id: string): Resource {
+    const body = index.body(id);
+    if (!body) throw new Error(`internal: the ${this.#type} listing was built without bodies (keepBodies)`);
+    return body;
+  }
+
+  /** `plan` counterpart of `#settleAmbiguous`. */
+  async *settleAmbiguousPlans(): AsyncGenerator<{ item: MappedResource; outcome: PlanOutcome }> {
+    for (const a of this.#ambiguous.splice(0)) {
+      const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
+      yield { item: a.item, outcome: this.#planFound(a.item, this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true), index) };
+    }
+  }
+
+  /**
+   * `plan` counterpart of `endMissing`: what `onMissing: end` would end — the state's loaded, not yet ended
+   * entries whose key is not among `seen` (every key of the source, rejected rows included) — with the body
+   * before and after. One the server no longer has would fail (404); one already ended is only recorded by the
+   * run (not listed).
+   */
+  async planEnds(seen: ReadonlySet<string>): Promise<{ ends: PlannedEnd[]; failed: { key: string; issues: Issue[] }[] }> {
+    const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
+    const end = this.deps.now.toISOString();
+    const ends: PlannedEnd[] = [];
+    const failed: { key: string; issues: Issue[] }[] = [];
+    for (const e of [...this.deps.scope.entries(this.res.def.name)]) {
+      if (seen.has(e.key) || e.status !== 'synced' || e.endedAt || !e.serverId) continue;
+      const listed = index.body(e.serverId);
+      if (!listed) {
+        failed.push({ key: e.key, issues: issue('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`) });
+        continue;
+      }
+      const current = comparable(listed) as Resource;
+      const after = endedBody(this.#type, current, end);
+      if (contentHash(after) !== contentHash(current)) ends.push({ key: e.key, serverId: e.serverId, before: listed, after });
+    }
+    return { ends, failed };
+  }
+
+  /**
    * Answers arriving in the same event-loop turn are recorded in one SQLite transaction instead of one commit
    * each (the commits were the loader's largest CPU cost under load, bench/load-throughput.mjs). Safe: a record
    * lost to a kill leaves the key `pending` (its intent was committed before the request), and the next run
@@ -495,17 +647,7 @@ export class ResourceSync {
       const id = entry.serverId;
       try {
         const current = await this.#call(() => client.get(this.res.def.type, id));
-        const body: Resource = { ...current };
-        delete body.meta;
-        if (this.res.def.type === 'CareTeam') {
-          body.period = { ...((current.period as object) ?? {}), end: (current.period as { end?: string } | undefined)?.end ?? end };
-          if (Array.isArray(body.participant)) {
-            body.participant = (body.participant as { period?: { end?: string } }[]).map((p) => (p.period?.end ? p : { ...p, period: { ...p.period, end } }));
-          }
-        } else {
-          // Patient and Practitioner have no period: the spec's only "ended" state is `active: false`.
-          body.active = false;
-        }
+        const body = endedBody(this.res.def.type, current, end);
         if (contentHash(body) === contentHash(current)) {
           // Already ended on the server (a run killed between its PUT and markEnded): record it, write nothing.
           scope.markEnded(entry.mapping, entry.key, end, current.meta?.versionId);
@@ -520,6 +662,26 @@ export class ResourceSync {
     }
     return { ended, failed };
   }
+}
+
+/**
+ * The body that ends a resource (`onMissing: end`): a care team gets `period.end` = `end` (and so do its open
+ * participants); a Patient/Practitioner, which has no period, gets `active: false`. Equal to `current` (by
+ * `contentHash`) when it is already ended.
+ */
+export function endedBody(type: WritableType, current: Resource, end: string): Resource {
+  const body: Resource = { ...current };
+  delete body.meta;
+  if (type === 'CareTeam') {
+    body.period = { ...((current.period as object) ?? {}), end: (current.period as { end?: string } | undefined)?.end ?? end };
+    if (Array.isArray(body.participant)) {
+      body.participant = (body.participant as { period?: { end?: string } }[]).map((p) => (p.period?.end ? p : { ...p, period: { ...p.period, end } }));
+    }
+  } else {
+    // Patient and Practitioner have no period: the spec's only "ended" state is `active: false`.
+    body.active = false;
+  }
+  return body;
 }
 
 /** Participants present on the server but gone from the export are kept, with `period.end` = run date. */

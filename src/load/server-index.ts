@@ -63,12 +63,16 @@ export class ServerIndex {
   readonly #byId = new Map<string, IndexedResource>();
   /** mapping → match value → server ids. */
   readonly #byMatch = new Map<string, Map<string, string[]>>();
+  /** The listed resources themselves, when asked for (`care-etl plan` shows what an update would change). */
+  readonly #bodies?: Map<string, Resource>;
 
   constructor(
     readonly resourceType: WritableType,
     readonly rules: ReadonlyMap<string, MatchRule>,
+    opts: { keepBodies?: boolean } = {},
   ) {
     for (const name of rules.keys()) this.#byMatch.set(name, new Map());
+    if (opts.keepBodies) this.#bodies = new Map();
   }
 
   get size(): number {
@@ -85,6 +89,7 @@ export class ServerIndex {
     const hash = comparableHash(r);
     const meta = r.meta as { versionId?: unknown } | undefined;
     this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
+    this.#bodies?.set(r.id, r);
     const content = `content:${hash}`;
     for (const [name, rule] of this.rules) {
       const m = this.#byMatch.get(name)!;
@@ -103,6 +108,11 @@ export class ServerIndex {
 
   get(id: string): IndexedResource | undefined {
     return this.#byId.get(id);
+  }
+
+  /** The resource as listed (only with `keepBodies`). */
+  body(id: string): Resource | undefined {
+    return this.#bodies?.get(id);
   }
 
   ids(): IterableIterator<string> {
@@ -131,6 +141,11 @@ export interface ServerIndexesOptions {
   signal?: AbortSignal;
   /** Called when a listing starts and when it ends (for progress lines). */
   onBuild?: (e: { phase: 'start' | 'end'; build: IndexBuild }) => void;
+  /**
+   * Keep every listed resource in memory, not only its id and hash (`care-etl plan`: field-level diffs and the
+   * bodies of ends). Costs the size of the listed types; a run never asks for it.
+   */
+  keepBodies?: boolean;
 }
 
 export const DEFAULT_INDEX_PAGE_SIZE = 1000;
@@ -175,7 +190,7 @@ export class ServerIndexes {
 
   async #build(type: WritableType, reason: string): Promise<ServerIndex> {
     const pageSize = this.opts.pageSize ?? DEFAULT_INDEX_PAGE_SIZE;
-    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map());
+    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies });
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();

@@ -20,7 +20,9 @@ import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
+import { runSummary } from './run-history.js';
 import { RejectsWriter, type RejectRecord } from './rejects.js';
+import { openLedgerSnapshot, planExitCode, planPhase, readOnlyScope, type MappingPlan } from './plan.js';
 import { openTarget, type Target } from './target.js';
 
 export interface MappingCounts {
@@ -66,6 +68,8 @@ export interface RunReport {
   indexes: IndexBuild[];
   /** `care-etl state rebuild|check`: per mapping, the source, the ledger and the server side by side. */
   state?: Record<string, StateCounts>;
+  /** `care-etl plan`: per mapping, what the run would do (its counts are in `mappings`; see src/pipeline/plan.ts). */
+  plan?: Record<string, MappingPlan>;
   /** Why the run stopped before the end (`--max-errors`, interrupted). */
   stoppedEarly?: string;
   /** SIGINT/SIGTERM (the `signal`): rows not read yet are left for the next run; the bookkeeping was done. */
@@ -144,8 +148,11 @@ export interface RunOptions {
   now?: Date;
 }
 
-/** `run` loads; `rebuild` records what the server holds in the ledger; `check` compares without writing anything. */
-type Mode = 'run' | 'rebuild' | 'check';
+/**
+ * `run` loads; `rebuild` records what the server holds in the ledger; `check` compares without writing anything;
+ * `plan` decides every key as a run would, without writing anything (src/pipeline/plan.ts).
+ */
+type Mode = 'run' | 'rebuild' | 'check' | 'plan';
 
 const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, foundOnServer: 0, differing: 0, foundByMatch: 0, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 });
 
@@ -169,6 +176,16 @@ export function runPipeline(opts: RunOptions): Promise<RunReport> {
  */
 export function inspectState(opts: Omit<RunOptions, 'dryRun' | 'outDir' | 'rejectsFile' | 'maxErrors' | 'reconcile'>, record: boolean): Promise<RunReport> {
   return execute({ ...opts, rejectsFile: undefined }, record ? 'rebuild' : 'check');
+}
+
+/**
+ * `care-etl plan`: everything a run would do — creates, updates (with the server's current resource), unchanged,
+ * adoptions, ends, rejects — against a snapshot of the ledger and the live server, nothing sent but reads and
+ * nothing written (not the state, not a rejects file). Counts in `mappings`, details in `plan`; `exitCode` as
+ * `planExitCode`.
+ */
+export function planPipeline(opts: Omit<RunOptions, 'dryRun' | 'outDir' | 'rejectsFile' | 'maxErrors'>): Promise<RunReport> {
+  return execute({ ...opts, rejectsFile: undefined }, 'plan');
 }
 
 async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
@@ -212,14 +229,17 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     indexes: [],
     exitCode: ExitCode.ok,
   };
-  if (mode !== 'run') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
+  if (mode === 'rebuild' || mode === 'check') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
+  if (mode === 'plan') report.plan = {};
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
   let scope: LedgerScope | undefined;
   let client: CareClient | undefined;
+  let disposeSnapshot: (() => void) | undefined;
   let runId: number | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
+  let failure: unknown;
   const rejects = new RejectsWriter(rejectsFile);
   const dryOut = new Map<string, WriteStream>();
   try {
@@ -237,9 +257,17 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry);
       report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
-      ledger = Ledger.open(report.statePath);
-      scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
-      if (mode !== 'check') {
+      if (mode === 'plan') {
+        // A copy: the real state file is never written, not even the scope row of a new server or tenant.
+        const snapshot = await openLedgerSnapshot(report.statePath);
+        ledger = snapshot.ledger;
+        disposeSnapshot = snapshot.dispose;
+        scope = readOnlyScope(ledger.scope(target.scopeUrl, target.settings.tenantId));
+      } else {
+        ledger = Ledger.open(report.statePath);
+        scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
+      }
+      if (mode === 'run' || mode === 'rebuild') {
         runId = scope.beginRun({ mappingFile, dryRun });
         report.runId = runId;
       }
@@ -248,6 +276,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
+    failure = err;
     const kept = await rejects.discard();
     if (kept && err instanceof CareEtlError) {
       err.hint = `${err.hint ? `${err.hint} ` : ''}The previous rejects file is unchanged; the ${rejects.count} row(s) this run rejected before failing are in ${kept}.`;
@@ -261,14 +290,16 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] += c[k];
     report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
     if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
+    if (mode === 'plan') report.exitCode = planExitCode(report);
     if (scope && runId !== undefined) {
       try {
-        scope.finishRun(runId, outcome, { totals: report.totals, stoppedEarly: report.stoppedEarly });
+        scope.finishRun(runId, outcome, runSummary(report, opts, failure));
       } catch {
         /* the run's own error matters more */
       }
     }
     ledger?.close();
+    disposeSnapshot?.();
     await client?.close();
     await target?.close();
   }
@@ -345,10 +376,13 @@ async function runPhases(
     m.set(r.def.name, matchRuleOf(r));
   }
   const indexes = st.client
-    ? new ServerIndexes(st.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) })
+    ? new ServerIndexes(st.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, keepBodies: st.mode === 'plan', onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) })
     : undefined;
   report.indexes = indexes?.builds ?? [];
-  /** `state check` writes no ledger: server ids found by the check resolve `$ref`s from here. */
+  /**
+   * `state check` writes no ledger: server ids found by the check resolve `$ref`s from here. `plan`: every key's
+   * id after the run (found, adopted, or the placeholder of a create), which wins over the ledger's.
+   */
   const foundIds = new Map<string, Map<string, string>>();
 
   const ctx: EvalContext = {
@@ -359,7 +393,8 @@ async function runPhases(
       if (opts.dryRun) {
         if (loadedKeys.get(name)?.has(key)) return `${type}/${placeholderId(key, 'dryrun')}`;
       } else {
-        const id = st.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
+        const planned = st.mode === 'plan' ? foundIds.get(name)?.get(key) : undefined;
+        const id = planned ?? st.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
         if (id) return `${type}/${id}`;
       }
       throw new RefError(name, key, `no ${name} with key \`${key}\` has been loaded (not in its source, or not yet loaded)`, 'ref-missing');
@@ -403,6 +438,14 @@ async function runPhases(
     const sync = st.client
       ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId ?? 0, limiter, retry: opts.retry ?? {}, now: opts.now, indexes: indexes!, policy })
       : undefined;
+    if (st.mode === 'plan') {
+      const planned = new Map<string, string>();
+      foundIds.set(name, planned);
+      await planPhase(res, sync!, report, { source, ctx, onReject, planned, progress, counts, policy, signal: opts.signal });
+      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      if (report.interrupted) break;
+      continue;
+    }
     if (st.mode !== 'run') {
       await inspectPhase(res, sync!, indexes!, st, report, { source, ctx, onReject, foundIds, progress, counts, signal: opts.signal });
       opts.onEvent?.({ type: 'phase-end', mapping: name, counts });

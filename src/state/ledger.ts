@@ -70,6 +70,9 @@ export type RunOutcome = 'completed' | 'aborted' | 'failed';
 
 export interface RunInfo {
   id: number;
+  /** The server and tenant the run wrote to (`runs` across every scope of a state file). */
+  baseUrl?: string;
+  tenantId?: string;
   mappingFile: string;
   dryRun: boolean;
   startedAt: string;
@@ -249,12 +252,24 @@ interface EntryRow {
 
 interface RunRow {
   id: number;
+  base_url?: string;
+  tenant_id?: string;
   mapping_file: string;
   dry_run: number;
   started_at: string;
   finished_at: string | null;
   outcome: RunOutcome | null;
   summary: string | null;
+}
+
+function runInfo(r: RunRow): RunInfo {
+  const info: RunInfo = { id: r.id, mappingFile: r.mapping_file, dryRun: r.dry_run === 1, startedAt: r.started_at };
+  if (r.base_url !== undefined) info.baseUrl = r.base_url;
+  if (r.tenant_id !== undefined) info.tenantId = r.tenant_id;
+  if (r.finished_at !== null) info.finishedAt = r.finished_at;
+  if (r.outcome !== null) info.outcome = r.outcome;
+  if (r.summary !== null) info.summary = JSON.parse(r.summary);
+  return info;
 }
 
 const ENTRY_COLUMNS =
@@ -377,6 +392,16 @@ export class Ledger {
   }
 
   /** The ledger of one service + tenant. Same key in two scopes = two independent entries. */
+  /** Run history of every server/tenant this state file knows, newest first (`care-etl runs`). */
+  runs(opts: { limit?: number; id?: number } = {}): RunInfo[] {
+    const rows = this.guard('reading runs', () =>
+      opts.id !== undefined
+        ? this.stmt('SELECT runs.*, scopes.base_url, scopes.tenant_id FROM runs JOIN scopes ON scopes.id = runs.scope_id WHERE runs.id = ?').all(opts.id)
+        : this.stmt('SELECT runs.*, scopes.base_url, scopes.tenant_id FROM runs JOIN scopes ON scopes.id = runs.scope_id ORDER BY runs.id DESC LIMIT ?').all(opts.limit ?? 50),
+    ) as RunRow[];
+    return rows.map(runInfo);
+  }
+
   scope(baseUrl: string, tenantId: string): LedgerScope {
     const base = normalizeBaseUrl(baseUrl);
     const k = `${base}\u0000${tenantId}`;
@@ -496,13 +521,7 @@ class LedgerScopeImpl implements LedgerScope {
     const rows = this.ledger.guard('reading runs', () =>
       this.ledger.stmt('SELECT * FROM runs WHERE scope_id = ? ORDER BY id DESC LIMIT ?').all(this.scopeId, limit),
     ) as RunRow[];
-    return rows.map((r) => {
-      const info: RunInfo = { id: r.id, mappingFile: r.mapping_file, dryRun: r.dry_run === 1, startedAt: r.started_at };
-      if (r.finished_at !== null) info.finishedAt = r.finished_at;
-      if (r.outcome !== null) info.outcome = r.outcome;
-      if (r.summary !== null) info.summary = JSON.parse(r.summary);
-      return info;
-    });
+    return rows.map(runInfo);
   }
 
   get(mapping: string, key: string): LedgerEntry | undefined {

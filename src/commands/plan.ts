@@ -1,0 +1,68 @@
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../cli/base-command.js';
+import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
+import type { ErrorJson } from '../cli/render.js';
+import type { PlanDocument } from '../pipeline/plan.js';
+
+export default class Plan extends CareCommand<PlanDocument | ErrorJson> {
+  static override summary = 'Show what a run would do — creates, updates with field diffs, adoptions, ends, rejects — writing nothing.';
+  static override description = `Maps every source like a run, lists each resource type on the server once, and decides every key against the state ledger and the server exactly as a run would (same match rules, same reconcile policy), without sending anything but reads and without writing the state (it reads a copy) or a rejects file. Per mapping: creates, updates (each with a field-level diff between the server's current resource and the one the run would send — id, meta, nulls and empty values ignored, as for adoption), unchanged, adoptions (found on the server by the match rule, unknown to the state), ends (onMissing: end, end dates) and rejects; also "drifted" resources: recorded as loaded and unchanged, so the run leaves them, yet different on the server.
+
+The terminal shows a table and the first changes of each mapping (--limit); --out writes the whole plan as JSON (mode 0600: it holds patient values), --json prints it.
+
+Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run would send nothing (it may still record adopted resources in its state); 4 changes — the run would create, update or end something (rows that would be rejected may be listed too); 1 no changes, but rows would be rejected; 2 usage, mapping, configuration or authentication error; 3 could not complete (server unreachable or failing, state file in use by a run, interrupted).`;
+  static override examples = [
+    '<%= config.bin %> plan mapping.yaml',
+    '<%= config.bin %> plan mapping.yaml --out plan.json',
+    '<%= config.bin %> plan mapping.yaml --json --progress none; test $? -eq 4 && echo "changes to review"',
+  ];
+  static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
+  static override flags = {
+    out: Flags.string({ description: 'write the whole plan to this file as JSON (mode 0600)' }),
+    limit: Flags.integer({ description: 'changes shown per mapping and kind on the terminal (0: the table only); --out and --json hold them all', default: 10, min: 0 }),
+    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
+    reconcile: Flags.string({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`", options: ['auto', 'always', 'never'] }),
+    'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
+    progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
+    ...connectionFlags,
+  };
+
+  async run(): Promise<PlanDocument | ErrorJson> {
+    const { args, flags } = await this.parse(Plan);
+    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }] = await Promise.all([
+      import('../pipeline/run-pipeline.js'),
+      import('../pipeline/plan.js'),
+      import('../cli/plan-render.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
+    ]);
+    const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress((l) => process.stderr.write(`${l}\n`));
+    let doc: PlanDocument;
+    let exitCode: number;
+    try {
+      const report = await planPipeline({
+        mappingFile: args.mapping,
+        connection: connectionFromFlags(flags),
+        statePath: flags.state,
+        reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
+        indexPageSize: flags['index-page-size'],
+        onEvent: progress?.onEvent,
+        onRequest: this.requestLog,
+        signal: this.signal,
+      });
+      doc = planDocument(report);
+      exitCode = report.exitCode;
+      if (flags.out && !report.interrupted) writePrivateFileAtomic(flags.out, `${redactKnown(JSON.stringify(doc, null, 2))}\n`);
+    } catch (err) {
+      progress?.stop();
+      return this.fail(err);
+    }
+    progress?.stop();
+    process.exitCode = exitCode;
+    if (!this.jsonEnabled()) {
+      this.log(renderPlan(doc, flags.limit, exitCode));
+      if (flags.out) this.log(doc.interrupted ? `Interrupted: ${flags.out} was not written.` : `The whole plan: ${flags.out}`);
+    }
+    return doc;
+  }
+}

@@ -1,0 +1,37 @@
+import { Args, Flags } from '@oclif/core';
+import { CareCommand } from '../../cli/base-command.js';
+import type { ErrorJson } from '../../cli/render.js';
+import type { RunHistory } from '../../pipeline/run-history.js';
+
+export default class Runs extends CareCommand<RunHistory | ErrorJson> {
+  static override summary = 'List the runs recorded in the state ledger, newest first.';
+  static override description = `Every run that reached the server is recorded in the state ledger: when it started and ended, how it ended (completed, aborted: --max-errors or interrupted, failed), its exit code, flags, counts per mapping, host and user (never a secret). Dry runs write no ledger and are not listed.
+
+Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in use by a running care-etl.`;
+  static override examples = ['<%= config.bin %> runs examples/clinic/mapping.yaml', '<%= config.bin %> runs --state /cache/state.db --json', '<%= config.bin %> runs show mapping.yaml 12'];
+  static override args = { mapping: Args.string({ description: 'mapping file (its .care-etl/state.db is read; default: ./.care-etl/state.db)' }) };
+  static override flags = {
+    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+    limit: Flags.integer({ description: 'runs listed at most', default: 50, min: 1 }),
+  };
+
+  async run(): Promise<RunHistory | ErrorJson> {
+    const { args, flags } = await this.parse(Runs);
+    const [{ readRunHistory }, { table }, { describeRun }] = await Promise.all([import('../../pipeline/run-history.js'), import('../../cli/render.js'), import('../../cli/run-summary.js')]);
+    let history: RunHistory;
+    try {
+      history = readRunHistory({ mappingFile: args.mapping, statePath: flags.state, limit: flags.limit });
+    } catch (err) {
+      return this.fail(err);
+    }
+    if (history.runs.length === 0) this.log(`No runs recorded in ${history.statePath}.`);
+    else
+      this.log(
+        table(
+          ['run', 'started', 'duration', 'outcome', 'exit', 'created', 'updated', 'unchanged', 'rejected', 'target'],
+          history.runs.map((r) => describeRun(r)),
+        ),
+      );
+    return history;
+  }
+}

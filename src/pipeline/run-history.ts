@@ -1,0 +1,85 @@
+/**
+ * `care-etl runs`: the run history the state ledger keeps (one entry per run that reached the server: start,
+ * end, outcome, flags, counts per mapping and stage, exit code, host and user — never a secret).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { redactKnown } from '../core/secret.js';
+import { Ledger, type RunInfo } from '../state/ledger.js';
+
+/** care-etl's own version (package.json two folders up from src/ and dist/). */
+const VERSION = ((): string | undefined => {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version;
+  } catch {
+    return undefined;
+  }
+})();
+
+export interface RunHistoryOptions {
+  /** The mapping file: its `.care-etl/state.db` is read unless `statePath` is given. */
+  mappingFile?: string;
+  statePath?: string;
+  limit?: number;
+  /** One run (`runs show N`). */
+  id?: number;
+}
+
+export interface RunHistory {
+  statePath: string;
+  runs: RunInfo[];
+}
+
+export function readRunHistory(opts: RunHistoryOptions): RunHistory {
+  const statePath = resolve(opts.statePath ?? join(opts.mappingFile ? dirname(resolve(opts.mappingFile)) : process.cwd(), '.care-etl', 'state.db'));
+  if (!existsSync(statePath)) {
+    throw new CareEtlError(`No state file at ${statePath}: no run has been recorded there`, {
+      exitCode: ExitCode.config,
+      hint: 'Name the mapping file (its .care-etl/state.db is read) or the state file with --state.',
+    });
+  }
+  const ledger = Ledger.open(statePath, { busyTimeoutMs: 2000 });
+  try {
+    const runs = ledger.runs({ limit: opts.limit, id: opts.id });
+    if (opts.id !== undefined && runs.length === 0) {
+      throw new CareEtlError(`No run ${opts.id} in ${statePath}`, { exitCode: ExitCode.config, hint: '`care-etl runs` lists the runs recorded.' });
+    }
+    return { statePath, runs };
+  } finally {
+    ledger.close();
+  }
+}
+
+/** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */
+export function runSummary(
+  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[] },
+  opts: { dryRun?: boolean; concurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string },
+  failure: unknown,
+): object {
+  const error = failure === undefined ? undefined : redactKnown(failure instanceof Error ? failure.message : String(failure)).slice(0, 1000);
+  return {
+    exitCode: failure === undefined ? report.exitCode : failure instanceof CareEtlError ? failure.exitCode : ExitCode.incomplete,
+    totals: report.totals,
+    mappings: report.mappings,
+    stoppedEarly: report.stoppedEarly,
+    interrupted: report.interrupted,
+    error,
+    warnings: report.warnings.length,
+    durationMs: report.durationMs,
+    flags: { concurrency: opts.concurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile },
+    host: hostname(),
+    user: safeUser(),
+    version: VERSION,
+    node: process.version,
+  };
+}
+
+function safeUser(): string | undefined {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? undefined;
+  }
+}
