@@ -316,7 +316,7 @@ export class ResourceSync {
     // Recorded with the server's content first: should the update fail, the next run still knows the id and retries it.
     scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: found.id, versionId: found.versionId, hash: found.hash, runId });
     const outcome = await this.#update(item, found.id, hash);
-    return outcome.kind === 'updated' ? { ...outcome, adopted: true } : outcome;
+    return outcome.kind === 'updated' || outcome.kind === 'unchanged' ? { ...outcome, adopted: true } : outcome;
   }
 
   async #create(item: MappedResource, hash: string, matchValue: string): Promise<SyncOutcome> {
@@ -361,6 +361,12 @@ export class ResourceSync {
         const server = await this.#call(() => client.get('CareTeam', id));
         body = endDroppedParticipants(body, server, this.deps.now);
         endedMembers = newlyEndedMembers(server, body);
+        // The mapped team plus the participants it keeps ended may be what the server holds already (an adoption
+        // after the state was lost): then there is nothing to send.
+        if (comparableHash(body) === comparableHash(server)) {
+          this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: server.meta?.versionId, hash, runId });
+          return { kind: 'unchanged', serverId: id };
+        }
       }
       const updated = await this.#call(() => client.update(item.type, id, body));
       this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: updated.meta?.versionId, hash, runId });
@@ -499,6 +505,9 @@ export class ResourceSync {
       const server = comparable(before) as Resource;
       after = endDroppedParticipants(after, server, this.deps.now);
       endedMembers = newlyEndedMembers(server, after);
+      this.#owners.set(on.id, item.key);
+      // As `#update`: nothing to send when the team with its kept ended participants is what the server holds.
+      if (comparableHash(after) === on.hash) return { kind: 'unchanged', serverId: on.id, ...(adopted ? { adopted } : {}) };
     }
     this.#owners.set(on.id, item.key);
     return { kind: 'update', serverId: on.id, ...(adopted ? { adopted } : {}), before, after, ...(endedMembers.length ? { endedMembers } : {}) };

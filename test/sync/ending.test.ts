@@ -4,6 +4,7 @@
  * participant row disappearing (the participant is kept, with `period.end` = run date). Checked on the
  * server and in the run's report.
  */
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '../../src/api/types.js';
 import { fnDateTime } from '../../src/mapping/functions.js';
@@ -119,6 +120,18 @@ describe('ending associations', () => {
     expect(sb.stats().requests - before).toBe(1);
     const t2 = (await serverTeams()).get(mrn(2))!;
     expect(t2.team.period?.end).toBe(day2.toISOString()); // still the date of the run that ended it
+  });
+
+  it('the same export with the state lost: every care team adopted, none written (ended participants kept as they are)', async () => {
+    rmSync(clinic.state, { force: true });
+    for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${clinic.state}${suffix}`, { force: true });
+    const versions = async () => new Map((await listAll(sb, 't-end', 'CareTeam')).map((t) => [t.id, t.meta?.versionId]));
+    const before = await versions();
+    const report = await run(sb, 't-end', clinic.mapping, { ...opts, now: new Date('2026-03-02T00:00:00.000Z') });
+    expect(report.mappings.careteam).toMatchObject({ created: 0, updated: 0, ended: 0, rejected: 0 });
+    expect(report.mappings.careteam.adopted).toBeGreaterThan(0);
+    expect(report.totals).toMatchObject({ created: 0, updated: 0 });
+    expect(await versions()).toEqual(before); // not one PUT: every versionId as it was
   });
 });
 
