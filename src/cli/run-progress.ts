@@ -1,4 +1,4 @@
-import type { MappingCounts, RunEvent } from '../pipeline/run-pipeline.js';
+import type { ByteProgress, MappingCounts, RunEvent } from '../pipeline/run-pipeline.js';
 import { describeReject } from '../pipeline/rejects.js';
 import type { IndexBuild } from '../load/server-index.js';
 
@@ -9,6 +9,67 @@ export function describeIndex(phase: 'start' | 'end', b: IndexBuild): string {
   return `[index] ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s) (${size}), ${(b.durationMs / 1000).toFixed(1)} s`;
 }
 
+const UNITS: readonly [number, string][] = [
+  [1e9, 'GB'],
+  [1e6, 'MB'],
+  [1e3, 'kB'],
+];
+
+/** `n` bytes in the unit that suits `scale` (default `n`), SI: `12.3 MB`, `512 B`. */
+export function formatBytes(n: number, scale = n): string {
+  for (const [size, unit] of UNITS) if (scale >= size) return `${(n / size).toFixed(1)} ${unit}`;
+  return `${Math.round(n)} B`;
+}
+
+/** A remaining time, coarse as an ETA should be: `< 1 s`, `45 s`, `1 min 20 s`, `2 min`, `1 h 05 min`. */
+export function formatDuration(ms: number): string {
+  if (!(ms >= 1000)) return '< 1 s';
+  const total = Math.ceil(ms / 1000);
+  if (total < 60) return `${total} s`;
+  if (total < 3600) {
+    const m = Math.floor(total / 60);
+    const sec = total % 60;
+    return sec ? `${m} min ${sec} s` : `${m} min`;
+  }
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  return `${h} h ${String(m).padStart(2, '0')} min`;
+}
+
+/**
+ * The time left to read a source, from the bytes read so far: the rate is measured from the first sample (the
+ * first chunk is read before any row is handed out, so it would flatter the rate), over at least `minElapsedMs`
+ * of reading before an ETA is given. One per phase (a phase reads one source). The clock is injected.
+ */
+export class ByteEta {
+  #start?: { t: number; read: number };
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly minElapsedMs = 1000,
+  ) {}
+
+  /** Milliseconds left, or undefined while unknown (no size, too early, nothing read since the first sample, done). */
+  update(b: ByteProgress): number | undefined {
+    const t = this.now();
+    if (!this.#start) {
+      this.#start = { t, read: b.read };
+      return undefined;
+    }
+    if (b.total === undefined || b.read >= b.total) return undefined;
+    const elapsed = t - this.#start.t;
+    const done = b.read - this.#start.read;
+    if (elapsed < this.minElapsedMs || done <= 0) return undefined;
+    return ((b.total - b.read) * elapsed) / done;
+  }
+}
+
+/** `12.3 MB / 48.0 MB (25 %) · ETA 1 min 20 s` — or `12.3 MB read` when the size is not known (a FIFO). */
+export function describeBytes(b: ByteProgress, etaMs?: number): string {
+  if (b.total === undefined) return `${formatBytes(b.read)} read`;
+  const pct = b.total > 0 ? Math.min(100, Math.floor((b.read / b.total) * 100)) : 100;
+  return `${formatBytes(b.read, b.total)} / ${formatBytes(b.total)} (${pct} %)${etaMs !== undefined ? ` · ETA ${formatDuration(etaMs)}` : ''}`;
+}
+
 export interface ProgressOptions {
   /** A progress bar per mapping on a TTY, plain lines otherwise. */
   tty: boolean;
@@ -17,10 +78,12 @@ export interface ProgressOptions {
   intervalMs?: number;
   /** Rejects echoed to the terminal before "… more in the rejects file". */
   maxRejectLines?: number;
+  /** Clock (ms) for the ETA and the line interval (tests). */
+  now?: () => number;
 }
 
 const summary = (c: MappingCounts) =>
-  `read ${c.read} · created ${c.created} · updated ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''} · rejected ${c.rejected}${c.ended ? ` · ended ${c.ended}` : ''}${c.written ? ` · written ${c.written}` : ''}`;
+  `read ${c.read}${c.notSelected ? ` · not selected ${c.notSelected}` : ''} · created ${c.created} · updated ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''} · rejected ${c.rejected}${c.ended ? ` · ended ${c.ended}` : ''}${c.written ? ` · written ${c.written}` : ''}`;
 
 /**
  * Turns pipeline events into terminal output (stderr). Only locations, keys and counts are printed, never row
@@ -39,25 +102,38 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
   const finish = (log: (s: string) => void) => {
     if (hiddenRejects) log(`  … and ${hiddenRejects} more rejected rows (see the rejects file)`);
   };
+  const now = opts.now ?? Date.now;
+  /** Per mapping (one source per phase): how far its reading is, and when it should end. */
+  const etas = new Map<string, ByteEta>();
+  const where = (mapping: string, b: ByteProgress | undefined): string | undefined => {
+    if (!b) return undefined;
+    let eta = etas.get(mapping);
+    if (!eta) etas.set(mapping, (eta = new ByteEta(now)));
+    return describeBytes(b, eta.update(b));
+  };
 
   if (opts.tty) {
     const { MultiBar, Presets } = await import('cli-progress');
     const bars = new MultiBar(
-      { format: ' {mapping} [{bar}] {done}/{read} rows · {stats}', hideCursor: true, clearOnComplete: false, stopOnComplete: false, etaBuffer: 50, fps: 10 },
+      { format: ' {mapping} [{bar}] {where} · {stats}', hideCursor: true, clearOnComplete: false, stopOnComplete: false, etaBuffer: 50, fps: 10 },
       Presets.shades_classic,
     );
     const byMapping = new Map<string, ReturnType<InstanceType<typeof MultiBar>['create']>>();
-    const update = (mapping: string, c: MappingCounts) => {
-      const done = c.created + c.updated + c.unchanged + c.rejected + c.written; // adopted: counted in those
+    const update = (mapping: string, c: MappingCounts, b: ByteProgress | undefined) => {
+      const done = c.created + c.updated + c.unchanged + c.rejected + c.written + (c.notSelected ?? 0); // adopted: counted in those
       const bar = byMapping.get(mapping);
-      bar?.setTotal(Math.max(c.read, done, 1));
-      bar?.update(done, { mapping: mapping.padEnd(14), done, read: c.read, stats: summary(c) });
+      // The source's size is known: the bar is the share of it read; else (a FIFO, or no source open yet) rows done of rows read.
+      const bytes = b?.total ? b : undefined;
+      bar?.setTotal(bytes ? bytes.total! : Math.max(c.read, done, 1));
+      bar?.update(bytes ? Math.min(bytes.read, bytes.total!) : done, { mapping: mapping.padEnd(14), where: where(mapping, b) ?? `${done}/${c.read} rows`, stats: summary(c) });
     };
     return {
       onEvent(e) {
         if (e.type === 'target') bars.log(`${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})\n`);
-        else if (e.type === 'phase-start') byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), done: 0, read: 0, stats: '' }));
-        else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts);
+        else if (e.type === 'phase-start') {
+          etas.delete(e.mapping);
+          byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), where: '0/0 rows', stats: '' }));
+        } else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts, e.bytes);
         else if (e.type === 'reject') reject(describeReject(e.reject), (s) => bars.log(`${s}\n`));
         else if (e.type === 'index') bars.log(`${describeIndex(e.phase, e.build)}\n`);
       },
@@ -73,12 +149,16 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
   return {
     onEvent(e) {
       if (e.type === 'target') opts.write(`${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})`);
-      else if (e.type === 'phase-start') opts.write(`[${e.mapping}] ${e.resourceType}: started`);
-      else if (e.type === 'progress') {
-        const now = Date.now();
-        if (now - (last.get(e.mapping) ?? 0) >= interval) {
-          last.set(e.mapping, now);
-          opts.write(`[${e.mapping}] ${summary(e.counts)}`);
+      else if (e.type === 'phase-start') {
+        etas.delete(e.mapping);
+        opts.write(`[${e.mapping}] ${e.resourceType}: started`);
+      } else if (e.type === 'progress') {
+        // The estimator sees every event (cheap arithmetic), so its rate spans the whole reading.
+        const at = where(e.mapping, e.bytes);
+        const t = now();
+        if (t - (last.get(e.mapping) ?? -Infinity) >= interval) {
+          last.set(e.mapping, t);
+          opts.write(`[${e.mapping}] ${at ? `${at} · ` : ''}${summary(e.counts)}`);
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
       else if (e.type === 'reject') reject(describeReject(e.reject), opts.write);

@@ -10,7 +10,8 @@ export default class Run extends CareCommand<RunResult> {
   static override summary = 'Load an EMR export into the service as described by a mapping file.';
   static override description = `Streams every source of the mapping through its JSONata mappings, validates each resource against the JSON Schemas, and loads Patients, Practitioners and CareTeams in dependency order. Re-runs are safe: the state ledger (.care-etl/state.db) makes every source key exist exactly once; unchanged rows send nothing.
 
-Rows that fail are written to the rejects file (NDJSON, mode 0600) and the run goes on. The rejects file is replaced only when the run did its work: a run that fails (credentials, lock, unreachable server) leaves the previous one as it was. A dry run writes its own (rejects.ndjson in --out).
+Rows that fail are written to the rejects file (NDJSON, mode 0600, the rows kept for re-processing) and the run goes on; beside it, a redacted summary to hand to the clinic (rejects.summary.csv: file, line, record, mapping, key, stage, code, message — no row content; mode 0600). Both are replaced only when the run did its work: a run that fails (credentials, lock, unreachable server) leaves the previous ones as they were. A dry run writes its own (in --out).
+--only-rejected re-processes, from the current source, just the rows the last run rejected: by source key when it was known, else (a row rejected before its key was known, or as a duplicate) by file and line. Every other row is read (keys for duplicates and $ref) but not sent ("not selected"); onMissing: end is skipped.
 With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping.
 Ctrl+C / SIGTERM: no further row is read, requests in flight finish, the state and the rejects file are written (exit 3); a second one quits at once.
 
@@ -18,17 +19,22 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
     '<%= config.bin %> run mapping.yaml --dry-run --out out/',
+    '<%= config.bin %> run mapping.yaml --only-rejected',
     'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> run mapping.yaml --json --report report.json',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
     'dry-run': Flags.boolean({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
     out: Flags.string({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
-    rejects: Flags.string({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping)' }),
+    rejects: Flags.string({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it' }),
     report: Flags.string({ description: 'also write the JSON report to this file' }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
     concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
     'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
+    'only-rejected': Flags.boolean({
+      description:
+        'send only the rows the last run rejected (its rejects file: --rejects, default .care-etl/rejects.ndjson), read from the current source: by key, or by file and line for rows rejected before their key was known; the other rows are read but not sent, onMissing: end is skipped',
+    }),
     reconcile: Flags.string({
       description:
         'when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping\'s reconcile:)',
@@ -61,6 +67,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         statePath: flags.state,
         concurrency: flags.concurrency,
         maxErrors: flags['max-errors'],
+        onlyRejected: flags['only-rejected'],
         reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
         indexPageSize: flags['index-page-size'],
         onEvent: progress?.onEvent,
@@ -75,16 +82,25 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     process.exitCode = report.exitCode;
     if (flags.report) writePrivateFileAtomic(flags.report, `${redactKnown(JSON.stringify(report, null, 2))}\n`);
     if (!this.jsonEnabled()) {
+      const sel = report.selection;
       const rows = report.order.map((name) => {
         const c = report.mappings[name];
-        return [name, c.read, c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
+        return [name, c.read, ...(sel ? [c.notSelected ?? 0] : []), c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
       });
-      const head = ['mapping', 'read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
+      const head = ['mapping', 'read', ...(sel ? ['not selected'] : []), 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       for (const w of report.warnings) this.log(`warning: ${w}`);
+      if (sel) {
+        const how = [sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '', sel.lines ? `${sel.lines} file line(s)` : ''].filter(Boolean).join('; ');
+        this.log(`--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`);
+        if (sel.unreadable) this.log(`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`);
+      }
       if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
-      if (report.totals.rejected) this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried)`);
+      if (report.totals.rejected) {
+        this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried; --only-rejected sends just them)`);
+        if (report.rejectsSummaryFile) this.log(`Summary without row content, for the clinic: ${report.rejectsSummaryFile}`);
+      }
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
     }
     return report;

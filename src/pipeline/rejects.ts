@@ -1,8 +1,11 @@
 import { isAbsolute, relative } from 'node:path';
-import { renameSync, rmSync, type WriteStream } from 'node:fs';
-import { formatLocation, type Issue } from '../core/issues.js';
+import { createReadStream, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { stringify } from 'csv-stringify/sync';
+import { CareEtlError, ExitCode, formatLocation, type Issue } from '../core/issues.js';
 import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
+import { csvCell } from '../export/row-sink.js';
 
 export type RejectStage = 'source' | 'transform' | 'validate' | 'load';
 
@@ -161,17 +164,70 @@ export function describeReject(r: RejectRecord): string {
   return escapeControls(`${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${r.stage}: ${first ? `${path}${first.message}${inMapping}` : 'rejected'}${more}`);
 }
 
+/** The redacted summary beside a rejects file: `rejects.ndjson` → `rejects.summary.csv` (any other name: `+ .summary.csv`). */
+export function summaryPathFor(rejectsFile: string): string {
+  return `${rejectsFile.replace(/\.(ndjson|jsonl|json)$/i, '')}.summary.csv`;
+}
+
+/** Columns of the rejects summary (one row per issue of a rejected row; never the row's content). */
+export const SUMMARY_COLUMNS = ['file', 'line', 'record', 'mapping', 'key', 'stage', 'code', 'message'] as const;
+
+const SUMMARY_OPTIONS = {
+  record_delimiter: 'windows',
+  // Any control character forces quotes (a bare LF in a message stays inside its cell); `=`, `+`, `-`, `@`… get a `'`.
+  quoted_match: /[\u0000-\u001f\u007f]/,
+  escape_formulas: true,
+} as const;
+
 /**
- * Writes this run's rejects to a temporary sibling of the rejects file; `commit()` renames it over the old
- * file once the run has done its work, so a run that fails before (credentials, lock, unreachable server)
- * leaves the previous run's rejects — the rows the user was told to fix — byte-identical.
+ * The summary rows of one reject: where (the file relative to `baseDir` when inside it; the line — every line of a
+ * `groupBy` group — or, for JSON, the record), which mapping and key, the stage, and per issue its code and message.
+ * Messages name keys, header names, lookup tables and formats, never field values (the transform and source stages
+ * are written that way); the row and the raw text are not read.
+ */
+export function summaryRows(r: RejectRecord, baseDir?: string): (string | number | undefined)[][] {
+  const rel = baseDir ? relative(baseDir, r.file) : '';
+  const file = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : r.file;
+  const many = (one: number | undefined) => (r.lines?.length ? r.lines.join(' ') : one);
+  const line = r.line !== undefined ? many(r.line) : undefined;
+  const record = r.line === undefined ? many(r.record) : undefined;
+  const issues = r.issues?.length ? r.issues : [undefined];
+  return issues.map((i) => [file, line, record, r.mapping, r.key, r.stage, i?.code, i?.message].map((v) => csvCell(typeof v === 'string' ? redactKnown(v) : v)));
+}
+
+export interface RejectsWriterOptions {
+  /** The redacted CSV summary (default `summaryPathFor(path)`; false: none). */
+  summary?: string | false;
+  /** Summary `file` column: paths relative to this folder (the mapping's) when inside it. */
+  baseDir?: string;
+}
+
+/**
+ * Writes this run's rejects to a temporary sibling of the rejects file, and their redacted summary (CSV, no row
+ * content: `summaryRows`) to a temporary sibling of the summary; `commit()` renames both over the old files once
+ * the run has done its work, so a run that fails before (credentials, lock, unreachable server) leaves the
+ * previous run's rejects and summary — the rows the user was told to fix — byte-identical. Both are 0600: the
+ * NDJSON holds patient rows, the summary their identifiers.
  */
 export class RejectsWriter {
   readonly #stream?: WriteStream;
   readonly #tmp?: string;
+  readonly #summary?: WriteStream;
+  readonly #summaryTmp?: string;
+  readonly summaryPath?: string;
+  readonly #baseDir?: string;
   #count = 0;
-  constructor(readonly path: string | undefined) {
-    if (path) this.#stream = createPrivateWriteStream((this.#tmp = tempPathFor(path)));
+  constructor(
+    readonly path: string | undefined,
+    opts: RejectsWriterOptions = {},
+  ) {
+    if (!path) return;
+    this.#stream = createPrivateWriteStream((this.#tmp = tempPathFor(path)));
+    if (opts.summary === false) return;
+    this.summaryPath = opts.summary ?? summaryPathFor(path);
+    this.#baseDir = opts.baseDir;
+    this.#summary = createPrivateWriteStream((this.#summaryTmp = tempPathFor(this.summaryPath)));
+    this.#summary.write(stringify([[...SUMMARY_COLUMNS]], SUMMARY_OPTIONS));
   }
 
   get count(): number {
@@ -183,26 +239,41 @@ export class RejectsWriter {
     this.#count++;
     const { ok: _ok, ...record } = r;
     if (this.#stream) this.#stream.write(`${redactKnown(serializeReject(record))}\n`);
+    if (this.#summary) {
+      let text: string;
+      try {
+        text = stringify(summaryRows(record, this.#baseDir), SUMMARY_OPTIONS);
+      } catch {
+        // issues that are not plain text (never from the pipeline): the location, without them
+        text = stringify([[record.file, record.line, record.record, record.mapping, undefined, record.stage, undefined, 'issues not writable as text'].map(csvCell)], SUMMARY_OPTIONS);
+      }
+      this.#summary.write(text);
+    }
   }
 
   async #close(): Promise<void> {
-    const s = this.#stream;
-    if (!s || s.closed) return;
-    await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    await Promise.all(
+      [this.#stream, this.#summary].map(async (s) => {
+        if (!s || s.closed) return;
+        await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
+      }),
+    );
   }
 
-  /** The run did its work: this run's rejects replace the previous ones. */
+  /** The run did its work: this run's rejects (and summary) replace the previous ones. */
   async commit(): Promise<void> {
     await this.#close();
+    if (this.#summaryTmp && this.summaryPath) renameSync(this.#summaryTmp, this.summaryPath);
     if (this.#tmp && this.path) renameSync(this.#tmp, this.path);
   }
 
   /**
-   * The run failed: the previous rejects file stays. Rows this run rejected before failing are kept beside it
-   * (`<rejects>.incomplete`); returns that path, or undefined when there were none.
+   * The run failed: the previous rejects file and summary stay. Rows this run rejected before failing are kept
+   * beside it (`<rejects>.incomplete`, NDJSON); returns that path, or undefined when there were none.
    */
   async discard(): Promise<string | undefined> {
     await this.#close().catch(() => {});
+    if (this.#summaryTmp) rmSync(this.#summaryTmp, { force: true });
     if (!this.#tmp || !this.path) return undefined;
     if (this.#count === 0) {
       rmSync(this.#tmp, { force: true });
@@ -212,4 +283,123 @@ export class RejectsWriter {
     renameSync(this.#tmp, kept);
     return kept;
   }
+}
+
+/** Where a row is in its source file: its line, or its record number when it has no line (JSON). */
+function placeOf(file: string, line: number | undefined, record: number | undefined): string | undefined {
+  if (line !== undefined) return `${file}\u0000L${line}`;
+  if (record !== undefined) return `${file}\u0000R${record}`;
+  return undefined;
+}
+
+/**
+ * `care-etl run --only-rejected`: the rows the previous rejects file names, per mapping. A row whose key was known
+ * is selected **by key** in the current source (line numbers shift when the file is edited; keys do not); a row
+ * rejected before its key was known (source stage: an unreadable record; transform: a missing key) — or as a
+ * duplicate, whose key belongs to another, loaded row — **by file and line** (record number for JSON).
+ */
+export class RejectSelection {
+  readonly #keys = new Map<string, Set<string>>();
+  readonly #places = new Map<string, Set<string>>();
+  /** Rejects read from the file. */
+  rejects = 0;
+  /** Lines of the file that are not a reject (not JSON, no mapping): ignored. */
+  unreadable = 0;
+  /** Keys added from the state ledger (`addKey` with `fromState`), not already selected by the file. */
+  fromState = 0;
+
+  addReject(r: Partial<RejectRecord>): void {
+    if (typeof r.mapping !== 'string') {
+      this.unreadable++;
+      return;
+    }
+    this.rejects++;
+    const duplicate = Array.isArray(r.issues) && r.issues.some((i) => i?.code === 'duplicate-key');
+    if (typeof r.key === 'string' && !duplicate) {
+      this.addKey(r.mapping, r.key);
+      return;
+    }
+    const place = typeof r.file === 'string' ? placeOf(r.file, num(r.line), num(r.record)) : undefined;
+    if (place === undefined) return;
+    let s = this.#places.get(r.mapping);
+    if (!s) this.#places.set(r.mapping, (s = new Set()));
+    s.add(place);
+  }
+
+  addKey(mapping: string, key: string, fromState = false): void {
+    let s = this.#keys.get(mapping);
+    if (!s) this.#keys.set(mapping, (s = new Set()));
+    if (fromState && !s.has(key)) this.fromState++;
+    s.add(key);
+  }
+
+  /** Distinct keys selected (all mappings). */
+  get keyCount(): number {
+    let n = 0;
+    for (const s of this.#keys.values()) n += s.size;
+    return n;
+  }
+
+  /** Distinct file lines (or JSON records) selected (all mappings). */
+  get placeCount(): number {
+    let n = 0;
+    for (const s of this.#places.values()) n += s.size;
+    return n;
+  }
+
+  /** Is this row (or `groupBy` group: any of its `lines`) of `mapping` to be re-processed? */
+  selects(mapping: string, row: { key?: string; file: string; line?: number; record?: number; lines?: number[] }): boolean {
+    if (row.key !== undefined && this.#keys.get(mapping)?.has(row.key)) return true;
+    const places = this.#places.get(mapping);
+    if (!places?.size) return false;
+    const { file, line, record } = row;
+    if (row.lines?.length) return row.lines.some((n) => places.has(line !== undefined ? placeOf(file, n, undefined)! : placeOf(file, undefined, n)!));
+    const p = placeOf(file, line, record);
+    return p !== undefined && places.has(p);
+  }
+}
+
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
+
+/**
+ * Reads a rejects file (NDJSON, as `RejectsWriter` writes it) into a `RejectSelection`, streaming (lines may be
+ * long: rows are kept whole). Only the location fields are kept, never the rows. A missing file is a usage error:
+ * there is nothing to re-process before a run wrote one.
+ */
+export async function readRejectSelection(path: string): Promise<RejectSelection> {
+  const sel = new RejectSelection();
+  const input = createReadStream(path, { encoding: 'utf8' });
+  const opened = new Promise<void>((resolve, reject) => {
+    input.once('open', () => resolve());
+    input.once('error', reject);
+  });
+  try {
+    await opened;
+  } catch (err) {
+    input.destroy();
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new CareEtlError(code === 'ENOENT' ? `--only-rejected: no rejects file at ${path}` : `--only-rejected: cannot read the rejects file ${path}: ${(err as Error).message}`, {
+      exitCode: ExitCode.config,
+      hint: code === 'ENOENT' ? 'Run without --only-rejected first (it writes the rejects file), or name the file with --rejects.' : undefined,
+    });
+  }
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  try {
+    for await (const line of lines) {
+      if (line.trim() === '') continue;
+      let r: unknown;
+      try {
+        r = JSON.parse(line);
+      } catch {
+        sel.unreadable++;
+        continue;
+      }
+      if (r && typeof r === 'object' && !Array.isArray(r)) sel.addReject(r as Partial<RejectRecord>);
+      else sel.unreadable++;
+    }
+  } finally {
+    lines.close();
+    input.destroy();
+  }
+  return sel;
 }

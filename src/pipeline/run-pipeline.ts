@@ -15,13 +15,13 @@ import type { WritableType } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type Inspection, type SyncOutcome } from '../load/resource-sync.js';
 import type { RetryOptions } from '../load/retry.js';
-import { checkSource, openSource } from '../sources/open-source.js';
+import { checkSource, openSource, SourceBytes } from '../sources/open-source.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import { runSummary } from './run-history.js';
-import { RejectsWriter, type RejectRecord } from './rejects.js';
+import { readRejectSelection, RejectsWriter, type RejectRecord, type RejectSelection } from './rejects.js';
 import { openLedgerSnapshot, planExitCode, planPhase, readOnlyScope, type MappingPlan } from './plan.js';
 import { openTarget, type Target } from './target.js';
 
@@ -45,6 +45,11 @@ export interface MappingCounts {
   ended: number;
   /** Dry run: resources written to --out. */
   written: number;
+  /**
+   * `--only-rejected` only: rows of the source read (keys checked for duplicates, `$ref`s resolved) but not
+   * selected, so neither sent nor written. Rows that fail now are counted as `rejected` whether selected or not.
+   */
+  notSelected?: number;
 }
 
 export interface RunReport {
@@ -59,6 +64,10 @@ export interface RunReport {
   mappings: Record<string, MappingCounts>;
   totals: MappingCounts;
   rejectsFile?: string;
+  /** The redacted summary of the rejects (CSV: file, line, key, stage, code, message — no row content). */
+  rejectsSummaryFile?: string;
+  /** `--only-rejected`: which rows were re-processed, and from where. */
+  selection?: RunSelection;
   outDir?: string;
   statePath?: string;
   /** One entry per ended association: a whole care team (`onMissing: end`), or one `member` of it (an end date or a dropped row). */
@@ -76,6 +85,30 @@ export interface RunReport {
   interrupted?: boolean;
   /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */
   exitCode: number;
+}
+
+/** `--only-rejected`: the rows of the previous rejects file (and the state's refused keys) re-processed. */
+export interface RunSelection {
+  /** The rejects file the selection was read from (the previous real run's). */
+  rejectsFile: string;
+  /** Rejects it held. */
+  rejects: number;
+  /** Distinct source keys selected (rows whose key was known when rejected; plus `fromState`). */
+  keys: number;
+  /** Distinct file lines (JSON: record numbers) selected: rows rejected before their key was known, or as duplicates. */
+  lines: number;
+  /** Of `keys`: keys the state ledger holds as refused by the server (status rejected) that the file did not name. */
+  fromState: number;
+  /** Rows (groups) of the current sources that matched the selection. */
+  selected: number;
+  /** Lines of the rejects file that are not a reject (ignored). */
+  unreadable: number;
+}
+
+/** Bytes read of the phase's source so far, and its size when known (not a FIFO). */
+export interface ByteProgress {
+  read: number;
+  total?: number;
 }
 
 /** `care-etl state check` (and `rebuild`): one mapping's keys in the source, the ledger and on the server. */
@@ -104,8 +137,8 @@ export type RunEvent =
   | { type: 'target'; baseUrl: string; tenantId: string; embedded: boolean; dataFile?: string }
   | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild }
   | { type: 'phase-start'; mapping: string; resourceType: ResourceType }
-  | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number }
-  | { type: 'phase-end'; mapping: string; counts: MappingCounts }
+  | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number; bytes?: ByteProgress }
+  | { type: 'phase-end'; mapping: string; counts: MappingCounts; bytes?: ByteProgress }
   | { type: 'reject'; reject: RejectRecord };
 
 export interface RunOptions {
@@ -127,6 +160,13 @@ export interface RunOptions {
   concurrency?: number;
   /** Stop once this many rows were rejected (≥ 1). */
   maxErrors?: number;
+  /**
+   * Re-process only the rows the previous run rejected (its rejects file: `rejectsFile`, else
+   * `.care-etl/rejects.ndjson` — also for a dry run), from the current source: by key when the key was known,
+   * else by file and line; plus the keys the state holds as refused by the server. Every other row is read (keys
+   * for duplicates and `$ref`) but neither sent nor written (`notSelected`); `onMissing: end` is skipped.
+   */
+  onlyRejected?: boolean;
   /**
    * When to list the server for resources the ledger does not know; wins over each mapping's `reconcile:`
    * (default `auto`). See `ReconcilePolicy`.
@@ -214,6 +254,9 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const outDir = dryRun ? resolve(opts.outDir ?? join(careDir, 'dry-run')) : undefined;
   // A dry run keeps its own rejects: it must not replace those of the last real run.
   const rejectsFile = mode === 'run' ? resolve(opts.rejectsFile ?? join(outDir ?? careDir, 'rejects.ndjson')) : undefined;
+  // --only-rejected: the rows the last real run rejected (a dry run previews what the real one would re-process).
+  const selectionFile = mode === 'run' && opts.onlyRejected ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
+  const selection = selectionFile ? await readRejectSelection(selectionFile) : undefined;
   const report: RunReport = {
     mappingFile,
     dryRun,
@@ -231,6 +274,10 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   };
   if (mode === 'rebuild' || mode === 'check') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
   if (mode === 'plan') report.plan = {};
+  if (selection) {
+    for (const c of [...Object.values(report.mappings), report.totals]) c.notSelected = 0;
+    report.selection = { rejectsFile: selectionFile!, rejects: selection.rejects, keys: 0, lines: selection.placeCount, fromState: 0, selected: 0, unreadable: selection.unreadable };
+  }
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
@@ -240,7 +287,8 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   let runId: number | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
-  const rejects = new RejectsWriter(rejectsFile);
+  const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
+  report.rejectsSummaryFile = rejects.summaryPath;
   const dryOut = new Map<string, WriteStream>();
   try {
     if (dryRun) {
@@ -272,7 +320,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
         report.runId = runId;
       }
     }
-    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode });
+    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
@@ -287,7 +335,11 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     const finished = new Date();
     report.finishedAt = finished.toISOString();
     report.durationMs = finished.getTime() - started.getTime();
-    for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] += c[k];
+    for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] = (report.totals[k] ?? 0) + (c[k] ?? 0);
+    if (selection && report.selection) {
+      report.selection.keys = selection.keyCount;
+      report.selection.fromState = selection.fromState;
+    }
     report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
     if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
     if (mode === 'plan') report.exitCode = planExitCode(report);
@@ -354,6 +406,8 @@ interface PhaseState {
   runId?: number;
   rejects: RejectsWriter;
   dryOut: Map<string, WriteStream>;
+  /** `--only-rejected`: the rows to re-process; every other row is read but not sent. */
+  selection?: RejectSelection;
 }
 
 async function runPhases(
@@ -418,7 +472,10 @@ async function runPhases(
     if (loaded) loadedKeys.set(name, loaded);
     let keylessRejects = 0;
     opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
-    const progress = () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: limiter.limit });
+    // Bytes read of this phase's source (the file stream's own counter: read per event, nothing per row).
+    const bytes = new SourceBytes();
+    const progress = () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: limiter.limit, bytes: bytes.snapshot() });
+    const phaseEnd = () => opts.onEvent?.({ type: 'phase-end', mapping: name, counts, bytes: bytes.snapshot() });
 
     const onReject = (r: RejectRecord) => {
       counts.rejected++;
@@ -442,15 +499,29 @@ async function runPhases(
       const planned = new Map<string, string>();
       foundIds.set(name, planned);
       await planPhase(res, sync!, report, { source, ctx, onReject, planned, progress, counts, policy, signal: opts.signal });
-      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      phaseEnd();
       if (report.interrupted) break;
       continue;
     }
     if (st.mode !== 'run') {
-      await inspectPhase(res, sync!, indexes!, st, report, { source, ctx, onReject, foundIds, progress, counts, signal: opts.signal });
-      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      await inspectPhase(res, sync!, indexes!, st, report, { source, ctx, onReject, foundIds, progress, counts, signal: opts.signal, bytes });
+      phaseEnd();
       continue;
     }
+    const selection = st.selection;
+    if (selection && st.scope) {
+      // Keys whose last write the server refused, never loaded since: rejected "last time" too, whatever the file says.
+      for (const e of st.scope.entries(name)) if (e.status === 'rejected') selection.addKey(name, e.key, true);
+    }
+    /**
+     * --only-rejected: keys read but not selected are marked seen by this run (as unchanged ones are), so that a
+     * pending create of such a key is left for the next full run rather than taken for a key gone from the source.
+     */
+    const notSelectedSeen: string[] = [];
+    const flushNotSelected = () => {
+      const keys = notSelectedSeen.splice(0);
+      if (keys.length && st.scope && st.runId !== undefined) st.scope.markSeen(name, keys, st.runId);
+    };
     await sync?.prepare();
     const apply = (item: MappedResource, o: SyncOutcome) => {
       switch (o.kind) {
@@ -486,10 +557,19 @@ async function runPhases(
       return true;
     };
     try {
-      for await (const item of transformSource(res, openSource(source, { signal }), { ctx, validate: validateResource, onRead: () => counts.read++ })) {
+      for await (const item of transformSource(res, openSource(source, { signal, bytes }), { ctx, validate: validateResource, onRead: () => counts.read++ })) {
         if (fatal || interrupted()) break;
+        const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
+        if (selection && chosen) report.selection!.selected++;
         if (!item.ok) {
           onReject(item);
+          progress();
+        } else if (!chosen) {
+          // Read, its key taken (duplicates, `$ref`), not sent: neither created nor updated.
+          counts.notSelected = (counts.notSelected ?? 0) + 1;
+          if (loaded) loaded.set(item.key, 0);
+          notSelectedSeen.push(item.key);
+          if (notSelectedSeen.length >= 1000) flushNotSelected();
           progress();
         } else if (opts.dryRun) {
           loaded!.set(item.key, 0);
@@ -523,10 +603,11 @@ async function runPhases(
     } finally {
       await Promise.allSettled(inFlight);
       sync?.flush();
+      flushNotSelected();
     }
     if (fatal && !interrupted()) throw fatal.error;
     if (report.interrupted) {
-      opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+      phaseEnd();
       break; // creates whose answer is unknown stay recorded as intents: the next run settles them first
     }
     if (sync) {
@@ -538,7 +619,9 @@ async function runPhases(
       // A row rejected before loading is still in the export: it must not count as "gone".
       if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
       if (res.def.onMissing === 'end') {
-        if (report.stoppedEarly || keylessRejects > 0) {
+        if (selection) {
+          report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);
+        } else if (report.stoppedEarly || keylessRejects > 0) {
           report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
         } else {
           const { ended, failed } = await sync.endMissing();
@@ -548,7 +631,7 @@ async function runPhases(
         }
       }
     }
-    opts.onEvent?.({ type: 'phase-end', mapping: name, counts });
+    phaseEnd();
     if (report.stoppedEarly) break;
   }
 }
@@ -563,7 +646,7 @@ async function inspectPhase(
   indexes: ServerIndexes,
   st: PhaseState,
   report: RunReport,
-  x: { source: SourceConfig; ctx: EvalContext; onReject: (r: RejectRecord) => void; foundIds: Map<string, Map<string, string>>; progress: () => void; counts: MappingCounts; signal?: AbortSignal },
+  x: { source: SourceConfig; ctx: EvalContext; onReject: (r: RejectRecord) => void; foundIds: Map<string, Map<string, string>>; progress: () => void; counts: MappingCounts; signal?: AbortSignal; bytes?: SourceBytes },
 ): Promise<void> {
   const name = res.def.name;
   const record = st.mode === 'rebuild';
@@ -573,7 +656,7 @@ async function inspectPhase(
   x.foundIds.set(name, found);
   const keys = new Set<string>();
   const matched = new Set<string>();
-  for await (const item of transformSource(res, openSource(source, { signal: x.signal }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++ })) {
+  for await (const item of transformSource(res, openSource(source, { signal: x.signal, bytes: x.bytes }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++ })) {
     if (!item.ok) {
       if (item.key !== undefined && !hasCode(item.issues[0], 'duplicate-key')) keys.add(item.key);
       c.rejected++;

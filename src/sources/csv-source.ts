@@ -16,7 +16,7 @@ import {
 } from './csv-raw-text.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
-import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type SourceConfig, type SourceItem } from './types.js';
+import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 /*
  * CSV reader on csv-parse, streaming: fs → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
@@ -531,10 +531,10 @@ function cutCode(c: CsvCut): KnownIssueCode {
 }
 
 /** Streams a CSV source. */
-export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal): AsyncGenerator<SourceItem, void, undefined> {
+export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal, bytes?: ByteMeter): AsyncGenerator<SourceItem, void, undefined> {
   const options = parseOptions(cfg);
   const opened = await openSourceFile(cfg);
-  const input = fileStream(opened, signal);
+  const input = fileStream(opened, signal, bytes);
   let parser: Parser | undefined;
   let state: CsvReadState | undefined;
   try {

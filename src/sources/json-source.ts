@@ -6,7 +6,7 @@ import { parsePlainPath, stackMatches, type PathSegment } from './json-records-p
 import { recordBoundsViolation } from './record-bounds.js';
 import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
-import { JSON_MAX_WHOLE_FILE_BYTES, type SourceConfig, type SourceItem } from './types.js';
+import { JSON_MAX_WHOLE_FILE_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 /*
  * JSON reader. The records are the elements of one array: the top-level value, or the value at
@@ -87,14 +87,14 @@ function recordsLabel(cfg: SourceConfig): string {
 const RECORDS_HINT =
   'Set `records` to the path of the array of records, e.g. `records: staff` or `records: data.patients` (a JSONata expression also works, for files up to 256 MiB).';
 
-export async function* readJson(cfg: SourceConfig, signal?: AbortSignal): AsyncGenerator<SourceItem, void, undefined> {
+export async function* readJson(cfg: SourceConfig, signal?: AbortSignal, bytes?: ByteMeter): AsyncGenerator<SourceItem, void, undefined> {
   const segs = cfg.records === undefined ? undefined : parsePlainPath(cfg.records);
   if (cfg.records !== undefined && segs === undefined) {
-    yield* readJsonWithJsonata(cfg, cfg.records, signal);
+    yield* readJsonWithJsonata(cfg, cfg.records, signal, bytes);
     return;
   }
   const opened = await openSourceFile(cfg);
-  yield* streamJsonArray(cfg, opened, segs, signal);
+  yield* streamJsonArray(cfg, opened, segs, signal, bytes);
 }
 
 async function* streamJsonArray(
@@ -102,8 +102,9 @@ async function* streamJsonArray(
   opened: OpenedSource,
   segs: PathSegment[] | undefined,
   signal: AbortSignal | undefined,
+  bytes: ByteMeter | undefined,
 ): AsyncGenerator<SourceItem, void, undefined> {
-  const input = fileStream(opened, signal);
+  const input = fileStream(opened, signal, bytes);
   // A UTF-8 BOM decodes to U+FEFF, which stream-json's whitespace pattern (\s) skips.
   const parser = new StreamJsonParser({ streamValues: false });
   const array = new StreamArray();
@@ -157,6 +158,7 @@ async function* readJsonWithJsonata(
   cfg: SourceConfig,
   expression: string,
   signal: AbortSignal | undefined,
+  bytes?: ByteMeter,
 ): AsyncGenerator<SourceItem, void, undefined> {
   const { default: jsonata } = await import('jsonata');
   let compiled: ReturnType<typeof jsonata>;
@@ -184,7 +186,7 @@ async function* readJsonWithJsonata(
     throw tooLarge();
   }
   let text: string;
-  const input = fileStream(opened, signal);
+  const input = fileStream(opened, signal, bytes);
   try {
     // Read with a running total: a FIFO reports no size up front.
     const chunks: Buffer[] = [];

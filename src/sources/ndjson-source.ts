@@ -2,7 +2,7 @@ import { pipeline, Transform, type TransformCallback } from 'node:stream';
 import { recordBoundsViolation } from './record-bounds.js';
 import { rejectItem, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile } from './source-file.js';
-import { CSV_RAW_EXCERPT_BYTES, NDJSON_MAX_LINE_BYTES, type SourceConfig, type SourceItem } from './types.js';
+import { CSV_RAW_EXCERPT_BYTES, NDJSON_MAX_LINE_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 const LF = 10;
 const CR = 13;
@@ -146,9 +146,9 @@ function isBlank(line: string): boolean {
  * a JSON object, that breaks the record bounds (nesting, items, text length: record-bounds.ts) or that is longer
  * than NDJSON_MAX_LINE_BYTES is a reject with its line number; reading goes on.
  */
-export async function* readNdjson(cfg: SourceConfig, signal?: AbortSignal): AsyncGenerator<SourceItem, void, undefined> {
+export async function* readNdjson(cfg: SourceConfig, signal?: AbortSignal, bytes?: ByteMeter): AsyncGenerator<SourceItem, void, undefined> {
   const opened = await openSourceFile(cfg);
-  const input = fileStream(opened, signal);
+  const input = fileStream(opened, signal, bytes);
   const lines = new LineSplitter(NDJSON_MAX_LINE_BYTES, CSV_RAW_EXCERPT_BYTES);
   pipeline(input, lines, () => undefined);
   const source = cfg.name;

@@ -15,6 +15,7 @@ import {
 } from './types.js';
 
 export type {
+  ByteMeter,
   CsvOptions,
   OpenSourceOptions,
   Origin,
@@ -35,7 +36,7 @@ export {
   RECORD_MAX_ITEMS,
   RECORD_MAX_TEXT_CHARS,
 } from './types.js';
-export { detectFormat } from './source-file.js';
+export { detectFormat, SourceBytes } from './source-file.js';
 
 const FORMATS: readonly SourceFormat[] = ['csv', 'json', 'ndjson'];
 
@@ -72,21 +73,22 @@ function checkConfig(cfg: SourceConfig): SourceFormat {
  * Streams the records of a source file, each with its origin; row-level problems come as
  * `{ ok: false }` rejects and reading goes on; problems with the file as a whole throw a `CareEtlError`
  * (exit code 2) — configuration errors (format, options) synchronously, file errors while iterating.
- * Each iteration opens the file anew; consume with `for await` (backpressure is respected).
+ * Each iteration opens the file anew; consume with `for await` (backpressure is respected). `opts.bytes` (a
+ * `SourceBytes`) follows the bytes read of the file, for progress by percentage.
  */
 export function openSource(cfg: SourceConfig, opts: OpenSourceOptions = {}): AsyncIterable<SourceItem> {
   const format = checkConfig(cfg);
-  const signal = opts.signal;
+  const { signal, bytes } = opts;
   return {
     [Symbol.asyncIterator](): AsyncIterator<SourceItem> {
       signal?.throwIfAborted();
       switch (format) {
         case 'csv':
-          return readCsv(cfg, signal);
+          return readCsv(cfg, signal, bytes);
         case 'ndjson':
-          return readNdjson(cfg, signal);
+          return readNdjson(cfg, signal, bytes);
         case 'json':
-          return readJson(cfg, signal);
+          return readJson(cfg, signal, bytes);
       }
     },
   };

@@ -69,6 +69,16 @@ export type SourceItem = ({ ok: true } & SourceRecord) | ({ ok: false } & Source
 export interface OpenSourceOptions {
   /** Aborting destroys the underlying file stream; iteration then rejects with an AbortError. */
   signal?: AbortSignal;
+  /** Told of each file stream the reader opens, for progress by bytes (see `SourceBytes`). */
+  bytes?: ByteMeter;
+}
+
+/**
+ * Receives the byte stream a reader opened on the source file: its `bytesRead` (the stream's own counter, so
+ * reading it costs nothing per row and no system call) and the file's size (undefined when not known: a FIFO).
+ */
+export interface ByteMeter {
+  attach(stream: { readonly bytesRead: number }, totalBytes: number | undefined): void;
 }
 
 /**

@@ -96,10 +96,11 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     expect(res.code, res.stderr).toBe(1);
     expect(sb.stats().requests).toBe(before);
     // A dry run keeps its own rejects file, beside its output (the last real run's stays as it was).
-    expect(readdirSync(out).sort()).toEqual(['CareTeam.ndjson', 'Patient.ndjson', 'Practitioner.ndjson', 'rejects.ndjson']);
+    expect(readdirSync(out).sort()).toEqual(['CareTeam.ndjson', 'Patient.ndjson', 'Practitioner.ndjson', 'rejects.ndjson', 'rejects.summary.csv']);
     for (const f of readdirSync(out)) {
       expect(statSync(join(out, f)).mode & 0o777).toBe(0o600);
       if (f === 'rejects.ndjson') expect(readNdjson(join(out, f)).map((r) => r.stage)).toHaveLength(9);
+      else if (f === 'rejects.summary.csv') expect(readFileSync(join(out, f), 'utf8').trimEnd().split('\r\n')).toHaveLength(1 + 9);
       else expect(readFileSync(join(out, f), 'utf8')).toBe(readFileSync(join(ROOT, 'test/fixtures/run/golden', f), 'utf8'));
     }
     expect(existsSync(join(dir, '.care-etl', 'rejects.ndjson'))).toBe(false);

@@ -179,7 +179,7 @@ describe('dry run output', () => {
     const dir = patientProject('patients.csv', `${HEADER}\n000001,A,B,bad,F\n`);
     const out = join(dir, 'out');
     await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true, outDir: out });
-    expect(readdirSync(out).sort()).toEqual(['Patient.ndjson', 'rejects.ndjson']);
+    expect(readdirSync(out).sort()).toEqual(['Patient.ndjson', 'rejects.ndjson', 'rejects.summary.csv']);
     expect(readFileSync(join(out, 'Patient.ndjson'), 'utf8')).toBe('');
   });
 });

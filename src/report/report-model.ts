@@ -1,0 +1,400 @@
+import { createReadStream } from 'node:fs';
+import { dirname, isAbsolute, relative } from 'node:path';
+import { createInterface } from 'node:readline';
+import { formatLocation, type Issue } from '../core/issues.js';
+import { redactKnown } from '../core/secret.js';
+import type { MappingCounts, RunReport } from '../pipeline/run-pipeline.js';
+import { excerptOf, type RejectRecord, type RejectStage } from '../pipeline/rejects.js';
+
+/**
+ * The content shared by the HTML and Markdown run reports (`run --report FILE.html|.md`): one model built from the
+ * RunReport and the rejects file, rendered twice. Nothing here writes a file.
+ *
+ * What it holds of the rejects, unless `includeRows`: where (file, lines/records), the mapping, the source key, the
+ * stage, the issue codes and messages — the fields of `rejects.summary.csv` — never `row`, `raw` or `rowExcerpt`.
+ */
+export interface RunReportInput {
+  report: RunReport;
+  /** The rejects of the run, as read from its rejects file (`readRejectsFile`); `row`/`raw` are read only with `includeRows`. */
+  rejects: RejectRecord[];
+  /** Show each rejected row's original content (escaped) under its reason: patient data, off by default. */
+  includeRows?: boolean;
+  /** Default: `care-etl run report — <folder>/<mapping file>`. */
+  title?: string;
+}
+
+/** Row outcomes of a mapping, in chart order. Each row read ends in exactly one of them (a `groupBy` group: one per group). */
+export const OUTCOMES = [
+  { key: 'created', label: 'created' },
+  { key: 'updated', label: 'updated' },
+  { key: 'unchanged', label: 'unchanged' },
+  { key: 'written', label: 'written (dry run)' },
+  { key: 'notSelected', label: 'not selected' },
+  { key: 'rejected', label: 'rejected' },
+] as const satisfies readonly { key: keyof MappingCounts; label: string }[];
+export type OutcomeKey = (typeof OUTCOMES)[number]['key'];
+
+/** Columns of the counts table (README: read, created, updated, unchanged, adopted, rejected, ended, written). */
+export const COUNT_COLUMNS: readonly (keyof MappingCounts)[] = ['read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', 'written'];
+
+/** Lines, records, keys, ended associations listed at most per group / section; the rest is counted ("… and N more"). */
+export const MAX_LISTED = 500;
+/** Rejected rows shown per reason with `includeRows`. */
+export const MAX_ROWS_PER_GROUP = 200;
+/** Characters of one row's rendering shown with `includeRows`. */
+export const MAX_ROW_CHARS = 64 * 1024;
+
+export interface Listed<T> {
+  items: T[];
+  /** How many were left out (beyond MAX_LISTED). */
+  more: number;
+}
+
+/** Where a group's rows are in one source file. */
+export interface GroupPlace {
+  /** Relative to the mapping's folder when inside it. */
+  file: string;
+  /** CSV/NDJSON lines (every line of a `groupBy` group), ascending, distinct. */
+  lines: Listed<number>;
+  /** JSON record numbers (sources without lines), ascending, distinct. */
+  records: Listed<number>;
+}
+
+/** One reason for rejection: rows of one mapping rejected at the same stage with the same issue (see `groupKeyOf`). */
+export interface RejectGroup {
+  mapping: string;
+  stage: RejectStage;
+  code: string;
+  /** The message when all rows of the group have the same one; else its normalised form (`normaliseMessage`). */
+  reason: string;
+  /** When messages differ: the first one, as an example. */
+  example?: string;
+  /** The issue's JSON path (validate: inside the resource; transform: inside the mapping), when it has one. */
+  path?: string;
+  /** `file:line:col` of the expression in the mapping file, when the issue points there. */
+  at?: string;
+  /** Rejected rows (or `groupBy` groups). */
+  count: number;
+  places: GroupPlace[];
+  /** Distinct source keys, in order of appearance. */
+  keys: Listed<string>;
+  /** Rows of the group rejected before their key was known. */
+  keyless: number;
+  /** Further issues of the same rows (beyond the first, which makes the group): code and message → count. */
+  moreIssues: { code: string; message: string; count: number }[];
+  /** With `includeRows`: the rejected rows (at most MAX_ROWS_PER_GROUP), each rendered as text. */
+  rows?: Listed<{ where: string; key?: string; text: string }>;
+}
+
+export interface ReportModel {
+  title: string;
+  report: RunReport;
+  includeRows: boolean;
+  exitMeaning: string;
+  /** As in the report (absolute). */
+  mappingFile: string;
+  /** baseUrl without user info (never shown even if a URL carried it). */
+  targetUrl?: string;
+  duration: string;
+  /** Mappings in run order, with their counts. */
+  mappings: { name: string; counts: MappingCounts }[];
+  /** Whether the run had `--only-rejected` (a `not selected` column). */
+  hasNotSelected: boolean;
+  groups: RejectGroup[];
+  /** Rejects given (the rejects file's lines); may differ from `report.totals.rejected` when the file was cut or edited. */
+  rejectCount: number;
+  ended: Listed<RunReport['ended'][number]>;
+  /** Run-level notices: stopped early, interrupted, rejects file mismatch. */
+  notices: string[];
+}
+
+const EXIT_MEANINGS: Record<number, string> = {
+  0: 'every row loaded',
+  1: 'some rows were rejected (or --max-errors was reached); the other rows were loaded',
+  2: 'usage, mapping, configuration or authentication error: nothing was loaded',
+  3: 'could not complete (interrupted, or the server unreachable or failing): the next run goes on where this one stopped',
+  4: 'plan: the run would write to the server',
+};
+
+export function exitMeaning(code: number, dryRun: boolean): string {
+  if (dryRun && code === 0) return 'every row mapped and validated (dry run: nothing sent)';
+  if (dryRun && code === 1) return 'some rows were rejected (or --max-errors was reached) (dry run: nothing sent)';
+  return EXIT_MEANINGS[code] ?? 'unknown exit code';
+}
+
+/**
+ * How reject messages are grouped: the same reason often names the row's own key, line or value count
+ * (`key \`000005\` was already used by line 6`, `expected 11 fields (header, line 1), got 12`). Backticked spans
+ * become `…` (keys, column names, formats, lookup tables — all quoted that way by care-etl), runs of digits
+ * become `#`, and white space is collapsed. Double-quoted text is kept (JSONata string literals in hints).
+ */
+export function normaliseMessage(message: string): string {
+  return message
+    .replace(/`[^`]*`/g, '`…`')
+    .replace(/\d+/g, '#')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/**
+ * The group of a reject: its mapping, stage, first issue's code, that issue's JSON path (digits normalised: the
+ * `/telecom/0/value` of one row and `/telecom/1/value` of another are one field) and mapping-file location (the
+ * expression that failed; a location in the source file itself — the row's own line — is left out), and the
+ * normalised message (`normaliseMessage`). Further issues of a row are listed under its group, not grouped again.
+ */
+export function groupKeyOf(r: RejectRecord): string {
+  const i = r.issues?.[0];
+  return JSON.stringify([r.mapping, r.stage, i?.code ?? '', i?.path ? normaliseMessage(i.path) : '', mappingLocation(r, i) ?? '', i ? normaliseMessage(String(i.message ?? '')) : '']);
+}
+
+function mappingLocation(r: RejectRecord, i: Issue | undefined): string | undefined {
+  const loc = i?.location;
+  if (!loc?.file || loc.file === r.file) return undefined;
+  return formatLocation(loc);
+}
+
+/** Paths inside `base` are shown relative to it (the mapping's folder), others as they are. */
+export function displayPath(file: string, base: string): string {
+  const rel = relative(base, file);
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
+}
+
+/** `https://user:pass@host/x?y` → `https://host/x?y`; not a URL: as given. */
+export function displayUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!u.username && !u.password) return url;
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** `406 ms`, `12.3 s`, `3 min 05 s`, `2 h 04 min`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const total = Math.round(s);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const sec = total % 60;
+  return h ? `${h} h ${String(m).padStart(2, '0')} min` : `${m} min ${String(sec).padStart(2, '0')} s`;
+}
+
+/** `2026-11-24T08:54:20.760Z` → `2026-11-24 08:54:20 UTC`; anything else as given. */
+export function formatTime(iso: string): string {
+  const m = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?Z$/.exec(iso);
+  return m ? `${m[1]} ${m[2]} UTC` : iso || '—';
+}
+
+function listed<T>(all: T[], max = MAX_LISTED): Listed<T> {
+  return all.length > max ? { items: all.slice(0, max), more: all.length - max } : { items: all, more: 0 };
+}
+
+/** `line 21`, `lines 3, 4, 5, 48`, `record 7` (for one reject, `includeRows`). */
+function whereOf(r: RejectRecord, base: string): string {
+  const file = displayPath(String(r.file ?? ''), base);
+  const many = r.lines?.length ? r.lines : undefined;
+  if (r.line !== undefined) return `${file} ${many && many.length > 1 ? `lines ${many.join(', ')}` : `line ${r.line}`}`;
+  if (r.record !== undefined) return `${file} ${many && many.length > 1 ? `records ${many.join(', ')}` : `record ${r.record}`}`;
+  return file;
+}
+
+/** A rejected row's content as text (`includeRows`): the parsed row, else the line as read, else the excerpt kept. */
+function rowText(r: RejectRecord): string {
+  let text: string;
+  if (r.row !== undefined) {
+    try {
+      text = JSON.stringify(r.row, null, 2) ?? String(r.row);
+    } catch {
+      text = excerptOf(r.row, MAX_ROW_CHARS);
+    }
+  } else if (typeof r.raw === 'string') text = r.raw;
+  else if (typeof r.rowExcerpt === 'string') text = r.rowExcerpt;
+  else text = '(no row content in the rejects file)';
+  if (r.rowOmitted) text = `${text}\n(${r.rowOmitted})`;
+  return text.length > MAX_ROW_CHARS ? `${text.slice(0, MAX_ROW_CHARS)}… (cut at ${MAX_ROW_CHARS} characters)` : text;
+}
+
+interface GroupAcc {
+  group: RejectGroup;
+  messages: Set<string>;
+  places: Map<string, { lines: Set<number>; records: Set<number> }>;
+  keys: string[];
+  keySet: Set<string>;
+  more: Map<string, { code: string; message: string; count: number }>;
+  rows: { where: string; key?: string; text: string }[];
+  rowsMore: number;
+}
+
+/** The rejects grouped by reason (`groupKeyOf`), largest group first, then in order of first appearance. */
+export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; includeRows?: boolean }): RejectGroup[] {
+  const accs = new Map<string, GroupAcc>();
+  for (const r of rejects) {
+    const first = r.issues?.[0];
+    const k = groupKeyOf(r);
+    let a = accs.get(k);
+    if (!a) {
+      const message = first ? String(first.message ?? '') : 'rejected (no issue recorded)';
+      a = {
+        group: {
+          mapping: String(r.mapping),
+          stage: r.stage,
+          code: first ? String(first.code) : '—',
+          reason: message,
+          path: first?.path,
+          at: mappingLocation(r, first) ? formatLocation({ ...first!.location, file: displayPath(first!.location!.file!, opts.baseDir) }) : undefined,
+          count: 0,
+          places: [],
+          keys: { items: [], more: 0 },
+          keyless: 0,
+          moreIssues: [],
+        },
+        messages: new Set(),
+        places: new Map(),
+        keys: [],
+        keySet: new Set(),
+        more: new Map(),
+        rows: [],
+        rowsMore: 0,
+      };
+      accs.set(k, a);
+    }
+    const g = a.group;
+    g.count++;
+    if (first) {
+      const m = String(first.message ?? '');
+      if (a.messages.size === 0) g.example = m;
+      a.messages.add(m);
+      if (first.path !== g.path) g.path = first.path === undefined || g.path === undefined ? undefined : normaliseMessage(g.path);
+    }
+    const file = displayPath(String(r.file ?? ''), opts.baseDir);
+    let p = a.places.get(file);
+    if (!p) a.places.set(file, (p = { lines: new Set(), records: new Set() }));
+    const many = r.lines?.length ? r.lines : undefined;
+    if (r.line !== undefined) for (const n of many ?? [r.line]) p.lines.add(n);
+    else if (r.record !== undefined) for (const n of many ?? [r.record]) p.records.add(n);
+    if (r.key === undefined || r.key === null) g.keyless++;
+    else if (!a.keySet.has(String(r.key))) {
+      a.keySet.add(String(r.key));
+      a.keys.push(String(r.key));
+    }
+    for (const i of (r.issues ?? []).slice(1)) {
+      const mk = JSON.stringify([String(i?.code), normaliseMessage(String(i?.message ?? ''))]);
+      const e = a.more.get(mk);
+      if (e) e.count++;
+      else a.more.set(mk, { code: String(i?.code), message: String(i?.message ?? ''), count: 1 });
+    }
+    if (opts.includeRows) {
+      if (a.rows.length < MAX_ROWS_PER_GROUP) a.rows.push({ where: whereOf(r, opts.baseDir), key: r.key === undefined ? undefined : String(r.key), text: rowText(r) });
+      else a.rowsMore++;
+    }
+  }
+  const groups: RejectGroup[] = [];
+  for (const a of accs.values()) {
+    const g = a.group;
+    if (a.messages.size > 1) g.reason = normaliseMessage(g.example ?? g.reason);
+    else g.example = undefined;
+    const num = (s: Set<number>) => [...s].sort((x, y) => x - y);
+    g.places = [...a.places].map(([file, p]) => ({ file, lines: listed(num(p.lines)), records: listed(num(p.records)) }));
+    g.keys = listed(a.keys);
+    g.moreIssues = [...a.more.values()].sort((x, y) => y.count - x.count);
+    if (opts.includeRows) g.rows = { items: a.rows, more: a.rowsMore };
+    groups.push(g);
+  }
+  // stable: equal counts keep their order of first appearance (the order of the run)
+  return groups.map((g, i) => ({ g, i })).sort((x, y) => y.g.count - x.g.count || x.i - y.i).map((x) => x.g);
+}
+
+export function buildReportModel(input: RunReportInput): ReportModel {
+  const { report } = input;
+  const base = dirname(report.mappingFile);
+  const includeRows = input.includeRows ?? false;
+  const mappings = (report.order?.length ? report.order : Object.keys(report.mappings)).filter((n) => report.mappings[n]).map((name) => ({ name, counts: report.mappings[name]! }));
+  const notices: string[] = [];
+  if (report.interrupted) notices.push(`Interrupted (SIGINT/SIGTERM): ${report.stoppedEarly ?? 'the rows not read yet are loaded by the next run'}`);
+  else if (report.stoppedEarly) notices.push(`Stopped early: ${report.stoppedEarly}`);
+  const rejected = report.totals?.rejected ?? 0;
+  if (input.rejects.length !== rejected) {
+    notices.push(`The rejects file holds ${input.rejects.length} reject(s) but the run counted ${rejected}: the file was replaced or edited since, or is not this run's.`);
+  }
+  const folder = base.split(/[\\/]/).filter(Boolean).pop();
+  const file = report.mappingFile.split(/[\\/]/).pop() ?? report.mappingFile;
+  return {
+    title: input.title ?? `care-etl run report — ${folder ? `${folder}/` : ''}${file}`,
+    report,
+    includeRows,
+    exitMeaning: exitMeaning(report.exitCode, report.dryRun),
+    mappingFile: report.mappingFile,
+    targetUrl: report.target ? displayUrl(report.target.baseUrl) : undefined,
+    duration: formatDuration(report.durationMs),
+    mappings,
+    hasNotSelected: report.selection !== undefined || mappings.some((m) => m.counts.notSelected !== undefined),
+    groups: groupRejects(input.rejects, { baseDir: base, includeRows }),
+    rejectCount: input.rejects.length,
+    ended: listed(report.ended ?? []),
+    notices,
+  };
+}
+
+/** The outcome segments of a mapping's bar (zero counts left out). */
+export function outcomesOf(c: MappingCounts): { key: OutcomeKey; label: string; value: number }[] {
+  return OUTCOMES.map((o) => ({ key: o.key, label: o.label, value: Number(c[o.key] ?? 0) })).filter((o) => o.value > 0);
+}
+
+/** Text from a report (messages, keys, paths): known secrets redacted before it is escaped for HTML or Markdown. */
+export const clean = (s: unknown): string => redactKnown(s === undefined || s === null ? '' : String(s));
+
+/**
+ * Reads a rejects file (NDJSON, as `run` writes it), streaming. Without `keepRows` each record's `row`, `raw` and
+ * `rowExcerpt` are dropped as it is read (patient data; and memory: rows can be large). Lines that are not a
+ * JSON object are skipped (`unreadable`). A missing file: no rejects.
+ */
+export async function readRejectsFile(path: string, opts: { keepRows?: boolean } = {}): Promise<{ rejects: RejectRecord[]; unreadable: number }> {
+  const rejects: RejectRecord[] = [];
+  let unreadable = 0;
+  const input = createReadStream(path, { encoding: 'utf8' });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      input.once('open', () => resolve());
+      input.once('error', reject);
+    });
+  } catch (err) {
+    input.destroy();
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { rejects, unreadable };
+    throw err;
+  }
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  try {
+    for await (const line of lines) {
+      if (line.trim() === '') continue;
+      let r: unknown;
+      try {
+        r = JSON.parse(line);
+      } catch {
+        unreadable++;
+        continue;
+      }
+      if (!r || typeof r !== 'object' || Array.isArray(r) || typeof (r as RejectRecord).mapping !== 'string') {
+        unreadable++;
+        continue;
+      }
+      const rec = r as RejectRecord;
+      if (!Array.isArray(rec.issues)) rec.issues = [];
+      if (!opts.keepRows) {
+        delete rec.row;
+        delete rec.raw;
+        delete rec.rowExcerpt;
+      }
+      rejects.push(rec);
+    }
+  } finally {
+    lines.close();
+    input.destroy();
+  }
+  return { rejects, unreadable };
+}
