@@ -27,7 +27,8 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     'dry-run': Flags.boolean({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
     out: Flags.string({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
     rejects: Flags.string({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it' }),
-    report: Flags.string({ description: 'also write the JSON report to this file' }),
+    report: Flags.string({ description: 'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON' }),
+    'include-rows': Flags.boolean({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
     concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
     'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
@@ -80,7 +81,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     }
     progress?.stop();
     process.exitCode = report.exitCode;
-    if (flags.report) writePrivateFileAtomic(flags.report, `${redactKnown(JSON.stringify(report, null, 2))}\n`);
+    if (flags.report) writePrivateFileAtomic(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
     if (!this.jsonEnabled()) {
       const sel = report.selection;
       const rows = report.order.map((name) => {
@@ -105,4 +106,14 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     }
     return report;
   }
+}
+
+/** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */
+async function renderReportFile(file: string, report: RunReport, includeRows: boolean, redact: (s: string) => string): Promise<string> {
+  const ext = file.toLowerCase().split('.').pop();
+  if (ext !== 'html' && ext !== 'htm' && ext !== 'md') return `${redact(JSON.stringify(report, null, 2))}\n`;
+  const { readRejectsFile } = await import('../report/report-model.js');
+  const { rejects } = report.rejectsFile ? await readRejectsFile(report.rejectsFile, { keepRows: includeRows }) : { rejects: [] };
+  if (ext === 'md') return (await import('../report/run-report-markdown.js')).renderRunReportMarkdown({ report, rejects, includeRows });
+  return (await import('../report/run-report-html.js')).renderRunReportHtml({ report, rejects, includeRows });
 }

@@ -117,8 +117,8 @@ const EXIT_MEANINGS: Record<number, string> = {
 };
 
 export function exitMeaning(code: number, dryRun: boolean): string {
-  if (dryRun && code === 0) return 'every row mapped and validated (dry run: nothing sent)';
-  if (dryRun && code === 1) return 'some rows were rejected (or --max-errors was reached) (dry run: nothing sent)';
+  if (dryRun && code === 0) return 'every row mapped and validated';
+  if (dryRun && code === 1) return 'some rows were rejected (or --max-errors was reached); the other rows were mapped and validated';
   return EXIT_MEANINGS[code] ?? 'unknown exit code';
 }
 

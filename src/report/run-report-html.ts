@@ -31,7 +31,7 @@ export function renderRunReportHtml(input: RunReportInput): string {
   const r = m.report;
   const body = [
     `<header><h1>${esc(m.title)}</h1>`,
-    `<p class="status ${r.exitCode === 0 ? 'ok' : r.exitCode === 1 ? 'warn' : 'bad'}" id="exit"><strong>Exit code ${esc(r.exitCode)}</strong> — ${esc(m.exitMeaning)}${r.dryRun ? ' <span class="tag">dry run</span>' : ''}</p>`,
+    `<p class="status ${r.exitCode === 0 ? 'ok' : r.exitCode === 1 ? 'warn' : 'bad'}" id="exit"><strong>Exit code ${esc(r.exitCode)}</strong> — ${esc(m.exitMeaning)}${r.dryRun ? ' <span class="tag">dry run: nothing sent</span>' : ''}</p>`,
     ...m.notices.map((n) => `<p class="notice" role="alert">${esc(n)}</p>`),
     m.includeRows ? `<p class="notice rows" role="alert"><strong>Contains patient data:</strong> this report shows the content of every rejected row (<code>--include-rows</code>). Share it only where that data may go.</p>` : '',
     `</header>`,
@@ -84,6 +84,8 @@ table{border-collapse:collapse;width:100%;margin:6px 0}
 th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:var(--bg-alt);font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.nw,th.nw,.file{white-space:nowrap;overflow-wrap:normal}
+td.keys,th.keys{min-width:9em;overflow-wrap:break-word}
 tfoot td{font-weight:600;background:var(--bg-alt)}
 dl.run{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}
 dl.run dt{color:var(--muted)}
@@ -223,7 +225,7 @@ function placeText(p: GroupPlace): string {
   const parts: string[] = [];
   if (p.lines.items.length) parts.push(`${p.lines.items.length + p.lines.more === 1 ? 'line' : 'lines'} ${listedText(p.lines, (n) => num(n))}`);
   if (p.records.items.length) parts.push(`${p.records.items.length + p.records.more === 1 ? 'record' : 'records'} ${listedText(p.records, (n) => num(n))}`);
-  return `<div><span class="mono">${esc(p.file)}</span>${parts.length ? `: ${parts.join('; ')}` : ''}</div>`;
+  return `<div><span class="mono file">${esc(p.file)}</span>${parts.length ? `: ${parts.join('; ')}` : ''}</div>`;
 }
 
 function reasonCell(g: RejectGroup): string {
@@ -238,11 +240,11 @@ function reasonCell(g: RejectGroup): string {
 function rejectsSection(m: ReportModel): string {
   const total = m.rejectCount;
   if (total === 0) return `<section id="rejects"><h2>Rejected rows</h2><p>No row was rejected.</p></section>`;
-  const head = '<tr><th>#</th><th class="num">rows</th><th>mapping</th><th>stage</th><th>code</th><th>reason</th><th>where (file: lines / records)</th><th>source keys</th></tr>';
+  const head = '<tr><th class="nw">#</th><th class="num">rows</th><th class="nw">mapping</th><th class="nw">stage</th><th class="nw">code</th><th>reason</th><th>where (file: lines / records)</th><th class="keys">source keys</th></tr>';
   const rows = m.groups
     .map((g, i) => {
-      const keys = `${listedText(g.keys)}${g.keyless ? `${g.keys.items.length ? '<br>' : ''}<span class="muted">${num(g.keyless)} without a key</span>` : ''}`;
-      return `<tr id="reason-${i + 1}"><td>R${i + 1}</td><td class="num">${num(g.count)}</td><td>${esc(g.mapping)}</td><td>${esc(g.stage)}</td><td><code>${esc(g.code)}</code></td><td>${reasonCell(g)}</td><td>${g.places.map(placeText).join('')}</td><td class="mono">${keys}</td></tr>`;
+      const keys = `${listedText(g.keys, (k) => `<span class="mono">${esc(k)}</span>`)}${g.keyless ? `${g.keys.items.length ? '<br>' : ''}<span class="muted">${num(g.keyless)} without a key</span>` : ''}`;
+      return `<tr id="reason-${i + 1}"><td class="nw">R${i + 1}</td><td class="num">${num(g.count)}</td><td class="nw">${esc(g.mapping)}</td><td class="nw">${esc(g.stage)}</td><td class="nw"><code>${esc(g.code)}</code></td><td>${reasonCell(g)}</td><td>${g.places.map(placeText).join('')}</td><td class="keys">${keys}</td></tr>`;
     })
     .join('');
   return `<section id="rejects"><h2>Rejected rows by reason (${num(total)} row${total === 1 ? '' : 's'}, ${num(m.groups.length)} reason${m.groups.length === 1 ? '' : 's'})</h2>

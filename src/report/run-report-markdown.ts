@@ -31,7 +31,7 @@ export function renderRunReportMarkdown(input: RunReportInput): string {
   const r = m.report;
   const out: string[] = [];
   out.push(`## ${md(m.title)}`, '');
-  out.push(`**Exit code ${r.exitCode}** — ${md(m.exitMeaning)}${r.dryRun ? ' · _dry run_' : ''}`, '');
+  out.push(`**Exit code ${r.exitCode}** — ${md(m.exitMeaning)}${r.dryRun ? ' · _dry run: nothing sent_' : ''}`, '');
   for (const n of m.notices) out.push(`> **Note:** ${md(n)}`, '');
   if (m.includeRows) out.push('> **Contains patient data:** this report shows the content of every rejected row (`--include-rows`). Share it only where that data may go.', '');
   out.push(...runSection(m), '');
