@@ -72,6 +72,13 @@ export interface RunReport {
   statePath?: string;
   /** One entry per ended association: a whole care team (`onMissing: end`), or one `member` of it (an end date or a dropped row). */
   ended: { mapping: string; key: string; serverId: string; member?: string }[];
+  /**
+   * Keys loaded by an earlier run that this run's export no longer holds, for mappings with `onMissing: ignore`
+   * (nothing is done to them on the server; `end` mappings list them under `ended`). At most 1,000 listed; `vanishedCount`
+   * has the total.
+   */
+  vanished?: { mapping: string; key: string; serverId?: string }[];
+  vanishedCount?: number;
   warnings: string[];
   /** Every listing of the server this run made to find resources the ledger did not know (see `--reconcile`). */
   indexes: IndexBuild[];
@@ -195,6 +202,9 @@ export interface RunOptions {
 type Mode = 'run' | 'rebuild' | 'check' | 'plan';
 
 const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, foundOnServer: 0, differing: 0, foundByMatch: 0, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 });
+
+/** Vanished keys listed in the report at most (the count is always complete). */
+const MAX_VANISHED_LISTED = 1000;
 
 const emptyCounts = (): MappingCounts => ({ read: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
 
@@ -618,6 +628,16 @@ async function runPhases(
       }
       // A row rejected before loading is still in the export: it must not count as "gone".
       if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
+      if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && keylessRejects === 0) {
+        // Not acted on, but said: the clinic should know which patients left the export.
+        const gone = st.scope!.notSeenSince(name, st.runId!);
+        if (gone.length) {
+          report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
+          report.vanished ??= [];
+          for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length))) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
+          report.warnings.push(`${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`);
+        }
+      }
       if (res.def.onMissing === 'end') {
         if (selection) {
           report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);

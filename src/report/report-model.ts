@@ -104,6 +104,8 @@ export interface ReportModel {
   /** Rejects given (the rejects file's lines); may differ from `report.totals.rejected` when the file was cut or edited. */
   rejectCount: number;
   ended: Listed<RunReport['ended'][number]>;
+  /** Keys an earlier run loaded that the export no longer holds (`onMissing: ignore`): listed, total. */
+  vanished: { items: NonNullable<RunReport['vanished']>; total: number };
   /** Run-level notices: stopped early, interrupted, rejects file mismatch. */
   notices: string[];
 }
@@ -337,6 +339,7 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     groups: groupRejects(input.rejects, { baseDir: base, includeRows }),
     rejectCount: input.rejects.length,
     ended: listed(report.ended ?? []),
+    vanished: { items: (report.vanished ?? []).slice(0, MAX_LISTED), total: report.vanishedCount ?? 0 },
     notices,
   };
 }

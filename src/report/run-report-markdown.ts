@@ -40,6 +40,7 @@ export function renderRunReportMarkdown(input: RunReportInput): string {
   out.push(...rejectsSection(m), '');
   if (m.includeRows && m.rejectCount > 0) out.push(...rowsSection(m), '');
   out.push(...endedSection(m), '');
+  out.push(...vanishedSection(m), '');
   out.push(...indexesSection(m), '');
   out.push('### Warnings', '');
   out.push(...(r.warnings?.length ? r.warnings.map((w) => `- ${md(w)}`) : ['None.']), '');
@@ -205,6 +206,19 @@ function endedSection(m: ReportModel): string[] {
     '',
     ...table(['mapping', 'source key', 'server id', 'member'], rows),
     ...(e.more ? ['', `_… and ${num(e.more)} more (the JSON report has them all)._`] : []),
+  ];
+}
+
+function vanishedSection(m: ReportModel): string[] {
+  const v = m.vanished;
+  if (v.total === 0) return ['### Gone from the export', '', 'No key loaded by an earlier run is missing from this export.'];
+  return [
+    `### Gone from the export (${num(v.total)})`,
+    '',
+    ...table(['mapping', 'source key', 'server id'], v.items.map((x) => [md(x.mapping), md(x.key), md(x.serverId ?? '')])),
+    ...(v.total > v.items.length ? ['', `_… and ${num(v.total - v.items.length)} more._`] : []),
+    '',
+    '_Loaded by an earlier run, absent from this export, left as they are on the server (`onMissing: ignore`)._',
   ];
 }
 

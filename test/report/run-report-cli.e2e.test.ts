@@ -1,5 +1,5 @@
 /** `care-etl run --report FILE.html|FILE.md` (built CLI): the report to hand over, chosen by extension, 0600. */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { copyTree, runCli } from '../helpers/cli.js';
@@ -21,5 +21,23 @@ describe('run --report by extension', () => {
       expect(statSync(file).mode & 0o777).toBe(0o600);
       if (name !== 'report.json') expect(text).not.toContain('Sofia'); // no patient names without --include-rows
     }
+  }, 60_000);
+
+  it('says which keys left the export (onMissing: ignore): in the JSON report and on the page', async () => {
+    // Every row of this fixture has its key: absent keys can be told apart from unread ones (no keyless reject).
+    const dir = copyTree('test/fixtures/run/clean');
+    const mapping = join(dir, 'mapping.yaml');
+    expect((await runCli(['run', mapping, '--quiet'])).code).toBe(0); // the embedded sandbox
+    const csv = join(dir, 'data', 'patients.csv');
+    writeFileSync(csv, readFileSync(csv, 'utf8').replace(/^000002,[^\n]*\n/m, '')); // Liam Moreau left the export
+    const r = await runCli(['run', mapping, '--json', '--report', join(dir, 'report.html')]);
+    const report = JSON.parse(r.stdout) as { vanished: { mapping: string; key: string }[]; vanishedCount: number };
+    expect(report, r.stdout.slice(0, 3000)).toHaveProperty('vanishedCount');
+    expect(report.vanishedCount).toBe(1);
+    expect(report.vanished).toEqual([expect.objectContaining({ mapping: 'patient', key: '000002' })]);
+    const page = readFileSync(join(dir, 'report.html'), 'utf8');
+    expect(page).toContain('Gone from the export (1)');
+    expect(page).toContain('000002');
+    expect(page).not.toContain('Moreau');
   }, 60_000);
 });
