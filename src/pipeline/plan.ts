@@ -88,15 +88,8 @@ export interface PlannedEnd {
   diff?: FieldChange[];
 }
 
-export interface PlannedReject {
-  stage: RejectRecord['stage'];
-  file: string;
-  line?: number;
-  record?: number;
-  lines?: number[];
-  key?: string;
-  issues: Issue[];
-}
+/** A row the run would reject: where it is and why (never the row itself). */
+export type PlannedReject = Pick<RejectRecord, 'stage' | 'file' | 'line' | 'record' | 'lines' | 'key' | 'issues'>;
 
 export interface PlannedDrift {
   key: string;

@@ -362,44 +362,64 @@ export class RejectSelection {
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
 
 /**
- * Reads a rejects file (NDJSON, as `RejectsWriter` writes it) into a `RejectSelection`, streaming (lines may be
- * long: rows are kept whole). Only the location fields are kept, never the rows. A missing file is a usage error:
- * there is nothing to re-process before a run wrote one.
+ * Streams a rejects file (NDJSON, as `RejectsWriter` writes it; lines may be long: rows are kept whole): each
+ * line's object, or `undefined` for a line that is not one (counted by the caller). Undefined when the file does
+ * not exist; other errors are thrown.
+ */
+export async function readRejectLines(path: string): Promise<AsyncGenerator<Partial<RejectRecord> | undefined> | undefined> {
+  const input = createReadStream(path, { encoding: 'utf8' });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      input.once('open', () => resolve());
+      input.once('error', reject);
+    });
+  } catch (err) {
+    input.destroy();
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  return (async function* () {
+    const lines = createInterface({ input, crlfDelay: Infinity });
+    try {
+      for await (const line of lines) {
+        if (line.trim() === '') continue;
+        let r: unknown;
+        try {
+          r = JSON.parse(line);
+        } catch {
+          yield undefined;
+          continue;
+        }
+        yield r && typeof r === 'object' && !Array.isArray(r) ? (r as Partial<RejectRecord>) : undefined;
+      }
+    } finally {
+      lines.close();
+      input.destroy();
+    }
+  })();
+}
+
+/**
+ * Reads a rejects file into a `RejectSelection` (only the location fields are kept, never the rows). A missing
+ * file is a usage error: there is nothing to re-process before a run wrote one.
  */
 export async function readRejectSelection(path: string): Promise<RejectSelection> {
   const sel = new RejectSelection();
-  const input = createReadStream(path, { encoding: 'utf8' });
-  const opened = new Promise<void>((resolve, reject) => {
-    input.once('open', () => resolve());
-    input.once('error', reject);
-  });
+  let lines: AsyncGenerator<Partial<RejectRecord> | undefined> | undefined;
   try {
-    await opened;
+    lines = await readRejectLines(path);
   } catch (err) {
-    input.destroy();
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(code === 'ENOENT' ? `--only-rejected: no rejects file at ${path}` : `--only-rejected: cannot read the rejects file ${path}: ${(err as Error).message}`, {
+    throw new CareEtlError(`--only-rejected: cannot read the rejects file ${path}: ${(err as Error).message}`, { exitCode: ExitCode.config });
+  }
+  if (!lines) {
+    throw new CareEtlError(`--only-rejected: no rejects file at ${path}`, {
       exitCode: ExitCode.config,
-      hint: code === 'ENOENT' ? 'Run without --only-rejected first (it writes the rejects file), or name the file with --rejects.' : undefined,
+      hint: 'Run without --only-rejected first (it writes the rejects file), or name the file with --rejects.',
     });
   }
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  try {
-    for await (const line of lines) {
-      if (line.trim() === '') continue;
-      let r: unknown;
-      try {
-        r = JSON.parse(line);
-      } catch {
-        sel.unreadable++;
-        continue;
-      }
-      if (r && typeof r === 'object' && !Array.isArray(r)) sel.addReject(r as Partial<RejectRecord>);
-      else sel.unreadable++;
-    }
-  } finally {
-    lines.close();
-    input.destroy();
+  for await (const r of lines) {
+    if (r) sel.addReject(r);
+    else sel.unreadable++;
   }
   return sel;
 }

@@ -1,10 +1,8 @@
-import { createReadStream } from 'node:fs';
 import { dirname, isAbsolute, relative } from 'node:path';
-import { createInterface } from 'node:readline';
 import { formatLocation, type Issue } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
 import type { MappingCounts, RunReport } from '../pipeline/run-pipeline.js';
-import { excerptOf, type RejectRecord, type RejectStage } from '../pipeline/rejects.js';
+import { excerptOf, readRejectLines, type RejectRecord, type RejectStage } from '../pipeline/rejects.js';
 
 /**
  * The content shared by the HTML and Markdown run reports (`run --report FILE.html|.md`): one model built from the
@@ -360,44 +358,19 @@ export const clean = (s: unknown): string => redactKnown(s === undefined || s ==
 export async function readRejectsFile(path: string, opts: { keepRows?: boolean } = {}): Promise<{ rejects: RejectRecord[]; unreadable: number }> {
   const rejects: RejectRecord[] = [];
   let unreadable = 0;
-  const input = createReadStream(path, { encoding: 'utf8' });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      input.once('open', () => resolve());
-      input.once('error', reject);
-    });
-  } catch (err) {
-    input.destroy();
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { rejects, unreadable };
-    throw err;
-  }
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  try {
-    for await (const line of lines) {
-      if (line.trim() === '') continue;
-      let r: unknown;
-      try {
-        r = JSON.parse(line);
-      } catch {
-        unreadable++;
-        continue;
-      }
-      if (!r || typeof r !== 'object' || Array.isArray(r) || typeof (r as RejectRecord).mapping !== 'string') {
-        unreadable++;
-        continue;
-      }
-      const rec = r as RejectRecord;
-      if (!Array.isArray(rec.issues)) rec.issues = [];
-      if (!opts.keepRows) {
-        delete rec.row;
-        delete rec.raw;
-        delete rec.rowExcerpt;
-      }
-      rejects.push(rec);
+  for await (const r of (await readRejectLines(path)) ?? []) {
+    if (!r || typeof r.mapping !== 'string') {
+      unreadable++;
+      continue;
     }
-  } finally {
-    lines.close();
-    input.destroy();
+    const rec = r as RejectRecord;
+    if (!Array.isArray(rec.issues)) rec.issues = [];
+    if (!opts.keepRows) {
+      delete rec.row;
+      delete rec.raw;
+      delete rec.rowExcerpt;
+    }
+    rejects.push(rec);
   }
   return { rejects, unreadable };
 }
