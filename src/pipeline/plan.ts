@@ -8,7 +8,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { placeholderId } from '../mapping/placeholder-id.js';
