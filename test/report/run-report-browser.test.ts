@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RejectRecord } from '../../src/pipeline/rejects.js';
 import { renderRunReportHtml } from '../../src/report/run-report-html.js';
+import { findChromium, runChromium } from '../../scripts/report-screenshot.mjs';
 import { ROOT } from '../helpers/cli.js';
 import { CLINIC_REJECTS, clinicDryRun, reasonRows, textOf, type ClinicRun } from './clinic-run.js';
 
@@ -20,22 +20,6 @@ import { CLINIC_REJECTS, clinicDryRun, reasonRows, textOf, type ClinicRun } from
  * Chromium never reaches the network: every connection it makes (its own background services included) goes to a
  * recording proxy on 127.0.0.1 that answers 403, and no host name is resolved.
  */
-
-function findChromium(): string | undefined {
-  const executable = (p: string) => {
-    try {
-      accessSync(p, constants.X_OK);
-      return statSync(p).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (process.env.CHROME_PATH) return executable(process.env.CHROME_PATH) ? process.env.CHROME_PATH : undefined;
-  for (const name of ['chromium', 'chromium-browser']) {
-    for (const dir of (process.env.PATH ?? '').split(delimiter)) if (dir && executable(join(dir, name))) return join(dir, name);
-  }
-  return undefined;
-}
 
 const CHROMIUM = findChromium();
 const NOTICE = process.env.CHROME_PATH
@@ -51,47 +35,8 @@ let work: string;
 let clinic: ClinicRun;
 let reportFile: string;
 
-/** `chromium --headless=new --no-sandbox --disable-gpu …extra file:///…`, isolated (own profile, all traffic to the proxy). */
-async function chromium(file: string, extra: string[]): Promise<string> {
-  const profile = mkdtempSync(join(tmpdir(), 'care-etl-chromium-'));
-  const args = [
-    '--headless=new',
-    '--no-sandbox',
-    '--disable-gpu',
-    `--user-data-dir=${profile}`,
-    '--no-first-run',
-    '--no-default-browser-check',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    '--disable-default-apps',
-    '--disable-extensions',
-    '--disable-dev-shm-usage',
-    `--proxy-server=http://127.0.0.1:${proxyPort}`,
-    '--proxy-bypass-list=<-loopback>',
-    '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-    ...extra,
-    pathToFileURL(file).href,
-  ];
-  try {
-    return await new Promise<string>((resolve, reject) => {
-      const child = spawn(CHROMIUM!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 50_000);
-      child.on('error', reject);
-      child.on('close', (code, signal) => {
-        clearTimeout(timer);
-        if (code === 0) resolve(stdout);
-        else reject(new Error(`chromium exited with ${signal ?? code}: ${stderr.slice(-2000)}`));
-      });
-    });
-  } finally {
-    rmSync(profile, { recursive: true, force: true });
-  }
-}
+/** Chromium headless on `file`, isolated as the screenshot script runs it: own profile, every connection to the proxy. */
+const chromium = (file: string, extra: string[]): Promise<string> => runChromium(CHROMIUM!, file, extra, { proxyPort, timeoutMs: 50_000 });
 
 function runScript(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
