@@ -168,3 +168,19 @@ export async function serverPatientVersions(connection) {
   }
   return { count, notV1 };
 }
+
+/**
+ * Runs `script --sandbox <cfg JSON>` (a bench's own sandbox mode, e.g. with generated Observations) and waits for
+ * the URL line it prints. `stop()` closes its stdin, which the child takes as the end.
+ */
+export async function startScriptSandbox(script, cfg) {
+  const { spawn } = await import('node:child_process');
+  const { createInterface } = await import('node:readline');
+  const p = spawn(process.execPath, [script, '--sandbox', JSON.stringify(cfg)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const rl = createInterface({ input: p.stdout });
+  const line = await new Promise((resolve, reject) => {
+    rl.once('line', resolve);
+    p.once('exit', (code) => reject(new Error(`sandbox child exited ${code}`)));
+  });
+  return { url: JSON.parse(line).url, stop: () => p.stdin.end() };
+}

@@ -10,10 +10,10 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, openSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const PATIENTS = 5000;
+import { median, startScriptSandbox } from './_patients-fixture.mjs';
 const here = fileURLToPath(import.meta.url);
 
 if (process.argv[2] === '--sandbox') await sandboxChild(JSON.parse(process.argv[3]));
@@ -28,7 +28,7 @@ async function parent() {
   const results = [];
 
   // (a) memory: the largest pages the sandbox serves (1000) and its default (50)
-  let sb = await startSandboxChild({ n: N });
+  let sb = await startScriptSandbox(here, { n: N });
   try {
     for (const pageSize of [1000, 50]) {
       const r = await run('--export', { url: sb.url, tenant: 'demo-clinic', pageSize });
@@ -40,7 +40,7 @@ async function parent() {
 
   // (b) latency: every request waits LATENCY_MS before its answer. `floor` = the same pages fetched one
   // after another and dropped: what following `next` links costs by itself (transport + sandbox).
-  sb = await startSandboxChild({ n: LATENCY_N, latencyMs: LATENCY_MS });
+  sb = await startScriptSandbox(here, { n: LATENCY_N, latencyMs: LATENCY_MS });
   try {
     // Timings on a shared machine vary by ±20 %: each case runs REPEAT times (floor and export
     // interleaved); the best run is judged, the median and every run are reported.
@@ -84,21 +84,7 @@ async function parent() {
   }
 }
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
 
-/** Starts `--sandbox` and waits for its URL line. */
-async function startSandboxChild(cfg) {
-  const p = spawn(process.execPath, [here, '--sandbox', JSON.stringify(cfg)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const rl = createInterface({ input: p.stdout });
-  const line = await new Promise((resolve, reject) => {
-    rl.once('line', resolve);
-    p.once('exit', (code) => reject(new Error(`sandbox child exited ${code}`)));
-  });
-  return { url: JSON.parse(line).url, stop: () => p.stdin.end() };
-}
 
 function run(mode, cfg) {
   return new Promise((resolve, reject) => {

@@ -12,10 +12,10 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, openSync, readdirSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const PATIENTS = 5000;
+import { median, startScriptSandbox } from './_patients-fixture.mjs';
 const here = fileURLToPath(import.meta.url);
 
 if (process.argv[2] === '--sandbox') await sandboxChild(JSON.parse(process.argv[3]));
@@ -27,7 +27,7 @@ async function parent() {
   const PAGE_SIZE = Number(process.env.PAGE_SIZE ?? 1000);
   const REPEAT = Number(process.env.REPEAT ?? 3);
   const runs = { long: [], wide: [] };
-  const sb = await startSandboxChild({ n: N });
+  const sb = await startScriptSandbox(here, { n: N });
   try {
     for (let i = 0; i < REPEAT; i++) {
       // Alternate which layout goes first, so a drift in the machine's load hits both alike.
@@ -65,20 +65,7 @@ async function parent() {
   }
 }
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
 
-async function startSandboxChild(cfg) {
-  const p = spawn(process.execPath, [here, '--sandbox', JSON.stringify(cfg)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const rl = createInterface({ input: p.stdout });
-  const line = await new Promise((resolve, reject) => {
-    rl.once('line', resolve);
-    p.once('exit', (code) => reject(new Error(`sandbox child exited ${code}`)));
-  });
-  return { url: JSON.parse(line).url, stop: () => p.stdin.end() };
-}
 
 function run(cfg) {
   return new Promise((resolve, reject) => {
