@@ -184,3 +184,15 @@ export async function startScriptSandbox(script, cfg) {
   });
   return { url: JSON.parse(line).url, stop: () => p.stdin.end() };
 }
+
+/** Runs `node …args` (a bench's own child mode) and resolves with the JSON of the last line it prints; rejects on a non-zero exit. */
+export async function runJsonChild(args) {
+  const { spawn } = await import('node:child_process');
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.on('error', reject);
+    c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`child ${args.join(' ')} exited ${code}`))));
+  });
+}

@@ -5,7 +5,8 @@
 // A third child measures what the per-key collections cost at 1M keys: transformSource keeps a Map key → line
 // (duplicate detection) and, in a dry run, runPhases keeps a Set of loaded keys (for `$ref`).
 // Usage: npm run build && node bench/dry-run-memory.mjs [ROWS,ROWS...] [ROUNDS]   (default 100000,1000000 and 1;
-// CHILD_FLAGS="--max-old-space-size=200" passes node flags to the pipeline children)
+// CHILD_FLAGS="--max-old-space-size=200" passes node flags to the pipeline children; the pipeline runs as shipped,
+// expressions compiled to JS — CARE_JSONATA_COMPILE=0 measures the interpreter-only previous version)
 import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +40,7 @@ async function main() {
       runs,
       keyCollections: keys,
       targetMB: 300,
+      compiler: process.env.CARE_JSONATA_COMPILE?.trim() === '0' ? 'off' : 'on',
       childFlags: CHILD_FLAGS,
       loadAvg1m: [loadBefore, loadAvg()[0]],
       node: process.version,

@@ -1,20 +1,25 @@
-// Dry-run throughput of the mapping pipeline (issue 3), three ways on the same generated patient CSV:
-//   pipeline    runPipeline({ dryRun: true }): stream CSV → JSONata key + map → ajv validation → NDJSON file
-//   interpreter compileMapping(loadMapping(...)): evalKey + evalMap, sequentially, over rows pre-parsed in memory
-//   handwritten a plain JS function producing the same resource, csv-parse streaming + JSON.stringify to a file
-// Each measurement runs in a fresh child process (no JIT/GC state shared), the three are interleaved ROUNDS
-// times; the handwritten output is checked byte-for-byte against the pipeline's NDJSON.
+// Dry-run throughput of the mapping pipeline (issues 3 and 15), on the same generated patient CSV:
+//   pipeline            runPipeline({ dryRun: true }): stream CSV → key + map → ajv validation → NDJSON file, as shipped
+//                       (JSONata expressions compiled to JS closures, the interpreter as fallback: issue 15)
+//   pipeline-nocompile  the same with CARE_JSONATA_COMPILE=0: every expression on JSONata's interpreter — the
+//                       previous version. Run back to back with `pipeline` in every round (order alternating between
+//                       rounds); `compiledVsPrevious` is pipeline / pipeline-nocompile per round, [min, max], and of
+//                       the medians. The two NDJSON files are checked byte-identical.
+//   compiled            compileMapping(loadMapping(...)): evalKey + evalMap, sequentially, over rows pre-parsed in memory
+//   interpreter         the same with the compiler off (JSONata's interpreter alone)
+//   handwritten         a plain JS function producing the same resource, csv-parse streaming + JSON.stringify to a file
+// Each measurement runs in a fresh child process (no JIT/GC state shared); the handwritten output is checked
+// byte-for-byte against the pipeline's NDJSON.
 // Usage: npm run build && node bench/dry-run-throughput.mjs [ROWS] [ROUNDS]   (env ROWS / ROUNDS work too;
 // CPU_PROF=pipeline,interpreter also profiles one child of each listed mode with --cpu-prof and prints its top
 // self-time functions to stderr). Figures: wall-clock rows/s and rows per CPU-second (all threads of the child:
 // the CPU figure moves much less than the wall one when other jobs share the machine).
 // `stages` (one child per round): CPU µs/row of each stage alone, in memory — source read (openSource), key+map
-// (interpreter), ajv validation, JSON.stringify — to tell what the pipeline adds on top of its parts.
-// Expression time limit (issue 11): `pipeline` and `interpreter` run with the shipped guard (limits.expressionTimeoutMs,
-// default 5000 ms: JSONata calls Date.now() at every evaluation step); `pipeline-noguard` / `interpreter-noguard` are
-// the same with CARE_EXPRESSION_TIMEOUT_MS=0 (time limit off, stack limit kept), interleaved with them in every
-// round (order alternating between rounds): `guardOnVsOff` is on/off throughput per round, [min, max]. GUARD_COMPARE=0
-// skips the -noguard children.
+// compiled (keyMap) and on the interpreter (keyMapInterpreter), ajv validation, JSON.stringify — to tell what the
+// pipeline adds on top of its parts.
+// Expression time limit (issue 11): GUARD_COMPARE=1 adds `pipeline-noguard` / `interpreter-noguard`
+// (CARE_EXPRESSION_TIMEOUT_MS=0: time limit off, stack limit kept), back to back with `pipeline-nocompile` /
+// `interpreter` (the guard only matters on the interpreter); `guardOnVsOff` is on/off throughput per round.
 import { spawnSync } from 'node:child_process';
 import { createReadStream, createWriteStream, readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -27,21 +32,31 @@ import { loadAvg, makePatientFixture, median, summarizeCpuProfile } from './_pat
 const self = fileURLToPath(import.meta.url);
 const [, , a2, a3, a4] = process.argv;
 
+/** Modes run back to back in each round, the pair's order swapped every other round. */
+function pairsOf(compareGuard) {
+  const pairs = [['pipeline', 'pipeline-nocompile'], ['compiled', 'interpreter']];
+  if (compareGuard) pairs.push(['pipeline-nocompile', 'pipeline-noguard'], ['interpreter', 'interpreter-noguard']);
+  return pairs;
+}
+
 async function main() {
   const ROWS = Number(a2 ?? process.env.ROWS ?? 100_000);
   const ROUNDS = Number(a3 ?? process.env.ROUNDS ?? 3);
   const loadBefore = loadAvg();
   const fx = await makePatientFixture(ROWS);
   try {
-    const compareGuard = process.env.GUARD_COMPARE !== '0';
-    const MODES = compareGuard ? ['pipeline', 'pipeline-noguard', 'interpreter', 'interpreter-noguard', 'handwritten'] : ['pipeline', 'interpreter', 'handwritten'];
+    const compareGuard = process.env.GUARD_COMPARE === '1';
+    const pairs = pairsOf(compareGuard);
+    const MODES = [...new Set([...pairs.flat(), 'handwritten'])];
     const wall = Object.fromEntries(MODES.map((m) => [m, []]));
     const cpu = Object.fromEntries(MODES.map((m) => [m, []]));
     const stages = [];
     for (let round = 0; round < ROUNDS; round++) {
-      // guard on / off back to back, the one first in even rounds second in odd ones
-      const order = round % 2 === 0 ? MODES : MODES.map((m, i) => (m.endsWith('-noguard') ? MODES[i - 1] : MODES[i + 1]?.endsWith('-noguard') ? MODES[i + 1] : m));
+      const ran = new Set();
+      const order = [...pairs.flatMap((p) => (round % 2 === 0 ? p : [...p].reverse())), 'handwritten'];
       for (const mode of order) {
+        if (ran.has(mode)) continue; // a mode in two pairs runs once per round
+        ran.add(mode);
         const r = spawnChild(mode, fx.dir);
         if (r.rows !== ROWS) throw new Error(`${mode}: ${r.rows} rows out of ${ROWS} (${JSON.stringify(r)})`);
         wall[mode].push(r.rowsPerSec);
@@ -49,8 +64,8 @@ async function main() {
       }
       if (round === 0) {
         const p = sha256(join(fx.dir, 'out-pipeline', 'Patient.ndjson'));
-        const h = sha256(join(fx.dir, 'out-handwritten.ndjson'));
-        if (p !== h) throw new Error("the handwritten transform does not produce the pipeline's NDJSON");
+        if (sha256(join(fx.dir, 'out-pipeline-nocompile', 'Patient.ndjson')) !== p) throw new Error('the pipeline with the compiler off produces another NDJSON');
+        if (sha256(join(fx.dir, 'out-handwritten.ndjson')) !== p) throw new Error("the handwritten transform does not produce the pipeline's NDJSON");
         if (compareGuard && sha256(join(fx.dir, 'out-pipeline-noguard', 'Patient.ndjson')) !== p) throw new Error('the pipeline without the time limit produces another NDJSON');
       }
       stages.push(spawnChild('stages', fx.dir).usPerRow);
@@ -65,6 +80,7 @@ async function main() {
       const r = o[x].map((v, i) => ratio(v, o[y][i]));
       return [Math.min(...r), Math.max(...r)];
     };
+    const compare = (x, y) => ({ wall: ratios(wall, x, y), cpu: ratios(cpu, x, y), medianWall: ratio(median(wall[x]), median(wall[y])), medianCpu: ratio(median(cpu[x]), median(cpu[y])) });
     const stageMedians = Object.fromEntries(Object.keys(stages[0]).map((k) => [k, Math.round(median(stages.map((s) => s[k])) * 10) / 10]));
     console.log(
       JSON.stringify({
@@ -75,12 +91,13 @@ async function main() {
         rowsPerCpuSec: cpu,
         medianRowsPerSec: med(wall),
         medianRowsPerCpuSec: med(cpu),
-        pipelineVsInterpreter: { wall: ratios(wall, 'pipeline', 'interpreter'), cpu: ratios(cpu, 'pipeline', 'interpreter') },
+        compiledVsPrevious: compare('pipeline', 'pipeline-nocompile'),
+        evaluationCompiledVsInterpreter: compare('compiled', 'interpreter'),
         pipelineVsHandwritten: { wall: ratios(wall, 'pipeline', 'handwritten'), cpu: ratios(cpu, 'pipeline', 'handwritten') },
         ...(compareGuard
           ? {
               guardOnVsOff: Object.fromEntries(
-                ['pipeline', 'interpreter'].map((m) => [m, { wall: ratios(wall, m, `${m}-noguard`), cpu: ratios(cpu, m, `${m}-noguard`), medianCpu: ratio(median(cpu[m]), median(cpu[`${m}-noguard`])) }]),
+                [['pipeline', 'pipeline-nocompile'], ['interpreter', 'interpreter']].map(([name, on]) => [name, compare(on, `${name}-noguard`)]),
               ),
             }
           : {}),
@@ -131,7 +148,10 @@ async function child(modeArg, dir) {
   const mappingFile = join(dir, 'mapping.yaml');
   // -noguard: the expression time limit off (CARE_EXPRESSION_TIMEOUT_MS=0; JSONata's stack limit stays)
   const noGuard = modeArg.endsWith('-noguard');
-  const mode = noGuard ? modeArg.slice(0, -'-noguard'.length) : modeArg;
+  const mode = modeArg.replace(/-(noguard|nocompile)$/, '');
+  // the previous version: every expression on the interpreter (the -noguard modes measure the interpreter too)
+  const compileExpressions = mode === 'compiled' || modeArg === 'pipeline' || mode === 'stages';
+  if (!compileExpressions) process.env.CARE_JSONATA_COMPILE = '0';
   const env = noGuard ? { CARE_EXPRESSION_TIMEOUT_MS: '0' } : {};
   if (mode === 'pipeline') {
     const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
@@ -140,7 +160,7 @@ async function child(modeArg, dir) {
     const report = await runPipeline({
       mappingFile,
       dryRun: true,
-      outDir: join(dir, noGuard ? 'out-pipeline-noguard' : 'out-pipeline'),
+      outDir: join(dir, `out-${modeArg}`),
       rejectsFile: join(dir, 'rejects.ndjson'),
       statePath: join(dir, 'state.db'),
       env,
@@ -151,13 +171,15 @@ async function child(modeArg, dir) {
     return { mode: modeArg, ...done };
   }
 
-  if (mode === 'interpreter') {
+  if (mode === 'interpreter' || mode === 'compiled') {
     const { loadMapping } = await import('../dist/mapping/load-mapping.js');
     const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
     const { parse } = await import('csv-parse/sync');
     const mapping = await loadMapping(mappingFile, { env });
     if (mapping.limits.expressionTimeoutMs !== (noGuard ? 0 : 5000)) throw new Error(`unexpected limits ${JSON.stringify(mapping.limits)}`);
-    const compiled = compileMapping(mapping);
+    const compiled = compileMapping(mapping, { compileExpressions });
+    const map = compiled.expressions.find((e) => e.role === 'map');
+    if (map.compiled !== compileExpressions) throw new Error(`the map expression is ${map.compiled ? '' : 'not '}compiled in mode ${modeArg}`);
     const res = compiled.resources.get('patient');
     const rows = parse(readFileSync(join(dir, 'patients.csv')), { columns: true });
     const ctx = {
@@ -183,7 +205,8 @@ async function child(modeArg, dir) {
     const { openSource } = await import('../dist/sources/open-source.js');
     const { validateResource } = await import('../dist/validate/resource-validator.js');
     const mapping = await loadMapping(mappingFile, { env: {} });
-    const res = compileMapping(mapping).resources.get('patient');
+    const res = compileMapping(mapping, { compileExpressions: true }).resources.get('patient');
+    const resInterpreted = compileMapping(mapping, { compileExpressions: false }).resources.get('patient');
     const ctx = { now: new Date(), resolveRef: () => undefined };
     const usPerRow = {};
     const stage = async (name, fn) => {
@@ -195,6 +218,13 @@ async function child(modeArg, dir) {
     const rows = [];
     await stage('source', async () => {
       for await (const item of openSource(mapping.sources.patients)) if (item.ok) rows.push(item.data);
+      return rows.length;
+    });
+    await stage('keyMapInterpreter', async () => {
+      for (const row of rows) {
+        await resInterpreted.evalKey(row);
+        await resInterpreted.evalMap(row, ctx);
+      }
       return rows.length;
     });
     const resources = [];

@@ -15,7 +15,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { loadAvg, makePatientFixture, median, summarizeCpuProfile } from './_patients-fixture.mjs';
+import { loadAvg, makePatientFixture, median, runJsonChild, summarizeCpuProfile } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -43,7 +43,7 @@ async function main() {
             // CPU_PROF=1: the last round's pipeline child runs under --cpu-prof (its figures are then not counted).
             const prof = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1 ? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-')) : undefined;
             const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-            const r = await runChild(kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn]);
+            const r = await runJsonChild(kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn]);
             if (prof) {
               process.stderr.write(`\n--cpu-prof of one load (${r.createsPerSec} creates/s under the profiler), top self time:\n${summarizeCpuProfile(prof, 30)}\n`);
               rmSync(prof, { recursive: true, force: true });
@@ -64,7 +64,7 @@ async function main() {
     }
     const stateDir = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-ledger-'));
     try {
-      ledger = await runChild([self, '--ledger', String(N), stateDir]);
+      ledger = await runJsonChild([self, '--ledger', String(N), stateDir]);
     } finally {
       rmSync(stateDir, { recursive: true, force: true });
     }
@@ -97,16 +97,6 @@ async function main() {
       cpus: os.cpus().length,
     }),
   );
-}
-
-function runChild(args) {
-  return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    c.stdout.on('data', (d) => (out += d));
-    c.on('error', reject);
-    c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`load child exited ${code}`))));
-  });
 }
 
 /** Child: the sandbox, in memory, with latency; prints its URL line, answers `stats` on stdin, exits on EOF. */
@@ -189,7 +179,7 @@ async function baselineChild(n, baseUrl, apiKey, emrId, tenantId, concurrency) {
  * `batch` creates. Fresh WAL state file, synchronous=NORMAL (the defaults).
  */
 async function ledgerChild(n, stateDir) {
-  const { Ledger, contentHash } = await import('../dist/state/ledger.js');
+  const [{ Ledger }, { contentHash }] = await Promise.all([import('../dist/state/ledger.js'), import('../dist/core/content-hash.js')]);
   const { patientRow } = await import('./_patients-fixture.mjs');
   const out = {};
   for (const batch of [1, 16]) {

@@ -1,11 +1,13 @@
 // Throughput of a load under a server rate limit (issue 4): the sandbox (child process, `care-etl sandbox
 // --rate-limit 100`: a per-tenant token bucket of 100 req/s, burst 100, 429 + Retry-After beyond it) and
-// runPipeline loading N patients at --concurrency 16 (target: ≥ 85 % of the limit, no rejected row).
+// runPipeline loading N patients — by default at the default flags (the concurrency discovered up to 32, issue 15;
+// target: ≥ 90 % of the limit, no rejected row), or pinned with CONCURRENCY (issue 4 measured --concurrency 16
+// against 85 %).
 // A small loopback proxy in this process counts the answers by status (the 429s); it adds well under a
 // millisecond per request. Achieved rate = 2xx answers / the run's wall time (report.durationMs: preflight,
 // ledger and transform included).
 // Usage: npm run build && node bench/rate-limit-throughput.mjs [N] [CONCURRENCY]   (env N / CONCURRENCY / RATE)
-// Exits 1 when a row was rejected (it throws) or the achieved rate is under 85 % of the limit.
+// Exits 1 when a row was rejected (it throws) or the achieved rate is under the target.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Agent, createServer, request } from 'node:http';
@@ -16,7 +18,9 @@ import { runPipeline } from '../dist/pipeline/run-pipeline.js';
 import { loadAvg, makePatientFixture } from './_patients-fixture.mjs';
 
 const N = Number(process.argv[2] ?? process.env.N ?? 3000);
-const CONCURRENCY = Number(process.argv[3] ?? process.env.CONCURRENCY ?? 16);
+const pinned = process.argv[3] ?? process.env.CONCURRENCY;
+const CONCURRENCY = pinned === undefined ? undefined : Number(pinned);
+const TARGET = CONCURRENCY === undefined ? 0.9 : 0.85;
 const RATE = Number(process.env.RATE ?? 100);
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -59,19 +63,20 @@ try {
   const seconds = report.durationMs / 1000;
   const achieved = ok / seconds;
   const requests = Object.values(byStatus).reduce((a, b) => a + b, 0);
-  if (achieved / RATE < 0.85) process.exitCode = 1; // the figures are printed all the same
+  if (achieved / RATE < TARGET) process.exitCode = 1; // the figures are printed all the same
   console.log(
     JSON.stringify({
       bench: 'rate-limit-throughput',
       patients: N,
       rateLimit: RATE,
-      concurrency: CONCURRENCY,
+      concurrency: CONCURRENCY ?? 'discovered',
+      settledConcurrency: report.concurrency,
       runMs: report.durationMs,
       okRequests: ok,
       achievedReqPerSec: Math.round(achieved * 10) / 10,
       ratio: Math.round((achieved / RATE) * 1000) / 1000,
-      target: 0.85,
-      pass: achieved / RATE >= 0.85,
+      target: TARGET,
+      pass: achieved / RATE >= TARGET,
       achievedReqPerSecFirstToLastRequest: Math.round((ok / ((lastAt - firstAt) / 1000)) * 10) / 10,
       status429: byStatus[429] ?? 0,
       requests,

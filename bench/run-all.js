@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs every bench/*.mjs one after another (they need the build: `npm run build`) and prints their JSON lines.
 // Pass names to run a subset: `npm run bench -- sandbox-throughput`, `npm run bench -- export-wide` (issue 13: wide vs
-// long layout, peak RSS and wall time as ratios).
+// long layout, peak RSS and wall time as ratios), `npm run bench -- capacity-discovery` (issue 15: the discovered concurrency
+// against a sandbox of 24 in flight and one without limit, vs the pinned 8).
 import { readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,6 @@
 import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
-import type { ConnectionSettings, ResourceTypeName, WritableType } from './connection.js';
+import type { ConnectionSettings } from './connection.js';
+import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
   ApiError,
   AuthenticationError,
@@ -13,7 +14,7 @@ import {
   type TransportFailure,
 } from './errors.js';
 import type { Bundle, Resource, StoredResource } from './types.js';
-import { withRetry, type RetryDecision, type RetryOptions } from '../load/retry.js';
+import { withRetry, type RetryDecision, type RetryOptions } from '../core/retry.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 
 export interface ClientOptions {
@@ -258,7 +259,7 @@ export class CareClient {
     return answer as StoredResource;
   }
 
-  async get<R extends Resource = Resource>(type: ResourceTypeName, id: string, signal?: AbortSignal): Promise<R> {
+  async get<R extends Resource = Resource>(type: ResourceType, id: string, signal?: AbortSignal): Promise<R> {
     const answer = (await this.#single({ operation: 'get', resourceType: type, resourceId: id, method: 'GET', url: `${this.settings.baseUrl}/${type}/${encodeURIComponent(id)}`, signal })) as Resource;
     this.#checkSame('get', type, id, answer);
     return answer as R;
@@ -290,7 +291,7 @@ export class CareClient {
   }
 
   /** Every resource of a type, page after page, following the bundle's `next` link (never building page URLs). */
-  async *list<R extends Resource = Resource>(type: ResourceTypeName, opts: ListOptions = {}): AsyncGenerator<R> {
+  async *list<R extends Resource = Resource>(type: ResourceType, opts: ListOptions = {}): AsyncGenerator<R> {
     for await (const page of this.pages<R>(type, opts)) {
       for (const e of page.entry ?? []) yield e.resource;
     }
@@ -301,7 +302,7 @@ export class CareClient {
    * does not show: a server that answers 400 to it is asked again without it (and not asked again by this
    * client), so listing works on servers that accept no query parameter at all.
    */
-  async *pages<R extends Resource = Resource>(type: ResourceTypeName, opts: ListOptions = {}): AsyncGenerator<Bundle<R>> {
+  async *pages<R extends Resource = Resource>(type: ResourceType, opts: ListOptions = {}): AsyncGenerator<Bundle<R>> {
     const firstUrl = (withCount: boolean): string => {
       const first = new URL(`${this.settings.baseUrl}/${type}`);
       for (const [k, v] of Object.entries(opts.query ?? {})) first.searchParams.set(k, v);

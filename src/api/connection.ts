@@ -1,11 +1,6 @@
 import { CareEtlError, type Issue } from '../core/issues.js';
 import { Secret, registerSecret } from '../core/secret.js';
-
-export const WRITABLE_TYPES = ['Patient', 'Practitioner', 'CareTeam'] as const;
-export type WritableType = (typeof WRITABLE_TYPES)[number];
-export type ResourceTypeName = WritableType | 'Observation';
-
-export type UpdateMethod = 'PUT' | 'PATCH' | 'POST';
+import { UPDATE_METHODS, WRITABLE_TYPES, type UpdateMethod, type WritableType } from '../schemas/resource-types.js';
 
 /**
  * The spec does not show the update operation ("not shown", "contains `{id}`"), and says the method may
@@ -76,7 +71,7 @@ export const ENV = {
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
-export function isLoopbackHost(hostname: string): boolean {
+function isLoopbackHost(hostname: string): boolean {
   return LOOPBACK.has(hostname) || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 }
 
@@ -148,8 +143,8 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   for (const type of WRITABLE_TYPES) {
     const c = configured[type];
     const route: UpdateRoute = typeof c === 'string' ? { ...DEFAULT_UPDATE_ROUTE, method: c } : { ...DEFAULT_UPDATE_ROUTE, ...(c ?? {}) };
-    if (!['PUT', 'PATCH', 'POST'].includes(route.method)) {
-      issues.push({ severity: 'error', code: 'invalid', path: `updateMethod.${type}`, message: `Expected the update method of ${type} to be PUT, PATCH or POST, got \`${route.method}\`` });
+    if (!(UPDATE_METHODS as readonly string[]).includes(route.method)) {
+      issues.push({ severity: 'error', code: 'invalid', path: `updateMethod.${type}`, message: `Expected the update method of ${type} to be ${UPDATE_METHODS.slice(0, -1).join(', ')} or ${UPDATE_METHODS.at(-1)}, got \`${route.method}\`` });
     }
     if (!route.path.includes('{id}')) {
       issues.push({ severity: 'error', code: 'invalid', path: `updateMethod.${type}.path`, message: `Expected the update path of ${type} to contain \`{id}\`, got \`${route.path}\`` });

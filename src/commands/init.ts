@@ -1,3 +1,4 @@
+import { relative } from 'node:path';
 import { Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
 import type { ErrorJson } from '../cli/render.js';
@@ -7,7 +8,9 @@ export type InitResult = Omit<StarterResult, 'text'> | ErrorJson;
 
 export default class Init extends CareCommand<InitResult> {
   static override summary = 'Write a starter mapping file for the given export files.';
-  static override description = `Reads the header (CSV) or the first records (JSON, NDJSON) of each export and writes a mapping with one resource per export: its type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every column listed as a commented field to fill in, and TODO markers where a choice is needed. \`care-etl validate\` reports every TODO left with its line and column.
+  static override description = `Reads the header (CSV) or the first records (JSON, NDJSON) of each export and writes a mapping with one resource per export: its type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every column listed as a commented field to fill in, and a \`$TODO("…")\` marker where a choice is needed. \`care-etl validate\` reports every marker left, with its text, line and column: the count printed here.
+
+FHIR R4 resources (records with a \`resourceType\`: NDJSON, a JSON array or a Bundle) are recognised: Patient and Practitioner fields are copied as mappings/fhir-r4-bulk does, keys follow how the files refer to each other (\`Patient/<id>\`, \`urn:uuid:<id>\`, \`Practitioner?identifier=<system>|<NPI>\`), encounters become one care team per patient, and PractitionerRole (a specialty, not a practitioner) is a comment, not a mapping. The file points to the ready-made mappings/fhir-r4-bulk and mappings/synthea-fhir.
 
 An existing file is never overwritten without --force.
 
@@ -30,10 +33,12 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
       if (!this.jsonEnabled()) {
         this.log(`Wrote ${flags.out}:`);
         this.log(table(['export', 'source', 'mapping', 'type', 'key'], result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')])));
+        for (const n of result.notes) this.log(`Not mapped: ${n.file} (${n.resourceType}) — ${n.note}.`);
+        if (result.readyMade) this.log(`FHIR resources: ready-made mappings in ${result.readyMade.map((m) => relative(process.cwd(), m)).join(' and ')} (see the top of ${flags.out}).`);
         this.log(
           result.todos
-            ? `${result.todos} TODO marker${result.todos === 1 ? '' : 's'} to resolve: \`care-etl validate ${flags.out}\` lists them with their positions.`
-            : `Next: uncomment the fields you need, then \`care-etl validate ${flags.out}\`.`,
+            ? `${result.todos} TODO marker${result.todos === 1 ? '' : 's'} to resolve: \`care-etl validate ${flags.out}\` lists each one with its text and position.`
+            : `No TODO marker left: check the mapping on the first rows with \`care-etl validate ${flags.out} --sample 20\`${result.readyMade ? '' : ' after uncommenting the fields you need'}.`,
         );
       }
       const { text: _text, ...rest } = result;

@@ -3,6 +3,7 @@ import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { PlanDocument } from '../pipeline/plan.js';
+import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
 
 export default class Plan extends CareCommand<PlanDocument | ErrorJson> {
   static override summary = 'Show what a run would do — creates, updates with field diffs, adoptions, ends, rejects — writing nothing.';
@@ -21,7 +22,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
     out: Flags.string({ description: 'write the whole plan to this file as JSON (mode 0600)' }),
     limit: Flags.integer({ description: 'changes shown per mapping and kind on the terminal (0: the table only); --out and --json hold them all', default: 10, min: 0 }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
-    reconcile: Flags.string({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`", options: ['auto', 'always', 'never'] }),
+    reconcile: Flags.string({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`", options: [...RECONCILE_POLICIES] }),
     'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
     progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
     ...connectionFlags,
@@ -44,7 +45,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
         mappingFile: args.mapping,
         connection: connectionFromFlags(flags),
         statePath: flags.state,
-        reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
+        reconcile: flags.reconcile as ReconcilePolicy | undefined,
         indexPageSize: flags['index-page-size'],
         onEvent: progress?.onEvent,
         onRequest: this.requestLog,

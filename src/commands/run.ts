@@ -3,6 +3,12 @@ import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
+import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
+// Both are small and dependency-free: the flags' help needs their defaults before `run()`.
+import { CONNECTION_DEFAULTS } from '../api/connection.js';
+import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
+
+const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
 
 export type RunResult = RunReport | ErrorJson;
 
@@ -30,7 +36,19 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     report: Flags.string({ description: 'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON' }),
     'include-rows': Flags.boolean({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-    concurrency: Flags.integer({ description: 'requests in flight at most (lowered automatically on 429)', default: 8, min: 1 }),
+    concurrency: Flags.integer({
+      description: 'pin the requests in flight at N instead of discovering the server\'s capacity (429/503 still lower it for a while)',
+      min: 1,
+      exclusive: ['max-concurrency'],
+    }),
+    'max-concurrency': Flags.custom<number>({
+      description: `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+      parse: async (input) => {
+        const n = Number(input);
+        if (!/^\d+$/.test(input.trim()) || !Number.isSafeInteger(n) || n < 1) throw new Error(`Expected \`--max-concurrency\` to be an integer ≥ 1, got \`${input}\``);
+        return n;
+      },
+    })(),
     'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
     'only-rejected': Flags.boolean({
       description:
@@ -39,7 +57,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     reconcile: Flags.string({
       description:
         'when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping\'s reconcile:)',
-      options: ['auto', 'always', 'never'],
+      options: [...RECONCILE_POLICIES],
     }),
     'index-page-size': Flags.integer({ description: 'page size (_count) asked for when listing the server; 0 = the server\'s own (default 1000; a server that refuses _count is asked without it)', min: 0 }),
     progress: Flags.string({ description: 'progress display', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
@@ -61,15 +79,17 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     try {
       report = await runPipeline({
         mappingFile: args.mapping,
-        connection: connectionFromFlags(flags),
+        // One keep-alive socket per request in flight, above the client's default 32 too.
+        connection: { ...connectionFromFlags(flags), connections: Math.max(CONNECTION_DEFAULTS.connections, flags.concurrency ?? flags['max-concurrency'] ?? 0) },
         dryRun: flags['dry-run'],
         outDir: flags.out,
         rejectsFile: flags.rejects,
         statePath: flags.state,
         concurrency: flags.concurrency,
+        maxConcurrency: flags['max-concurrency'],
         maxErrors: flags['max-errors'],
         onlyRejected: flags['only-rejected'],
-        reconcile: flags.reconcile as 'auto' | 'always' | 'never' | undefined,
+        reconcile: flags.reconcile as ReconcilePolicy | undefined,
         indexPageSize: flags['index-page-size'],
         onEvent: progress?.onEvent,
         onRequest: this.requestLog,
@@ -103,6 +123,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         if (report.rejectsSummaryFile) this.log(`Summary without row content, for the clinic: ${report.rejectsSummaryFile}`);
       }
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
+      if (report.concurrency) this.log(describeConcurrency(report.concurrency));
     }
     return report;
   }
@@ -116,4 +137,10 @@ async function renderReportFile(file: string, report: RunReport, includeRows: bo
   const { rejects } = report.rejectsFile ? await readRejectsFile(report.rejectsFile, { keepRows: includeRows }) : { rejects: [] };
   if (ext === 'md') return (await import('../report/run-report-markdown.js')).renderRunReportMarkdown({ report, rejects, includeRows });
   return (await import('../report/run-report-html.js')).renderRunReportHtml({ report, rejects, includeRows });
+}
+
+/** The summary line: the concurrency the run settled on, and how (pinned, or discovered under which ceiling). */
+export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): string {
+  if (c.mode === 'pinned') return `Concurrency: pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
+  return `Concurrency: settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
 }

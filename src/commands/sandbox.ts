@@ -26,6 +26,16 @@ const nonNegative = (name: string, description: string) =>
     },
   })();
 
+const positiveInt = (name: string, description: string) =>
+  Flags.custom<number>({
+    description,
+    parse: async (input) => {
+      const n = Number(input);
+      if (!/^\d+$/.test(input.trim()) || !Number.isSafeInteger(n) || n < 1) throw new Error(`Expected \`--${name}\` to be an integer ≥ 1, got \`${input}\``);
+      return n;
+    },
+  })();
+
 export interface SandboxStarted {
   url: string;
   port: number;
@@ -43,6 +53,7 @@ export default class SandboxCommand extends CareCommand<void> {
     '<%= config.bin %> sandbox',
     '<%= config.bin %> sandbox --port 0 --data sandbox.db --json',
     '<%= config.bin %> sandbox --latency 50 --jitter 50 --rate-limit 20 --error-503-rate 0.05 --drop-rate 0.01',
+    '<%= config.bin %> sandbox --latency 50 --max-in-flight 24',
   ];
   static override flags = {
     port: Flags.integer({ description: 'TCP port (0 = any free port)', default: 8080, min: 0, max: 65535 }),
@@ -52,6 +63,7 @@ export default class SandboxCommand extends CareCommand<void> {
     'observations-per-patient': Flags.integer({ description: 'Observations generated per created patient', default: 2, min: 0 }),
     'page-size': Flags.integer({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, min: 1, max: 1000 }),
     latency: nonNegative('latency', 'milliseconds added before each answer'),
+    'max-in-flight': positiveInt('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
     jitter: nonNegative('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
     'rate-limit': nonNegative('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
     'error-503-rate': rate('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
@@ -66,6 +78,7 @@ export default class SandboxCommand extends CareCommand<void> {
     const faults: FaultOptions = {
       latencyMs: flags.latency,
       jitterMs: flags.jitter,
+      maxInFlight: flags['max-in-flight'],
       rateLimitPerSecond: flags['rate-limit'],
       error503Rate: flags['error-503-rate'],
       dropRate: flags['drop-rate'],

@@ -20,12 +20,12 @@ export interface Location {
 export const ISSUE_CODES = [
   // sources
   'source-config', 'source-format', 'not-object', 'source-missing', 'source-not-found', 'source-read', 'source-too-large', 'file-unreadable',
-  'csv-syntax', 'csv-header', 'csv-ragged', 'csv-quote', 'json-syntax', 'json-records', 'opening',
+  'csv-syntax', 'csv-header', 'csv-ragged', 'csv-quote', 'json-syntax', 'json-records', 'opening', 'encoding-invalid',
   // mapping file
   'yaml', 'invalid', 'required', 'env-missing', 'interpolation-invalid', 'secret-in-file', 'target-invalid', 'insecure',
   'duplicate-name', 'lookup-file', 'lookup-name', 'lookup-column', 'lookup-duplicate', 'lookup-code-not-text',
   'jsonata-syntax', 'function-unknown', 'ref-unknown', 'ref-context', 'ref-dynamic', 'ref-cycle', 'ref-key-invalid',
-  'match-invalid', 'resource-type-mismatch', 'lookup-unknown', 'variable-unknown', 'source-unknown', 'expression-timeout', 'file-exists', 'env-syntax', 'env-invalid',
+  'match-invalid', 'resource-type-mismatch', 'lookup-unknown', 'variable-unknown', 'source-unknown', 'expression-timeout', 'file-exists', 'env-syntax', 'env-invalid', 'todo',
   // rows
   'jsonata', 'eval-failed', 'key-missing', 'key-invalid', 'duplicate-key', 'map-not-object', 'date-invalid', 'date-format-invalid',
   'date-zone-invalid', 'phone-invalid', 'phone-country', 'lookup-miss', 'type-invalid', 'number-not-text',

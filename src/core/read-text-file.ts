@@ -2,8 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { CareEtlError, ExitCode } from './issues.js';
 
 /**
- * Reads a small UTF-8 configuration file (mapping, mapping test) whole, without a BOM. An unreadable file is a
- * configuration error (exit 2) naming the file and why: `cannot read <what> <file> (file not found)`.
+ * Reads a small UTF-8 configuration file (mapping, mapping test, columns file: see `readYamlConfig`) whole,
+ * without a BOM. An unreadable file is a configuration error (exit 2) naming the file and why:
+ * `cannot read <what> <file> (file not found)`.
  */
 export async function readTextFile(path: string, file: string, what: string): Promise<string> {
   let text: string;

@@ -9,17 +9,16 @@
  * Compiled by `compileMapping` (same functions, same file:line:col errors); the mapping's lookup tables
  * are available as `$<name>`. The export is named after the file (`observations.yaml` → `observations`).
  */
-import { readFile } from 'node:fs/promises';
 import { basename, dirname, extname, resolve } from 'node:path';
-import { LineCounter, isMap, isScalar, parseDocument } from 'yaml';
-import { CareEtlError, ExitCode, type Issue } from '../core/issues.js';
+import { isMap, isScalar } from 'yaml';
+import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { isObj } from '../core/is-object.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
-import type { Location } from '../core/issues.js';
 import type { ExportColumn, LoadedMapping } from '../mapping/types.js';
-import { YamlLocator } from '../mapping/yaml-positions.js';
+import { readYamlConfig } from '../mapping/yaml-config.js';
 
 /** `file:line:column` of an expression (the data dictionary's reference to it). */
-export function locationText(loc: Location | undefined): string | undefined {
+function locationText(loc: Location | undefined): string | undefined {
   if (!loc?.file) return undefined;
   return `${basename(loc.file)}${loc.line !== undefined ? `:${loc.line}${loc.column !== undefined ? `:${loc.column}` : ''}` : ''}`;
 }
@@ -33,23 +32,9 @@ export function columnSourcesOf(columns: readonly ExportColumn[]): Map<string, {
 export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Promise<CompiledExport & { sources: Map<string, { expr: string; at?: string }> }> {
   const abs = resolve(file);
   const name = basename(abs, extname(abs));
-  let text: string;
-  try {
-    text = await readFile(abs, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(`cannot read columns file ${file}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err });
-  }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
-  const loc = new YamlLocator(file, text, doc, lineCounter);
-  const issues: Issue[] = doc.errors.map((e) => ({
-    severity: 'error',
-    code: 'yaml',
-    message: e.message.split('\n')[0]!,
-    location: e.linePos ? { file, line: e.linePos[0].line, column: e.linePos[0].col } : { file },
-  }));
+  const yaml = await readYamlConfig(file, { what: 'columns file' });
+  const { locator: loc, data } = yaml;
+  const issues: Issue[] = yaml.errors;
   const fail = () =>
     new CareEtlError(`columns file ${file}: ${issues.length} problem${issues.length === 1 ? '' : 's'}`, {
       issues,
@@ -59,15 +44,14 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
   if (issues.length) throw fail();
 
   const node = loc.find(['columns'])?.node;
-  const data = doc.toJS() as { columns?: unknown } | null;
   const columns: ExportColumn[] = [];
-  if (!isMap(node) || !data || typeof data.columns !== 'object' || data.columns === null) {
+  if (!isMap(node) || !isObj(data) || !isObj(data.columns)) {
     issues.push({ severity: 'error', code: 'invalid', message: 'expected a mapping `columns:` (header name → JSONata expression)', location: loc.positionOf([]) ?? { file, line: 1, column: 1 } });
   } else {
     for (const pair of node.items) {
       const col = String(isScalar(pair.key) ? pair.key.value : pair.key);
       const path = ['columns', col];
-      const expr = (data.columns as Record<string, unknown>)[col];
+      const expr = data.columns[col];
       if (typeof expr !== 'string' || expr.trim() === '') {
         issues.push({ severity: 'error', code: 'invalid', path: `/columns/${col}`, message: `column \`${col}\` must be a JSONata expression (text)`, location: loc.positionOf(path) ?? { file } });
         continue;
@@ -76,7 +60,7 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
     }
     if (node.items.length === 0) issues.push({ severity: 'error', code: 'invalid', message: '`columns:` is empty', location: loc.positionOf(['columns']) ?? { file } });
   }
-  for (const k of Object.keys(data ?? {})) {
+  for (const k of Object.keys(isObj(data) ? data : {})) {
     if (k !== 'columns') issues.push({ severity: 'error', code: 'invalid', message: `unknown property \`${k}\`; a columns file holds only \`columns:\``, location: loc.keyPositionOf([k]) ?? { file } });
   }
   if (issues.length) throw fail();

@@ -4,6 +4,7 @@
  * for users who want to start from it in their own `exports:` section.
  */
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
+import { isObj, type Obj } from '../core/is-object.js';
 import { parseReference } from './references.js';
 
 export const DEFAULT_EXPORT_NAME = 'default';
@@ -24,13 +25,11 @@ export const DEFAULT_COLUMNS = [
   'version',
 ] as const;
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** Text of a CodeableConcept: its `text`, else the first coding's display, else its code. */
-export function conceptText(c: unknown): string | undefined {
+function conceptText(c: unknown): string | undefined {
   if (!isObj(c)) return undefined;
   const t = str(c.text);
   if (t) return t;
@@ -74,7 +73,7 @@ export function observationValue(o: Obj): { value?: string | number | boolean; u
 }
 
 /** One row of the default columns. */
-export function defaultRow(input: unknown, ctx: ExportContext): Record<string, unknown> {
+function defaultRow(input: unknown, ctx: ExportContext): Record<string, unknown> {
   const o: Obj = isObj(input) ? input : {};
   const subject = isObj(o.subject) ? str(o.subject.reference) : undefined;
   const ref = parseReference(subject);

@@ -30,7 +30,8 @@ import type { CareClient, ListOptions } from '../api/client.js';
 import type { Bundle, Resource } from '../api/types.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
-import { contentHash, type LedgerScope } from '../state/ledger.js';
+import { contentHash } from '../core/content-hash.js';
+import type { LedgerScope } from '../state/ledger.js';
 import { defaultExport, DEFAULT_EXPORT_NAME } from './default-columns.js';
 import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, type DictionaryEntry } from './dictionary.js';
 import { pseudonymizeObservation, type Pseudonymizer } from './pseudonymize.js';
@@ -200,10 +201,102 @@ export function versionFingerprint(o: Resource): string {
   return v || u ? `${v}|${u}` : `sha256:${contentHash(o)}`;
 }
 
+/** One export in progress: its options resolved, its report, and where its rows go. */
+interface ExportRun {
+  opts: ExportObservationsOptions;
+  report: ExportReport;
+  started: Date;
+  columns: CompiledExport;
+  longColumns: string[];
+  overlapMs: number;
+  watermarkName: string;
+  /** Lower bound on `meta.lastUpdated` (ms), when there is one. */
+  sinceMs?: number;
+  patients?: Set<string>;
+  keys: SourceKeys;
+  plainCtx: ExportContext;
+  pseudo?: Pseudonymizer;
+  keepFreeText: boolean;
+  /** `since: 'last'`: the scope holding the delivered set. */
+  dedupe?: LedgerScope;
+  lookUpDelivered: boolean;
+  /** Delivered observations of the current page, staged in the ledger at the end of the page. */
+  staged: { id: string; version: string }[];
+  sinkOptions: { format: ExportFormat; bom?: boolean; escapeFormulas?: boolean; end?: boolean };
+  sink?: RowSink;
+  spool?: WideSpool;
+  types: ColumnTypes;
+  /** Aborts the page requested ahead when the export fails for another reason. */
+  stop: AbortController;
+  signal: AbortSignal;
+}
+
 export async function exportObservations(opts: ExportObservationsOptions): Promise<ExportReport> {
   const now = opts.now ?? (() => new Date());
   const started = now();
   const t0 = performance.now();
+  const run = openExport(opts, started);
+  const { report, overlapMs } = run;
+  let listStart: number | undefined;
+  try {
+    opts.signal?.throwIfAborted();
+    if (report.layout === 'wide') run.spool = WideSpool.open(opts.tempDir ?? tmpdir());
+    const pages = opts.client.pages<Resource>('Observation', { query: opts.query, pageSize: opts.pageSize, signal: run.signal, retry: opts.retry });
+    for await (const bundle of aheadByOne<Bundle<Resource>>(pages)) {
+      report.pages++;
+      if (listStart === undefined) {
+        const server = Date.parse(bundle.meta?.lastUpdated ?? '');
+        listStart = Number.isNaN(server) ? started.getTime() : server;
+      }
+      const nextSince = listStart - overlapMs;
+      for (const entry of bundle.entry ?? []) {
+        const obs = entry?.resource;
+        if (!obs || typeof obs !== 'object' || obs.resourceType !== 'Observation') continue;
+        await exportOne(run, obs, nextSince);
+      }
+      run.spool?.flush();
+      if (run.staged.length) {
+        run.dedupe!.stageDelivered(run.watermarkName, run.staged);
+        report.remembered += run.staged.length;
+        run.staged = [];
+      }
+      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, ...(run.spool ? { spooled: report.observations } : {}) });
+      opts.signal?.throwIfAborted();
+    }
+    if (run.spool) await writeWideRows(run, run.spool);
+    await run.sink!.end();
+    await opts.finalize?.({ dictionary: dictionaryOf(report, run.types, run.spool, opts.columnSources, run.keepFreeText), report });
+  } catch (err) {
+    run.stop.abort();
+    if (run.sink) await run.sink.abort();
+    else if (opts.endOutput !== false) opts.output.destroy(); // wide layout failing before its first row
+    try {
+      run.dedupe?.discardStagedDelivered(run.watermarkName);
+    } catch {
+      // the export's own error matters more
+    }
+    throw asExportFailure(opts.signal?.aborted ? opts.signal.reason ?? err : err, report);
+  } finally {
+    run.spool?.close();
+  }
+
+  report.watermark = new Date((listStart ?? started.getTime()) - overlapMs).toISOString();
+  if (report.sinceMode === 'last' && opts.scope) {
+    const scope = opts.scope;
+    scope.transaction(() => {
+      scope.commitDelivered(run.watermarkName);
+      scope.setWatermark(run.watermarkName, report.watermark);
+    });
+    report.watermarkSaved = true;
+  }
+  const finished = now();
+  report.finishedAt = finished.toISOString();
+  report.durationMs = Math.round(performance.now() - t0);
+  return report;
+}
+
+/** Checks the options (configuration errors before any request) and sets the export up. */
+function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
   const layout = opts.layout ?? 'long';
   if (!EXPORT_LAYOUTS.includes(layout)) throw new CareEtlError(`Expected the layout to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${String(layout)}\``, { exitCode: ExitCode.config });
   if (layout === 'wide' && opts.columns && opts.columns.name !== DEFAULT_EXPORT_NAME) {
@@ -218,53 +311,17 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
   const overlapMs = opts.overlapMs ?? DEFAULT_OVERLAP_MS;
   const patients = opts.patients?.length ? new Set(opts.patients) : undefined;
   const pseudo = opts.pseudonymizer;
-  const keepFreeText = pseudo !== undefined && opts.keepFreeText === true;
   const watermarkName = opts.watermarkName ?? watermarkNameOf(exportName, { patients: opts.patients, query: opts.query, pseudonymized: pseudo !== undefined });
   if (!Number.isFinite(overlapMs) || overlapMs < 0) {
     throw new CareEtlError(`Expected the overlap to be a number of milliseconds ≥ 0, got \`${opts.overlapMs}\``, { exitCode: ExitCode.config });
   }
+  const { sinceMs, sinceMode } = lowerBound(opts, watermarkName);
+  if (patients && opts.patientMappings) checkPatients(patients, opts.patientMappings, opts.scope);
 
-  // ---------------------------------------------------------------- lower bound
-  let sinceMs: number | undefined;
-  let sinceMode: ExportReport['sinceMode'] = 'none';
-  if (opts.since === 'last') {
-    if (!opts.scope) throw new CareEtlError('`--since last` needs the state ledger (it keeps the watermark)', { exitCode: ExitCode.config });
-    sinceMode = 'last';
-    const w = opts.scope.getWatermark(watermarkName);
-    if (w !== undefined) sinceMs = parseSince(w, `the watermark ${watermarkName}`);
-  } else if (opts.since instanceof Date) {
-    sinceMs = opts.since.getTime();
-    sinceMode = 'date';
-    if (Number.isNaN(sinceMs)) throw new CareEtlError('Expected `since` to be a valid date', { exitCode: ExitCode.config });
-  } else if (typeof opts.since === 'string') {
-    sinceMs = parseSince(opts.since);
-    sinceMode = 'date';
-  }
-
-  // ---------------------------------------------------------------- patient filter
-  if (patients && opts.patientMappings) {
-    const scope = opts.scope;
-    if (!scope) throw new CareEtlError('`--patient` needs the state ledger (it maps source keys to server ids)', { exitCode: ExitCode.config });
-    if (opts.patientMappings.length === 0) {
-      throw new CareEtlError('`--patient` takes patient source keys, but the mapping file has no Patient mapping to resolve them', { exitCode: ExitCode.config });
-    }
-    const unknown = [...patients].filter((k) => !opts.patientMappings!.some((m) => scope.serverIdOf(m, k) !== undefined));
-    if (unknown.length) {
-      throw new CareEtlError(`No patient with source key ${unknown.map((k) => `\`${k}\``).join(', ')} in the state ledger`, {
-        exitCode: ExitCode.config,
-        hint: `--patient takes the source key (e.g. MRN) of a patient loaded by \`care-etl run\` into this server and tenant, with the same state file (mappings: ${opts.patientMappings.join(', ')})`,
-      });
-    }
-  }
-
-  // ---------------------------------------------------------------- delivered set (since: 'last')
+  // The delivered set (since: 'last'); a staged one was left by an export that crashed.
   const dedupe = sinceMode === 'last' ? opts.scope : undefined;
-  dedupe?.discardStagedDelivered(watermarkName); // left by an export that crashed
-  const lookUpDelivered = dedupe !== undefined && dedupe.deliveredCount(watermarkName) > 0;
-  let staged: { id: string; version: string }[] = [];
-
+  dedupe?.discardStagedDelivered(watermarkName);
   const keys = new SourceKeys(opts.scope);
-  const plainCtx: ExportContext = { now: started, sourceKey: (reference) => keys.of(reference) };
   const longColumns = [...columns.columns];
   const report: ExportReport = {
     export: exportName,
@@ -289,138 +346,144 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
     finishedAt: '',
     durationMs: 0,
   };
-
   const sinkOptions = { format, bom: opts.bom, escapeFormulas: opts.escapeFormulas, end: opts.endOutput };
-  let sink: RowSink | undefined = layout === 'long' ? new RowSink(opts.output, { ...sinkOptions, columns: longColumns }) : undefined;
-  let spool: WideSpool | undefined;
-  const types = new ColumnTypes();
-  let listStart: number | undefined;
-  // Aborts the page requested ahead when the export fails for another reason.
   const stop = new AbortController();
-  const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
-  try {
-    opts.signal?.throwIfAborted();
-    if (layout === 'wide') spool = WideSpool.open(opts.tempDir ?? tmpdir());
-    const pages = opts.client.pages<Resource>('Observation', { query: opts.query, pageSize: opts.pageSize, signal, retry: opts.retry });
-    for await (const bundle of aheadByOne<Bundle<Resource>>(pages)) {
-      report.pages++;
-      if (listStart === undefined) {
-        const server = Date.parse(bundle.meta?.lastUpdated ?? '');
-        listStart = Number.isNaN(server) ? started.getTime() : server;
-      }
-      const nextSince = listStart - overlapMs;
-      for (const entry of bundle.entry ?? []) {
-        const obs = entry?.resource;
-        if (!obs || typeof obs !== 'object' || obs.resourceType !== 'Observation') continue;
-        report.scanned++;
-        const updated = Date.parse(obs.meta?.lastUpdated ?? '');
-        if (sinceMs !== undefined) {
-          if (Number.isNaN(updated)) report.undated++;
-          else if (updated < sinceMs) continue;
-        }
-        if (patients) {
-          const subject = (obs.subject as { reference?: unknown } | undefined)?.reference;
-          const key = keys.of(subject);
-          if (key === undefined || !patients.has(key)) continue;
-        }
-        if (dedupe && typeof obs.id === 'string' && obs.id !== '') {
-          const version = versionFingerprint(obs);
-          // Inside the next export's overlap window (or undated: always re-read): remember it.
-          if (Number.isNaN(updated) || updated >= nextSince) staged.push({ id: obs.id, version });
-          if (lookUpDelivered && dedupe.deliveredVersion(watermarkName, obs.id) === version) {
-            report.alreadyDelivered++;
-            continue;
-          }
-        }
-        let input: unknown = obs;
-        let ctx = plainCtx;
-        if (pseudo) {
-          const p = pseudonymizeObservation(obs, pseudo, keepFreeText);
-          input = p.observation;
-          ctx = {
-            now: started,
-            sourceKey: (reference) => {
-              const real = typeof reference === 'string' ? p.real.get(reference) : undefined;
-              const key = real === undefined ? undefined : keys.of(real);
-              return key === undefined ? undefined : pseudo.sourceKey(key);
-            },
-          };
-        }
-        if (spool) {
-          const subject = ((input as { subject?: { reference?: unknown } }).subject)?.reference;
-          const ref = parseReference(subject);
-          const patientId = ref?.type === 'Patient' ? ref.id : '';
-          if (spool.add({ patientId, sourceKey: patientId ? ctx.sourceKey?.(subject as string) : undefined, observation: input as Record<string, unknown> })) report.observations++;
-          continue;
-        }
-        let row: Record<string, unknown>;
-        try {
-          row = await columns.evalRow(input, ctx);
-        } catch (err) {
-          // A MappingEvalError names the export, the column and its file:line:col in its issue.
-          const e = err instanceof CareEtlError ? err : undefined;
-          throw new CareEtlError(`Export \`${columns.name}\` failed at observation ${observationId(obs)} (after ${report.rows} rows)`, {
-            issues: e?.issues.length ? e.issues : [{ severity: 'error', code: 'eval-failed', message: (err as Error)?.message ?? String(err) }],
-            exitCode: ExitCode.config,
-            hint: 'Fix the column expression, e.g. guard odd values with a condition (`field ? … : ""`), then export again.',
-            cause: err,
-          });
-        }
-        types.see(row, longColumns);
-        if (!sink!.write(row)) await sink!.drain(signal);
-        report.rows++;
-        report.observations++;
-      }
-      spool?.flush();
-      if (staged.length) {
-        dedupe!.stageDelivered(watermarkName, staged);
-        report.remembered += staged.length;
-        staged = [];
-      }
-      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, ...(spool ? { spooled: report.observations } : {}) });
-      opts.signal?.throwIfAborted();
-    }
-    if (spool) {
-      report.unplaced = spool.unplaced;
-      report.columns = spool.columns();
-      sink = new RowSink(opts.output, { ...sinkOptions, columns: report.columns });
-      for (const row of spool.rows()) {
-        types.see(row, report.columns);
-        if (!sink.write(row)) await sink.drain(signal);
-        report.rows++;
-        if (report.rows % 10_000 === 0) opts.signal?.throwIfAborted();
-      }
-      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, spooled: report.observations });
-    }
-    await sink!.end();
-    await opts.finalize?.({ dictionary: dictionaryOf(report, types, spool, opts.columnSources, keepFreeText), report });
-  } catch (err) {
-    stop.abort();
-    if (sink) await sink.abort();
-    else if (opts.endOutput !== false) opts.output.destroy(); // wide layout failing before its first row
-    try {
-      dedupe?.discardStagedDelivered(watermarkName);
-    } catch {
-      // the export's own error matters more
-    }
-    throw asExportFailure(opts.signal?.aborted ? opts.signal.reason ?? err : err, report);
-  } finally {
-    spool?.close();
-  }
+  return {
+    opts,
+    report,
+    started,
+    columns,
+    longColumns,
+    overlapMs,
+    watermarkName,
+    sinceMs,
+    patients,
+    keys,
+    plainCtx: { now: started, sourceKey: (reference) => keys.of(reference) },
+    pseudo,
+    keepFreeText: pseudo !== undefined && opts.keepFreeText === true,
+    dedupe,
+    lookUpDelivered: dedupe !== undefined && dedupe.deliveredCount(watermarkName) > 0,
+    staged: [],
+    sinkOptions,
+    sink: layout === 'long' ? new RowSink(opts.output, { ...sinkOptions, columns: longColumns }) : undefined,
+    types: new ColumnTypes(),
+    stop,
+    signal: opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal,
+  };
+}
 
-  report.watermark = new Date((listStart ?? started.getTime()) - overlapMs).toISOString();
-  if (sinceMode === 'last' && opts.scope) {
-    const scope = opts.scope;
-    scope.transaction(() => {
-      scope.commitDelivered(watermarkName);
-      scope.setWatermark(watermarkName, report.watermark);
-    });
-    report.watermarkSaved = true;
+/** The lower bound on `meta.lastUpdated`: none, a date, or the watermark of the previous export (`'last'`). */
+function lowerBound(opts: ExportObservationsOptions, watermarkName: string): { sinceMs?: number; sinceMode: ExportReport['sinceMode'] } {
+  if (opts.since === 'last') {
+    if (!opts.scope) throw new CareEtlError('`--since last` needs the state ledger (it keeps the watermark)', { exitCode: ExitCode.config });
+    const w = opts.scope.getWatermark(watermarkName);
+    return { sinceMs: w === undefined ? undefined : parseSince(w, `the watermark ${watermarkName}`), sinceMode: 'last' };
   }
-  const finished = now();
-  report.finishedAt = finished.toISOString();
-  report.durationMs = Math.round(performance.now() - t0);
-  return report;
+  if (opts.since instanceof Date) {
+    const sinceMs = opts.since.getTime();
+    if (Number.isNaN(sinceMs)) throw new CareEtlError('Expected `since` to be a valid date', { exitCode: ExitCode.config });
+    return { sinceMs, sinceMode: 'date' };
+  }
+  if (typeof opts.since === 'string') return { sinceMs: parseSince(opts.since), sinceMode: 'date' };
+  return { sinceMode: 'none' };
+}
+
+/** `--patient`: every key must be a patient the ledger knows (else the filter would silently export nothing of it). */
+function checkPatients(patients: ReadonlySet<string>, mappings: readonly string[], scope: LedgerScope | undefined): void {
+  if (!scope) throw new CareEtlError('`--patient` needs the state ledger (it maps source keys to server ids)', { exitCode: ExitCode.config });
+  if (mappings.length === 0) {
+    throw new CareEtlError('`--patient` takes patient source keys, but the mapping file has no Patient mapping to resolve them', { exitCode: ExitCode.config });
+  }
+  const unknown = [...patients].filter((k) => !mappings.some((m) => scope.serverIdOf(m, k) !== undefined));
+  if (unknown.length) {
+    throw new CareEtlError(`No patient with source key ${unknown.map((k) => `\`${k}\``).join(', ')} in the state ledger`, {
+      exitCode: ExitCode.config,
+      hint: `--patient takes the source key (e.g. MRN) of a patient loaded by \`care-etl run\` into this server and tenant, with the same state file (mappings: ${mappings.join(', ')})`,
+    });
+  }
+}
+
+/** One observation of a page: filtered, remembered for the next `since: 'last'`, then written (long) or spooled (wide). */
+async function exportOne(run: ExportRun, obs: Resource, nextSince: number): Promise<void> {
+  const { report, sinceMs, patients, keys, dedupe } = run;
+  report.scanned++;
+  const updated = Date.parse(obs.meta?.lastUpdated ?? '');
+  if (sinceMs !== undefined) {
+    if (Number.isNaN(updated)) report.undated++;
+    else if (updated < sinceMs) return;
+  }
+  if (patients) {
+    const key = keys.of((obs.subject as { reference?: unknown } | undefined)?.reference);
+    if (key === undefined || !patients.has(key)) return;
+  }
+  if (dedupe && typeof obs.id === 'string' && obs.id !== '') {
+    const version = versionFingerprint(obs);
+    // Inside the next export's overlap window (or undated: always re-read): remember it.
+    if (Number.isNaN(updated) || updated >= nextSince) run.staged.push({ id: obs.id, version });
+    if (run.lookUpDelivered && dedupe.deliveredVersion(run.watermarkName, obs.id) === version) {
+      report.alreadyDelivered++;
+      return;
+    }
+  }
+  const { input, ctx } = evaluationInput(run, obs);
+  if (run.spool) {
+    const subject = (input as { subject?: { reference?: unknown } }).subject?.reference;
+    const ref = parseReference(subject);
+    const patientId = ref?.type === 'Patient' ? ref.id : '';
+    if (run.spool.add({ patientId, sourceKey: patientId ? ctx.sourceKey?.(subject as string) : undefined, observation: input as Record<string, unknown> })) report.observations++;
+    return;
+  }
+  let row: Record<string, unknown>;
+  try {
+    row = await run.columns.evalRow(input, ctx);
+  } catch (err) {
+    // A MappingEvalError names the export, the column and its file:line:col in its issue.
+    const e = err instanceof CareEtlError ? err : undefined;
+    throw new CareEtlError(`Export \`${run.columns.name}\` failed at observation ${observationId(obs)} (after ${report.rows} rows)`, {
+      issues: e?.issues.length ? e.issues : [{ severity: 'error', code: 'eval-failed', message: (err as Error)?.message ?? String(err) }],
+      exitCode: ExitCode.config,
+      hint: 'Fix the column expression, e.g. guard odd values with a condition (`field ? … : ""`), then export again.',
+      cause: err,
+    });
+  }
+  run.types.see(row, run.longColumns);
+  if (!run.sink!.write(row)) await run.sink!.drain(run.signal);
+  report.rows++;
+  report.observations++;
+}
+
+/** What the columns are evaluated on: the observation, or its pseudonymised copy (whose `$sourceKey` gives pseudonyms). */
+function evaluationInput(run: ExportRun, obs: Resource): { input: unknown; ctx: ExportContext } {
+  const { pseudo, keys } = run;
+  if (!pseudo) return { input: obs, ctx: run.plainCtx };
+  const p = pseudonymizeObservation(obs, pseudo, run.keepFreeText);
+  return {
+    input: p.observation,
+    ctx: {
+      now: run.started,
+      sourceKey: (reference) => {
+        const real = typeof reference === 'string' ? p.real.get(reference) : undefined;
+        const key = real === undefined ? undefined : keys.of(real);
+        return key === undefined ? undefined : pseudo.sourceKey(key);
+      },
+    },
+  };
+}
+
+/** Wide layout, after the last page: one row per patient and day from the spool. */
+async function writeWideRows(run: ExportRun, spool: WideSpool): Promise<void> {
+  const { report, opts } = run;
+  report.unplaced = spool.unplaced;
+  report.columns = spool.columns();
+  const sink = (run.sink = new RowSink(opts.output, { ...run.sinkOptions, columns: report.columns }));
+  for (const row of spool.rows()) {
+    run.types.see(row, report.columns);
+    if (!sink.write(row)) await sink.drain(run.signal);
+    report.rows++;
+    if (report.rows % 10_000 === 0) opts.signal?.throwIfAborted();
+  }
+  opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows, spooled: report.observations });
 }
 
 /** The data dictionary of what was written (dictionary.ts). */

@@ -21,6 +21,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { registerSecret } from '../core/secret.js';
+import { isObj, type Obj } from '../core/is-object.js';
 import { parseReference } from './references.js';
 
 export const PSEUDONYM_KEY_ENV = 'CARE_PSEUDONYM_KEY';
@@ -108,9 +109,6 @@ export class Pseudonymizer {
     return 'Pseudonymizer([redacted])';
   }
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** value[x] kept by a pseudonymised export: coded, numeric, boolean, dates, ranges, ratios, periods. */
 const SAFE_VALUES = new Set([

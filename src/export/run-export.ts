@@ -18,7 +18,7 @@ import { openPrivateFile } from '../core/secure-fs.js';
 import { closest } from '../mapping/closest.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
 import { loadMapping } from '../mapping/load-mapping.js';
-import { openTarget, type Target } from '../pipeline/target.js';
+import { openTarget, type Target } from '../target/open-target.js';
 import { Ledger } from '../state/ledger.js';
 import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
@@ -94,7 +94,7 @@ export interface ExportSummary extends ExportReport {
 const config = (message: string, hint?: string) => new CareEtlError(message, { exitCode: ExitCode.config, hint });
 
 /** `k=v` → { k: v }; a CareEtlError (exit 2) for anything else. */
-export function parseQuery(pairs: readonly string[] | undefined): Record<string, string> | undefined {
+function parseQuery(pairs: readonly string[] | undefined): Record<string, string> | undefined {
   if (!pairs?.length) return undefined;
   const out: Record<string, string> = {};
   for (const p of pairs) {

@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { ensureDir, openPrivateFile } from '../core/secure-fs.js';
+import { isObj, type Obj } from '../core/is-object.js';
 import { observationValue } from './default-columns.js';
 
 export const WIDE_EXPORT_NAME = 'wide';
@@ -43,8 +44,6 @@ export const KNOWN_INSTRUMENTS: Readonly<Record<string, string>> = {
   '70274-6': 'GAD-7',
 };
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 export interface Instrument {
@@ -87,7 +86,7 @@ const PARTIAL_DATE = /^\d{4}(-\d{2}(-\d{2})?)?$/;
 const WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 
 /** Effective time of an observation: its text and epoch ms (NaN when unreadable). */
-export function effectiveOf(o: Obj): string | undefined {
+function effectiveOf(o: Obj): string | undefined {
   return str(o.effectiveDateTime) ?? str(o.effectiveInstant) ?? (isObj(o.effectivePeriod) ? str(o.effectivePeriod.start) : undefined);
 }
 

@@ -9,6 +9,7 @@ import { basename, extname } from 'node:path';
 import { CareEtlError, ExitCode, type KnownIssueCode } from '../core/issues.js';
 import { detectFormat, openSource, readHeader } from '../sources/open-source.js';
 import type { SourceConfig, SourceFormat } from '../sources/types.js';
+import { fhirFacts, type FhirFacts } from './fhir-facts.js';
 
 export const SAMPLE_RECORDS = 50;
 /** JSON documents whose records are not the top-level array are read whole to find them: up to this size. */
@@ -34,6 +35,8 @@ export interface ExportFacts {
   /** JSON: the path of the records array; `null` when it could not be found. */
   records?: string | null;
   columns: ColumnFacts[];
+  /** The records are FHIR resources (they have a `resourceType`). */
+  fhir?: FhirFacts;
 }
 
 const DELIMITERS = [',', ';', '\t', '|'];
@@ -82,6 +85,27 @@ export function findRecordsPath(doc: unknown): string | undefined {
     level = next;
   }
   return undefined;
+}
+
+/**
+ * Where the records of a JSON document are: a FHIR Bundle's `entry` (its `link` array comes first), a single
+ * FHIR resource as one record (`$`), else the first array of objects.
+ */
+/** resourceType → entries of that type in a whole Bundle, in order of first appearance. */
+function bundleTypesOf(doc: unknown): Record<string, number> {
+  const types: Record<string, number> = {};
+  for (const e of (doc as { entry: unknown[] }).entry) {
+    const t = (e as { resource?: { resourceType?: unknown } } | null)?.resource?.resourceType;
+    if (typeof t === 'string') types[t] = (types[t] ?? 0) + 1;
+  }
+  return types;
+}
+
+function recordsOf(doc: unknown): string | undefined {
+  const type = doc !== null && typeof doc === 'object' ? (doc as { resourceType?: unknown }).resourceType : undefined;
+  if (type === 'Bundle' && Array.isArray((doc as { entry?: unknown }).entry)) return 'entry';
+  if (typeof type === 'string' && type !== 'Bundle') return '$';
+  return findRecordsPath(doc);
 }
 
 const DATE_LAYOUTS: { re: RegExp; format: (samples: string[]) => string }[] = [
@@ -143,6 +167,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
   }
 
   let columns: string[];
+  let bundleTypes: Record<string, number> | undefined;
   try {
     columns = await readHeader(cfg);
   } catch (err) {
@@ -153,7 +178,9 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
     let found: string | undefined;
     if (size <= RECORDS_SEARCH_MAX_BYTES) {
       try {
-        found = findRecordsPath(JSON.parse(await readFile(path, 'utf8')) as unknown);
+        const doc = JSON.parse(await readFile(path, 'utf8')) as unknown;
+        found = recordsOf(doc);
+        bundleTypes = found === 'entry' ? bundleTypesOf(doc) : undefined;
       } catch {
         found = undefined;
       }
@@ -165,9 +192,11 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
   }
 
   const samples = new Map<string, unknown[]>(columns.map((c) => [c, []]));
+  const records: unknown[] = [];
   let n = 0;
   for await (const item of openSource(cfg)) {
     if (item.ok) {
+      records.push(item.data);
       for (const c of columns) {
         const v = item.data[c];
         if (v !== undefined && v !== null && v !== '') samples.get(c)!.push(v);
@@ -175,6 +204,9 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
     }
     if (++n >= SAMPLE_RECORDS) break;
   }
+  const fhir = fhirFacts(records);
+  // A Bundle is read whole anyway: its types are counted over every entry, not only the sampled ones.
+  if (fhir) facts.fhir = fhir.bundle && bundleTypes ? { ...fhir, types: bundleTypes } : fhir;
 
   for (const name of columns) {
     const values = samples.get(name)!;

@@ -1,19 +1,26 @@
 /**
  * `care-etl init`: a starter mapping for the given export files. One resource mapping per export, its
  * type guessed from the file name and columns (MRN → Patient, NPI → Practitioner, both → CareTeam), every
- * column listed in the `map` as a commented field to fill in, and a TODO marker wherever a decision is
- * needed. TODO markers are chosen so that `care-etl validate` reports each one with its position until it
- * is resolved: `type: TODO` breaks the schema, `$TODO("…")` is an unknown function.
+ * column listed in the `map` as a commented field to fill in, and a `$TODO("…")` marker wherever a decision
+ * is needed — `care-etl validate` reports each one, with its text and position, until it is replaced (the
+ * count printed here is theirs: src/mapping/todo-markers.ts). Exports of FHIR resources are read as such
+ * (fhir-starter.ts).
  */
 import { writeFile } from 'node:fs/promises';
-import { basename, dirname, extname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { basename, dirname, extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import type { ResourceType } from '../mapping/types.js';
+import { findTodoMarkers } from '../mapping/todo-markers.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
+import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
+import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
+
+export { field } from './yaml-text.js';
 
 export const MAPPING_SCHEMA_PATH = fileURLToPath(new URL('../../schemas/mapping.schema.json', import.meta.url));
 export const NPI_SYSTEM = 'http://hl7.org/fhir/sid/us-npi';
+const MAPPINGS_DIR = fileURLToPath(new URL('../../mappings/', import.meta.url));
 
 export interface StarterOptions {
   /** Export files (CSV, JSON, NDJSON). */
@@ -28,18 +35,28 @@ export interface StarterResource {
   file: string;
   source: string;
   name: string;
-  type?: ResourceType;
+  type?: WritableType;
   /** Why this type was chosen (or why none was). */
   reason: string;
   key?: string;
   groupBy?: string;
 }
 
+/** An export (or the resources of one type in it) that is not a mapping, and why. */
+export interface StarterNote {
+  file: string;
+  resourceType: string;
+  note: string;
+}
+
 export interface StarterResult {
   out: string;
   text: string;
   resources: StarterResource[];
-  /** Active TODO markers left to resolve (outside comments). */
+  notes: StarterNote[];
+  /** The exports hold FHIR resources: the ready-made mappings the file points to (absolute paths). */
+  readyMade?: string[];
+  /** `$TODO("…")` markers left to resolve: exactly the `todo` issues `care-etl validate` reports. */
   todos: number;
 }
 
@@ -96,32 +113,10 @@ function roleOf(col: ColumnFacts): Role | undefined {
 
 // ------------------------------------------------------------------------------------------ text helpers
 
-/** A JSONata field reference: `MRN`, or `` `First Name` `` for names that are not identifiers. */
-export function field(name: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : `\`${name}\``;
-}
-
-/** A YAML scalar: plain when safe, else single-quoted when that needs no escape, else double-quoted (JSON escapes are valid YAML). */
-function yamlScalar(s: string): string {
-  if (/^[A-Za-z0-9_./][A-Za-z0-9_./ -]*$/.test(s) && !s.endsWith(' ') && !/^(true|false|null|yes|no|on|off|~|[0-9.+-]+)$/i.test(s)) return s;
-  if (!s.includes("'") && !/[\n\r\t\\]/.test(s) && s.includes('"')) return `'${s}'`;
-  return JSON.stringify(s);
-}
-
-const posix = (p: string) => p.split(sep).join('/');
-
-function relativeFrom(dir: string, target: string): string {
-  const rel = relative(dir, target);
-  if (isAbsolute(rel)) return posix(target);
-  return posix(rel) || '.';
-}
-
-const todo = (hint: string) => `$TODO(${JSON.stringify(hint)})`;
-
 // ------------------------------------------------------------------------------------------ type guess
 
 interface Guess {
-  type?: ResourceType;
+  type?: WritableType;
   reason: string;
 }
 
@@ -141,7 +136,6 @@ export function guessType(file: string, cols: ColumnFacts[]): Guess {
 // ------------------------------------------------------------------------------------------ generation
 
 interface Ctx {
-  todos: number;
   genderLookup: boolean;
   patientName?: string;
   practitionerName?: string;
@@ -283,11 +277,7 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
   const anchor: string[] = [];
   y.push(`  # ${fileShown} → ${guess.type ?? '?'}: ${guess.reason}${guess.type ? ' — check it' : ''}.`);
   y.push(`  - name: ${name}`);
-  if (guess.type) y.push(`    type: ${guess.type}`);
-  else {
-    y.push('    type: TODO    # TODO: Patient, Practitioner or CareTeam');
-    ctx.todos++;
-  }
+  y.push(`    type: ${guess.type ?? yamlScalar(todo('Patient, Practitioner or CareTeam'))}`);
   y.push(`    from: ${source}`);
 
   if (guess.type === 'Patient' || guess.type === 'Practitioner') {
@@ -297,18 +287,15 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
       resource.key = keyCol.name;
       y.push(`    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`);
     } else {
-      y.push(`    key: ${yamlScalar(todo('the column that identifies a record, e.g. MRN'))}   # TODO`);
-      ctx.todos++;
+      y.push(`    key: ${yamlScalar(todo('the column that identifies a record, e.g. MRN'))}`);
     }
     const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
     let system: string;
     if (isNpi) system = JSON.stringify(NPI_SYSTEM);
     else {
       system = todo(guess.type === 'Patient' ? 'the namespace (URI) of your MRNs, e.g. urn:your-clinic:mrn' : 'the namespace (URI) of your staff ids, e.g. urn:your-clinic:staff');
-      ctx.todos++;
     }
     const value = keyCol ? field(keyCol.name) : todo('the key column');
-    if (!keyCol) ctx.todos++;
     anchor.push(`"identifier": [{ "system": ${system}, "value": ${value} }]`);
     const { lines, extension } = personLines(cols, guess.type, used);
     if (lines.some((l) => l.includes('$lookup($gender'))) ctx.genderLookup = true;
@@ -327,8 +314,7 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
       resource.groupBy = patientCol.name;
       y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
     } else {
-      y.push(`    groupBy: ${yamlScalar(todo('the column naming the patient, e.g. MRN'))}   # TODO: every row of a patient → one care team`);
-      ctx.todos++;
+      y.push(`    groupBy: ${yamlScalar(todo('the column naming the patient, e.g. MRN'))}   # every row of a patient → one care team`);
     }
     const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
     if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
@@ -358,8 +344,7 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
       body.push(...pLines);
     }
   } else {
-    y.push(`    key: ${yamlScalar(todo('the column that identifies a record'))}   # TODO`);
-    ctx.todos++;
+    y.push(`    key: ${yamlScalar(todo('the column that identifies a record'))}`);
     body.push(...notMappedLine(cols, 'columns (choose the type, then map them)'));
   }
 
@@ -380,45 +365,72 @@ function sourceName(file: string, taken: Set<string>): string {
   return name;
 }
 
-export async function generateStarterMapping(opts: StarterOptions): Promise<StarterResult> {
-  const cwd = opts.cwd ?? process.cwd();
-  const out = resolve(cwd, opts.out ?? 'mapping.yaml');
-  const outDir = dirname(out);
-  if (!opts.from.length) throw new CareEtlError('give at least one export file with --from', { exitCode: ExitCode.config });
+/** One mapping to write (or, with `note`, a part of a FHIR export that is not one). */
+interface Plan {
+  shown: string;
+  rel: string;
+  facts: ExportFacts;
+  source: string;
+  /** JSON: `records` of the source (`null`: not found, a TODO). */
+  records?: string | null;
+  type?: WritableType;
+  reason: string;
+  /** A CSV/JSON export of columns. */
+  guess?: Guess;
+  /** A FHIR export: the resource type read. */
+  fhir?: FhirPart;
+  note?: string;
+}
 
-  const exports: { facts: ExportFacts; shown: string; rel: string }[] = [];
-  for (const f of opts.from) {
-    const abs = resolve(cwd, f);
-    exports.push({ facts: await inspectExport(abs, f), shown: f, rel: relativeFrom(outDir, abs) });
-  }
-
+function planExports(exports: { facts: ExportFacts; shown: string; rel: string }[]): Plan[] {
   const taken = new Set<string>();
-  const plans = exports.map((e) => ({ ...e, source: sourceName(e.facts.path, taken), guess: guessType(e.facts.path, e.facts.columns) }));
+  const inputTypes = new Set(exports.flatMap((e) => Object.keys(e.facts.fhir?.types ?? {})));
+  const plans: Plan[] = [];
+  for (const e of exports) {
+    if (!e.facts.fhir) {
+      const guess = guessType(e.facts.path, e.facts.columns);
+      plans.push({ ...e, source: sourceName(e.facts.path, taken), records: e.facts.records, type: guess.type, reason: guess.reason, guess });
+      continue;
+    }
+    for (const part of fhirParts(e.facts, taken)) {
+      const t = apiTypeOf(part.fhirType, inputTypes);
+      const common = { ...e, source: part.source, records: part.records ?? e.facts.records, fhir: part };
+      plans.push('type' in t ? { ...common, type: t.type, reason: t.reason } : { ...common, reason: t.note, note: t.note });
+    }
+  }
+  return plans;
+}
+
+/** Comment naming the earlier mapping of the same type, so that two are never proposed silently. */
+function duplicateNote(type: string, first: { name: string; shown: string }): string[] {
+  const text = `Another ${type} mapping — the first is \`${first.name}\` (from ${first.shown}). Each loads the records of its own export: one present in both is loaded twice. Keep one, or make sure the exports do not overlap; \`$ref\` in the other mappings points at \`${first.name}\` only.`;
+  return wrap(text, 106).map((l) => `  # ${l}`);
+}
+
+/** Mapping names: the type in lower case when it is the only mapping of its type, else from the source. */
+function nameMappings(mappings: Plan[]): { nameOf: Map<Plan, string>; counts: Map<string, number> } {
   const names = new Set<string>();
   const counts = new Map<string, number>();
-  for (const p of plans) if (p.guess.type) counts.set(p.guess.type, (counts.get(p.guess.type) ?? 0) + 1);
-  const resourceNames = plans.map((p) => {
-    const preferred = p.guess.type && counts.get(p.guess.type) === 1 ? p.guess.type.toLowerCase() : p.source;
+  for (const p of mappings) if (p.type) counts.set(p.type, (counts.get(p.type) ?? 0) + 1);
+  const nameOf = new Map<Plan, string>();
+  for (const p of mappings) {
+    const preferred = p.type && counts.get(p.type) === 1 ? p.type.toLowerCase() : p.fhir?.guard ? `${p.source}_${p.fhir.fhirType.toLowerCase()}` : p.source;
     let n = preferred;
     for (let i = 2; names.has(n); i++) n = `${preferred}-${i}`;
     names.add(n);
-    return n;
-  });
-  const ctx: Ctx = {
-    todos: 0,
-    genderLookup: false,
-    patientName: counts.get('Patient') === 1 ? resourceNames[plans.findIndex((p) => p.guess.type === 'Patient')] : undefined,
-    practitionerName: counts.get('Practitioner') === 1 ? resourceNames[plans.findIndex((p) => p.guess.type === 'Practitioner')] : undefined,
-  };
+    nameOf.set(p, n);
+  }
+  return { nameOf, counts };
+}
 
-  // ---------------------------------------------------------------- header
-  const schemaRel = relativeFrom(outDir, MAPPING_SCHEMA_PATH);
-  const y: string[] = [
-    `# yaml-language-server: $schema=${schemaRel}`,
+function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[]): string[] {
+  return [
+    `# yaml-language-server: $schema=${relativeFrom(outDir, MAPPING_SCHEMA_PATH)}`,
     '#',
-    `# Starter mapping written by \`care-etl init\` from: ${plans.map((p) => p.shown).join(', ')}`,
+    `# Starter mapping written by \`care-etl init\` from: ${exports.map((e) => e.shown).join(', ')}`,
+    ...(readyMade ? fhirHeader(fhirTypes, relativeFrom(outDir, readyMade[0]!), relativeFrom(outDir, readyMade[1]!)) : []),
     '# Next steps (README "Writing a mapping"):',
-    '#   1. Resolve every TODO. `care-etl validate <this file>` lists each one with its line and column.',
+    '#   1. Resolve every `$TODO("…")`. `care-etl validate <this file>` lists each one with its text, line and column.',
     '#   2. In each `map`, uncomment the fields you need (remove `/*` and `*/`) and adapt them: the functions',
     '#      ($date, $name, $phone, $lookup, $ref …) are described in docs/mapping-functions.md.',
     '#   3. Write test cases beside this file (<name>.test.yaml) and run `care-etl test`,',
@@ -432,42 +444,98 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
     '#   emrId: ${CARE_EMR_ID}',
     '#   tenantId: ${CARE_TENANT_ID}',
     'version: 1',
-    '',
-    'sources:',
   ];
-  const width = Math.max(...plans.map((p) => p.source.length)) + 1;
-  for (const p of plans) {
+}
+
+/** One line per source; a source no mapping reads (e.g. PractitionerRole) is left commented. */
+function sourceLines(plans: Plan[], mappings: Plan[]): string[] {
+  const sources = [...new Map(plans.map((p) => [p.source, p])).values()];
+  const width = Math.max(...sources.map((p) => p.source.length)) + 1;
+  return sources.map((p) => {
     const parts = [`path: ${yamlScalar(p.rel)}`];
     if (p.facts.delimiter) parts.push(`csv: { delimiter: ${JSON.stringify(p.facts.delimiter)} }`);
-    let note = '';
-    if (p.facts.records === null) {
-      parts.push(`records: ${yamlScalar(todo('the path of the array of records in this JSON document, e.g. data.patients'))}`);
-      ctx.todos++;
-      note = '   # TODO: where are the records?';
-    } else if (p.facts.records) parts.push(`records: ${yamlScalar(p.facts.records)}`);
-    y.push(`  ${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${note}`);
+    if (p.records === null) parts.push(`records: ${yamlScalar(todo('the path of the array of records in this JSON document, e.g. data.patients'))}`);
+    else if (p.records) parts.push(`records: ${yamlScalar(p.records)}`);
+    const used = mappings.some((q) => q.source === p.source);
+    return `  ${used ? '' : '# '}${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${used ? '' : '   # not a mapping: see resources'}`;
+  });
+}
+
+/** The gender code table for the sex codes seen; a code without an obvious label is a marker. */
+function genderLookupLines(plans: Plan[]): string[] {
+  const codes = new Set<string>();
+  for (const p of plans) for (const c of p.facts.columns) if (isSexColumn(c.name)) for (const code of c.codes ?? []) codes.add(code);
+  const known = [...codes].filter((c) => genderCodeLabel(c));
+  const unknown = [...codes].filter((c) => !genderCodeLabel(c));
+  const table = known.length ? known.map((c) => `${JSON.stringify(c)}: ${genderCodeLabel(c)}`) : ['"M": male', '"F": female', '"U": unknown'];
+  for (const c of unknown) table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the code ${c}: male, female, other or unknown`))}`);
+  return ['', 'lookups:', '  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)', `  gender: { ${table.join(', ')} }`];
+}
+
+export async function generateStarterMapping(opts: StarterOptions): Promise<StarterResult> {
+  const cwd = opts.cwd ?? process.cwd();
+  const out = resolve(cwd, opts.out ?? 'mapping.yaml');
+  const outDir = dirname(out);
+  if (!opts.from.length) throw new CareEtlError('give at least one export file with --from', { exitCode: ExitCode.config });
+
+  const exports: { facts: ExportFacts; shown: string; rel: string }[] = [];
+  for (const f of opts.from) {
+    const abs = resolve(cwd, f);
+    exports.push({ facts: await inspectExport(abs, f), shown: f, rel: relativeFrom(outDir, abs) });
   }
 
-  const blocks = plans.map((p, i) => resourceBlock(p.facts, p.source, resourceNames[i]!, p.guess, ctx, p.shown));
+  const plans = planExports(exports);
+  const mappings = plans.filter((p) => p.note === undefined);
+  const { nameOf, counts } = nameMappings(mappings);
+  const firstOf = (type: WritableType) => mappings.find((p) => p.type === type);
+  const ctx: Ctx = {
+    genderLookup: false,
+    patientName: counts.get('Patient') === 1 ? nameOf.get(firstOf('Patient')!) : undefined,
+    practitionerName: counts.get('Practitioner') === 1 ? nameOf.get(firstOf('Practitioner')!) : undefined,
+  };
+  const fhirFacts = exports.flatMap((e) => (e.facts.fhir ? [e.facts.fhir] : []));
+  const fhirCtx: FhirCtx = {
+    patientName: firstOf('Patient') && nameOf.get(firstOf('Patient')!),
+    practitionerName: firstOf('Practitioner') && nameOf.get(firstOf('Practitioner')!),
+    keying: { Patient: keyingOf('Patient', fhirFacts), Practitioner: keyingOf('Practitioner', fhirFacts) },
+    roleFiles: plans.filter((p) => p.fhir?.fhirType === 'PractitionerRole').map((p) => p.shown),
+  };
+  const readyMade = fhirFacts.length ? ['fhir-r4-bulk', 'synthea-fhir'].map((m) => `${MAPPINGS_DIR}${m}/mapping.yaml`) : undefined;
+  const fhirTypes = [...new Set(fhirFacts.flatMap((f) => Object.keys(f.types)))];
 
-  if (ctx.genderLookup) {
-    const codes = new Set<string>();
-    for (const p of plans) for (const c of p.facts.columns) if (isSexColumn(c.name)) for (const code of c.codes ?? []) codes.add(code);
-    const known = [...codes].filter((c) => genderCodeLabel(c));
-    const unknown = [...codes].filter((c) => !genderCodeLabel(c));
-    const table = known.length ? known.map((c) => `${JSON.stringify(c)}: ${genderCodeLabel(c)}`) : ['"M": male', '"F": female', '"U": unknown'];
-    y.push('', 'lookups:', '  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)');
-    if (unknown.length) y.push(`  # TODO: codes seen in the first records that need a label: ${unknown.map((c) => JSON.stringify(c)).join(', ')}`);
-    y.push(`  gender: { ${table.join(', ')} }`);
+  const blocks: Block[] = [];
+  const body: string[][] = [];
+  const notes: StarterNote[] = [];
+  for (const p of plans) {
+    if (p.note !== undefined) {
+      notes.push({ file: p.shown, resourceType: p.fhir!.fhirType, note: p.note });
+      body.push(fhirHeadline(p.shown, p.fhir!, `${p.fhir!.fhirType}: ${p.note}`));
+      continue;
+    }
+    const name = nameOf.get(p)!;
+    const first = p.type && firstOf(p.type);
+    const dup = !first || first === p ? [] : duplicateNote(p.type!, { name: nameOf.get(first)!, shown: first.shown });
+    const block = p.fhir ? fhirBlock(p, name, fhirCtx) : resourceBlock(p.facts, p.source, name, p.guess!, ctx, p.shown);
+    blocks.push(block);
+    body.push([...dup, ...block.yaml]);
   }
 
+  const y = [...headerLines(exports, outDir, readyMade, fhirTypes), '', 'sources:', ...sourceLines(plans, mappings)];
+  if (ctx.genderLookup) y.push(...genderLookupLines(plans));
   y.push('', 'resources:');
-  blocks.forEach((b, i) => {
+  body.forEach((lines, i) => {
     if (i) y.push('');
-    y.push(...b.yaml);
+    y.push(...lines);
   });
   y.push('');
-  return { out, text: y.join('\n'), resources: blocks.map((b) => b.resource), todos: ctx.todos };
+  const text = y.join('\n');
+  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), todos: findTodoMarkers(text, out).length };
+}
+
+function fhirBlock(p: Plan, name: string, ctx: FhirCtx): Block {
+  const f = fhirMappingYaml(p.fhir!, p.type!, p.facts, ctx);
+  const resource: StarterResource = { file: p.shown, source: p.source, name, type: p.type, reason: p.reason, ...(f.key ? { key: f.key } : {}), ...(f.groupBy ? { groupBy: f.groupBy } : {}) };
+  return { resource, yaml: [...fhirHeadline(p.shown, p.fhir!, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...f.yaml] };
 }
 
 /** Generates and writes the starter mapping; never overwrites an existing file unless `force`. */

@@ -13,7 +13,7 @@
  * a create whose answer was lost can still be found if nothing changed since.
  */
 import { prune } from '../mapping/compile-mapping.js';
-import { canonicalJson, contentHash } from '../state/ledger.js';
+import { canonicalJson, contentHash } from '../core/content-hash.js';
 export { allIdentifierValues, careTeamIdentity, referenceKey } from '../mapping/match-values.js';
 
 /**

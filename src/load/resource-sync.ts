@@ -5,8 +5,8 @@ import type { Resource } from '../api/types.js';
 import { hasCode, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
-import { contentHash } from '../state/ledger.js';
-import type { WritableType } from '../api/connection.js';
+import { contentHash } from '../core/content-hash.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import { CareEtlError, issuesOf, type KnownIssueCode } from '../core/issues.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
@@ -14,7 +14,7 @@ import { comparable, comparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
-import { withRetry, type RetryOptions } from './retry.js';
+import { withRetry, type RetryOptions } from '../core/retry.js';
 
 export type SyncOutcome =
   | {
@@ -140,20 +140,25 @@ export class ResourceSync {
     return this.res.def.type;
   }
 
-  /** Runs one request through the limiter with retries; 429s and 503s slow the limiter down. */
+  /**
+   * Runs one request through the limiter with retries; its round-trip time steers the limiter's window, 429s and
+   * 502/503/504s slow it down.
+   */
   async #call<T>(fn: () => Promise<T>): Promise<T> {
     const { limiter } = this.deps;
     return withRetry(
       () =>
         limiter.run(async () => {
+          const sentAt = performance.now();
           try {
             const r = await fn();
-            limiter.onSuccess();
+            limiter.onSuccess(performance.now() - sentAt);
             return r;
           } catch (err) {
-            // A 429 is a rate signal (pace starts); a 503 only means "busy now" (fewer in flight, no global pause).
+            // A 429 is a rate signal (pace starts); a 503 (or a gateway's 502/504) only means "busy now" (fewer in
+            // flight, no global pause).
             if (err instanceof ApiError && err.status === 429) limiter.onOverload(err.retryAfterMs);
-            else if (err instanceof ApiError && err.status === 503) limiter.onUnavailable();
+            else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
           }
         }),

@@ -8,11 +8,11 @@
  */
 import type { CareClient } from '../api/client.js';
 import { isSafeId } from '../api/errors.js';
-import type { WritableType } from '../api/connection.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import type { Resource } from '../api/types.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity } from './identity.js';
-import type { RetryOptions } from './retry.js';
+import type { RetryOptions } from '../core/retry.js';
 
 /** A server resource as the index keeps it: what adoption needs, not the whole body. */
 export interface IndexedResource {

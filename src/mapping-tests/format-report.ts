@@ -25,7 +25,7 @@ function issueLines(issues: Issue[], cwd: string, indent: string): string[] {
   return issues.map((i) => `${indent}${formatIssue({ ...i, location: i.location?.file ? { ...i.location, file: shortPath(i.location.file, cwd) } : i.location })}`);
 }
 
-export function formatCase(c: CaseResult, opts: FormatOptions = {}): string[] {
+function formatCase(c: CaseResult, opts: FormatOptions = {}): string[] {
   const cwd = opts.cwd ?? process.cwd();
   const mark =
     c.status === 'passed' ? paint(opts.color, 32, '✓') : c.status === 'skipped' ? paint(opts.color, 33, '-') : paint(opts.color, 31, '✗');

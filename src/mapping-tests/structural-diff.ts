@@ -4,6 +4,7 @@
  * element by element and must have the same length (like vitest's `toMatchObject`).
  */
 import type { DiffEntry } from './types.js';
+import { isObj } from '../core/is-object.js';
 
 export interface DiffOptions {
   subset?: boolean;
@@ -11,8 +12,6 @@ export interface DiffOptions {
   max?: number;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 const seg = (s: string | number) => String(s).replace(/~/g, '~0').replace(/\//g, '~1');
 
 export function structuralDiff(expected: unknown, got: unknown, opts: DiffOptions = {}): DiffEntry[] {

@@ -9,24 +9,26 @@
  * - `evalMap` takes a record, or with `groupBy` the array of the group's records (`$` is that array);
  *   it returns the pruned resource, or `undefined` when the map produced nothing (the record is skipped);
  * - every row-level failure is a `MappingEvalError` (one Issue, exit code 1): reject the row, go on.
+ * Each expression runs as a compiled JS closure when it is in the compiled subset of JSONata, else (and for any
+ * row the closure is not sure of) on JSONata's interpreter: src/mapping/expression-evaluator.ts.
  */
 import jsonata from 'jsonata';
-import { redactValues } from '../core/secret.js';
 import { CareEtlError, ExitCode, hasCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
-import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
-import {
-  CONTEXT_FUNCTIONS,
-  CTX_BINDING,
-  JSONATA_BUILTINS,
-  LIBRARY_FUNCTIONS,
-  checkZone,
-  registerFunctions,
-  translateDateFormat,
-  type EvalContext,
-} from './functions.js';
+import { MappingEvalError, type ExpressionRole } from './errors.js';
+import { CONTEXT_FUNCTIONS, CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, checkZone, registerFunctions, translateDateFormat, type EvalContext } from './functions.js';
 import { closest as closestName } from './closest.js';
-import { analyse, errorOffset, nodeStart, type RefCall } from './jsonata-ast.js';
+import {
+  ExpressionEvaluator,
+  FALLBACK,
+  JSONATA_OPTIONS,
+  compilerEnabled,
+  mappingExpressionCompiler,
+  type EvaluatorSettings,
+  type ExprMeta,
+  type MappingExpressionCompiler,
+} from './expression-evaluator.js';
+import { analyse, errorOffset, nodeStart, type AstFacts, type RefCall } from './jsonata-ast.js';
 import { defaultLimits } from './load-mapping.js';
 import { toPointer } from './yaml-positions.js';
 import { MATCH_KEYWORDS, type LoadedMapping, type ResourceMapping, type YamlPath } from './types.js';
@@ -34,6 +36,7 @@ import { careTeamIdentity } from './match-values.js';
 
 export type { EvalContext } from './functions.js';
 export { MappingEvalError, RefError } from './errors.js';
+export { JSONATA_COMPILE_ENV, JSONATA_OPTIONS } from './expression-evaluator.js';
 
 export interface CompiledResource {
   def: ResourceMapping;
@@ -57,342 +60,343 @@ export interface CompiledExport {
   evalRow(input: unknown, ctx: ExportContext): Promise<Record<string, unknown>>;
 }
 
+/** Whether an expression runs as a compiled closure (true) or on JSONata's interpreter only. */
+export interface ExpressionInfo {
+  owner: string;
+  role: ExpressionRole;
+  compiled: boolean;
+}
+
 export interface CompiledMapping {
   mapping: LoadedMapping;
   order: string[];
   /** In dependency order. */
   resources: Map<string, CompiledResource>;
   exports: Map<string, CompiledExport>;
+  /** Every expression of the file, in file order. */
+  expressions: ExpressionInfo[];
 }
 
-/**
- * JSONata guardrails (2.2), given to every expression compiled here; each failure rejects the row, never the run.
- * - `stack`: evaluation nested deeper than 500 levels (non-tail recursion without an end) fails with D1011 instead
- *   of exhausting the JS stack.
- * - `timeout` (added per mapping in `compileMapping`: `limits.expressionTimeoutMs`, default 5000 ms from
- *   schemas/mapping.schema.json, CARE_EXPRESSION_TIMEOUT_MS overrides, 0 = off): JSONata optimises tail calls,
- *   so `($f := function($x) { $f($x) }; $f(1))` never reaches the stack limit and would spin forever; the time
- *   limit fails it with D1012. It is measured from the start of each `evaluate()` and checked with Date.now() at
- *   every evaluation step (cost: BENCHMARKS.md, "Expression time limit"). It cannot interrupt one long built-in
- *   call — a catastrophic regular expression runs to its end on the main thread, only then is the limit seen.
- */
-export const JSONATA_OPTIONS = { stack: 500 } as const;
+export interface CompileMappingOptions {
+  /** Compile the common subset of JSONata to JS closures (default: on, unless CARE_JSONATA_COMPILE=0). */
+  compileExpressions?: boolean;
+}
 
 const KNOWN_FUNCTIONS: ReadonlySet<string> = new Set<string>([...JSONATA_BUILTINS, ...LIBRARY_FUNCTIONS]);
 
-interface ExprMeta {
-  src: string;
-  path: YamlPath;
-  role: ExpressionRole;
-  owner: string;
+/** What the steps of compileMapping share. */
+interface MappingCx {
+  m: LoadedMapping;
+  file: string;
+  issues: Issue[];
+  at(path: YamlPath, offset?: number): Location;
+  push(code: KnownIssueCode, message: string, path: YamlPath, offset?: number): void;
+  tableNames: WeakMap<object, string>;
+  lookupNames: string[];
+  resourceNames: string[];
+  jsonataOptions: { stack: number; timeout?: number };
+  settings: EvaluatorSettings;
+  compiler?: MappingExpressionCompiler;
+  expressions: ExpressionInfo[];
 }
 
-export function compileMapping(m: LoadedMapping): CompiledMapping {
+interface Pending {
+  def: ResourceMapping;
+  key?: ExpressionEvaluator;
+  groupBy?: ExpressionEvaluator;
+  map?: ExpressionEvaluator;
+  match?: ExpressionEvaluator;
+  refCalls: RefCall[];
+}
+
+export function compileMapping(m: LoadedMapping, opts: CompileMappingOptions = {}): CompiledMapping {
+  const cx = mappingCx(m, opts.compileExpressions ?? compilerEnabled());
+  const pending = m.resources.map((def) => compileResource(cx, def));
+  for (const s of Object.values(m.sources)) {
+    if (s.records !== undefined) compileChecked(cx, { src: s.records, path: ['sources', s.name, 'records'], role: 'records', owner: `source \`${s.name}\`` });
+  }
+  const exports = compileExports(cx);
+  const order = loadOrder(cx, pending);
+  if (cx.issues.length) {
+    throw new CareEtlError(`mapping file ${cx.file}: ${cx.issues.length} problem${cx.issues.length === 1 ? '' : 's'}`, {
+      issues: cx.issues,
+      exitCode: ExitCode.config,
+      hint: 'Expressions are JSONata (https://docs.jsonata.org) plus the functions in docs/mapping-functions.md.',
+    });
+  }
+  const byName = new Map(pending.map((p) => [p.def.name, p]));
+  const resources = new Map(order.map((name) => [name, resourceEvaluators(cx, byName.get(name)!)]));
+  return { mapping: m, order, resources, exports, expressions: cx.expressions };
+}
+
+function mappingCx(m: LoadedMapping, compileExpressions: boolean): MappingCx {
   const issues: Issue[] = [];
   const file = m.positionOf([])?.file ?? m.file;
   const at = (path: YamlPath, offset?: number): Location => m.positionOf(path, offset) ?? { file };
-  const push = (code: KnownIssueCode, message: string, path: YamlPath, offset?: number) =>
-    issues.push({ severity: 'error', code, message, path: toPointer(path), location: at(path, offset) });
-
   const tableNames = new WeakMap<object, string>();
   for (const [name, table] of Object.entries(m.lookups)) tableNames.set(table, name);
-  const lookupNames = Object.keys(m.lookups);
-  const resourceNames = m.resources.map((r) => r.name);
   const timeoutMs = (m.limits ?? defaultLimits()).expressionTimeoutMs;
-  const jsonataOptions = timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS };
-
-  /** Compiles one expression; reports syntax and static problems; returns undefined on a syntax error. */
-  const compile = (meta: ExprMeta): { expr?: jsonata.Expression; refs: RefCall[] } => {
-    const { src, path, role, owner } = meta;
-    let expr: jsonata.Expression;
-    try {
-      expr = jsonata(src, jsonataOptions);
-    } catch (err) {
-      const e = err as { code?: string; message?: string };
-      push('jsonata-syntax', `${owner} ${role}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`, path, errorOffset(src, e as object));
-      return { refs: [] };
-    }
-    const facts = analyse(src, expr.ast());
-    for (const p of facts.problems) push(p.code, `${owner} ${role}: ${p.message}`, path, p.offset);
-
-    const refs: RefCall[] = [];
-    for (const r of facts.refs) {
-      if (role !== 'map') {
-        push('ref-context', `${owner} ${role}: $ref can only be used in \`map\``, path, r.offset);
-      } else if (!resourceNames.includes(r.name)) {
-        const guess = closestName(r.name, resourceNames);
-        push(
-          'ref-unknown',
-          `${owner} refers to \`${r.name}\` with $ref, which is not a mapping in this file (mappings: ${resourceNames.join(', ')})${guess ? `; did you mean \`${guess}\`?` : ''}`,
-          path,
-          r.offset,
-        );
-      } else {
-        refs.push(r);
-      }
-    }
-
-    for (const call of facts.calls) {
-      if (CONTEXT_FUNCTIONS.has(call.name) && call.name !== 'ref' && role !== 'map' && role !== 'column') {
-        push('ref-context', `${owner} ${role}: $${call.name} can only be used in \`map\` and export columns`, path, call.offset);
-      }
-      const fmt = call.args[1];
-      if ((call.name === 'date' || call.name === 'dateTime') && fmt?.type === 'string' && typeof fmt.value === 'string') {
-        const t = translateDateFormat(fmt.value);
-        if (typeof t === 'string') push('date-format-invalid', `${owner} ${role}: ${t}`, path, nodeStart(src, fmt));
-      }
-      const zone = call.args[2];
-      if (call.name === 'dateTime' && zone?.type === 'string' && typeof zone.value === 'string') {
-        const bad = checkZone(zone.value);
-        if (bad) push('date-zone-invalid', `${owner} ${role}: ${bad}`, path, nodeStart(src, zone));
-      }
-    }
-
-    const reported = new Set<string>();
-    for (const v of facts.variables) {
-      if (v.name === '' || v.name === '$' || facts.bound.has(v.name) || lookupNames.includes(v.name)) continue;
-      if (KNOWN_FUNCTIONS.has(v.name) && !v.lookupTable) continue;
-      if (reported.has(v.name)) continue;
-      reported.add(v.name);
-      if (v.lookupTable) {
-        const guess = closestName(v.name, lookupNames);
-        push(
-          'lookup-unknown',
-          `${owner} ${role}: lookup table \`$${v.name}\` is not defined under \`lookups:\` (${lookupNames.length ? `defined: ${lookupNames.join(', ')}` : 'none defined'})${guess ? `; did you mean \`$${guess}\`?` : ''}`,
-          path,
-          v.offset,
-        );
-      } else if (v.called) {
-        const guess = closestName(v.name, [...KNOWN_FUNCTIONS]);
-        push('function-unknown', `${owner} ${role}: \`$${v.name}\` is not a function${guess ? ` (did you mean \`$${guess}\`?)` : ''}`, path, v.offset);
-      } else {
-        const guess = closestName(v.name, lookupNames);
-        push(
-          'variable-unknown',
-          `${owner} ${role}: \`$${v.name}\` is not defined: not a lookup table${lookupNames.length ? ` (${lookupNames.join(', ')})` : ''}, function, or variable bound in this expression${guess ? `; did you mean \`$${guess}\`?` : ''}`,
-          path,
-          v.offset,
-        );
-      }
-    }
-
-    registerFunctions(expr, { tableNames });
-    for (const [name, table] of Object.entries(m.lookups)) expr.assign(name, table);
-    return { expr, refs };
+  return {
+    m,
+    file,
+    issues,
+    at,
+    push: (code, message, path, offset) => issues.push({ severity: 'error', code, message, path: toPointer(path), location: at(path, offset) }),
+    tableNames,
+    lookupNames: Object.keys(m.lookups),
+    resourceNames: m.resources.map((r) => r.name),
+    jsonataOptions: timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS },
+    settings: { at, timeoutMs },
+    compiler: compileExpressions ? mappingExpressionCompiler({ tableNames, lookups: m.lookups }) : undefined,
+    expressions: [],
   };
+}
 
-  // ---------------------------------------------------------------- resources
-  interface Pending {
-    def: ResourceMapping;
-    key?: jsonata.Expression;
-    groupBy?: jsonata.Expression;
-    map?: jsonata.Expression;
-    match?: jsonata.Expression;
-    refCalls: RefCall[];
+/** Compiles one expression; reports syntax and static problems; no evaluator on a syntax error. */
+function compileChecked(cx: MappingCx, meta: ExprMeta): { ev?: ExpressionEvaluator; refs: RefCall[] } {
+  const { src, path, role, owner } = meta;
+  let expr: jsonata.Expression;
+  try {
+    expr = jsonata(src, cx.jsonataOptions);
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    cx.push('jsonata-syntax', `${owner} ${role}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`, path, errorOffset(src, e as object));
+    return { refs: [] };
   }
-  const pending: Pending[] = [];
-  const sourceNames = Object.keys(m.sources);
-  for (const def of m.resources) {
-    const owner = `mapping \`${def.name}\``;
-    if (!Object.prototype.hasOwnProperty.call(m.sources, def.from)) {
-      const guess = closestName(def.from, sourceNames);
-      push(
-        'source-unknown',
-        `${owner} reads from \`${def.from}\`, which is not under \`sources:\` (sources: ${sourceNames.join(', ') || 'none'})${guess ? `; did you mean \`${guess}\`?` : ''}`,
-        ['resources', def.index, 'from'],
+  const facts = analyse(src, expr.ast());
+  for (const p of facts.problems) cx.push(p.code, `${owner} ${role}: ${p.message}`, path, p.offset);
+  const refs = checkRefs(cx, meta, facts);
+  checkCalls(cx, meta, facts);
+  checkVariables(cx, meta, facts);
+
+  registerFunctions(expr, { tableNames: cx.tableNames });
+  for (const [name, table] of Object.entries(cx.m.lookups)) expr.assign(name, table);
+  const compiled = cx.compiler?.(expr);
+  cx.expressions.push({ owner, role, compiled: compiled !== undefined });
+  return { ev: new ExpressionEvaluator(expr, compiled, meta, cx.settings), refs };
+}
+
+/** `$ref` only in `map`, to a mapping of this file. */
+function checkRefs(cx: MappingCx, { path, role, owner }: ExprMeta, facts: AstFacts): RefCall[] {
+  const refs: RefCall[] = [];
+  for (const r of facts.refs) {
+    if (role !== 'map') {
+      cx.push('ref-context', `${owner} ${role}: $ref can only be used in \`map\``, path, r.offset);
+    } else if (!cx.resourceNames.includes(r.name)) {
+      const guess = closestName(r.name, cx.resourceNames);
+      cx.push(
+        'ref-unknown',
+        `${owner} refers to \`${r.name}\` with $ref, which is not a mapping in this file (mappings: ${cx.resourceNames.join(', ')})${guess ? `; did you mean \`${guess}\`?` : ''}`,
+        path,
+        r.offset,
+      );
+    } else {
+      refs.push(r);
+    }
+  }
+  return refs;
+}
+
+/** Context functions where there is a context; literal date formats and zones that cannot work. */
+function checkCalls(cx: MappingCx, { src, path, role, owner }: ExprMeta, facts: AstFacts): void {
+  for (const call of facts.calls) {
+    if (CONTEXT_FUNCTIONS.has(call.name) && call.name !== 'ref' && role !== 'map' && role !== 'column') {
+      cx.push('ref-context', `${owner} ${role}: $${call.name} can only be used in \`map\` and export columns`, path, call.offset);
+    }
+    const fmt = call.args[1];
+    if ((call.name === 'date' || call.name === 'dateTime') && fmt?.type === 'string' && typeof fmt.value === 'string') {
+      const t = translateDateFormat(fmt.value);
+      if (typeof t === 'string') cx.push('date-format-invalid', `${owner} ${role}: ${t}`, path, nodeStart(src, fmt));
+    }
+    const zone = call.args[2];
+    if (call.name === 'dateTime' && zone?.type === 'string' && typeof zone.value === 'string') {
+      const bad = checkZone(zone.value);
+      if (bad) cx.push('date-zone-invalid', `${owner} ${role}: ${bad}`, path, nodeStart(src, zone));
+    }
+  }
+}
+
+/** Every `$name` is a lookup table, a function, or bound in the expression. */
+function checkVariables(cx: MappingCx, { path, role, owner }: ExprMeta, facts: AstFacts): void {
+  const { lookupNames } = cx;
+  const reported = new Set<string>();
+  for (const v of facts.variables) {
+    if (v.name === '' || v.name === '$' || facts.bound.has(v.name) || lookupNames.includes(v.name)) continue;
+    if (KNOWN_FUNCTIONS.has(v.name) && !v.lookupTable) continue;
+    if (reported.has(v.name)) continue;
+    reported.add(v.name);
+    if (v.lookupTable) {
+      const guess = closestName(v.name, lookupNames);
+      cx.push(
+        'lookup-unknown',
+        `${owner} ${role}: lookup table \`$${v.name}\` is not defined under \`lookups:\` (${lookupNames.length ? `defined: ${lookupNames.join(', ')}` : 'none defined'})${guess ? `; did you mean \`$${guess}\`?` : ''}`,
+        path,
+        v.offset,
+      );
+    } else if (v.called) {
+      const guess = closestName(v.name, [...KNOWN_FUNCTIONS]);
+      cx.push('function-unknown', `${owner} ${role}: \`$${v.name}\` is not a function${guess ? ` (did you mean \`$${guess}\`?)` : ''}`, path, v.offset);
+    } else {
+      const guess = closestName(v.name, lookupNames);
+      cx.push(
+        'variable-unknown',
+        `${owner} ${role}: \`$${v.name}\` is not defined: not a lookup table${lookupNames.length ? ` (${lookupNames.join(', ')})` : ''}, function, or variable bound in this expression${guess ? `; did you mean \`$${guess}\`?` : ''}`,
+        path,
+        v.offset,
       );
     }
-    const p: Pending = { def, refCalls: [] };
-    p.key = compile({ src: def.key, path: def.paths.key, role: 'key', owner }).expr;
-    if (def.groupBy !== undefined && def.paths.groupBy) {
-      p.groupBy = compile({ src: def.groupBy, path: def.paths.groupBy, role: 'groupBy', owner }).expr;
-    }
-    const map = compile({ src: def.map, path: def.paths.map, role: 'map', owner });
-    p.map = map.expr;
-    p.refCalls = map.refs;
-    if (!MATCH_KEYWORDS.includes(def.match)) {
-      p.match = compile({ src: def.match, path: def.paths.match, role: 'match', owner }).expr;
-    }
-    pending.push(p);
   }
+}
 
-  for (const s of Object.values(m.sources)) {
-    if (s.records !== undefined) compile({ src: s.records, path: ['sources', s.name, 'records'], role: 'records', owner: `source \`${s.name}\`` });
+function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
+  const owner = `mapping \`${def.name}\``;
+  if (!Object.prototype.hasOwnProperty.call(cx.m.sources, def.from)) {
+    const sourceNames = Object.keys(cx.m.sources);
+    const guess = closestName(def.from, sourceNames);
+    cx.push(
+      'source-unknown',
+      `${owner} reads from \`${def.from}\`, which is not under \`sources:\` (sources: ${sourceNames.join(', ') || 'none'})${guess ? `; did you mean \`${guess}\`?` : ''}`,
+      ['resources', def.index, 'from'],
+    );
   }
+  const p: Pending = { def, refCalls: [] };
+  p.key = compileChecked(cx, { src: def.key, path: def.paths.key, role: 'key', owner }).ev;
+  if (def.groupBy !== undefined && def.paths.groupBy) {
+    p.groupBy = compileChecked(cx, { src: def.groupBy, path: def.paths.groupBy, role: 'groupBy', owner }).ev;
+  }
+  const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
+  p.map = map.ev;
+  p.refCalls = map.refs;
+  if (!MATCH_KEYWORDS.includes(def.match)) {
+    p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
+  }
+  return p;
+}
 
-  // ---------------------------------------------------------------- exports
+function compileExports(cx: MappingCx): Map<string, CompiledExport> {
   const exports = new Map<string, CompiledExport>();
-  for (const ex of Object.values(m.exports ?? {})) {
-    const cols: { name: string; expr?: jsonata.Expression; meta: ExprMeta }[] = [];
-    for (const c of ex.columns) {
-      const meta: ExprMeta = { src: c.expr, path: c.path, role: 'column', owner: `export \`${ex.name}\` column \`${c.name}\`` };
-      cols.push({ name: c.name, expr: compile(meta).expr, meta });
-    }
+  for (const ex of Object.values(cx.m.exports ?? {})) {
+    const cols = ex.columns.map((c) => ({
+      name: c.name,
+      ev: compileChecked(cx, { src: c.expr, path: c.path, role: 'column', owner: `export \`${ex.name}\` column \`${c.name}\`` }).ev,
+    }));
     exports.set(ex.name, {
       name: ex.name,
       columns: cols.map((c) => c.name),
       async evalRow(input, ctx) {
         const bindings = { [CTX_BINDING]: ctx };
         const row: Record<string, unknown> = {};
-        for (const c of cols) row[c.name] = plain(await run(c.expr!, input, bindings, c.meta, ex.name));
+        for (const c of cols) row[c.name] = plain(await c.ev!.evaluate(input, bindings, ex.name));
         return row;
       },
     });
   }
+  return exports;
+}
 
-  // ---------------------------------------------------------------- order
+/** Load order from the `$ref`s; cycles are reported at the `$ref` that closes them. */
+function loadOrder(cx: MappingCx, pending: Pending[]): string[] {
   const dep = dependencyOrder(pending.map((p) => ({ name: p.def.name, refs: [...new Set(p.refCalls.map((r) => r.name))] })));
   for (const issue of dep.issues) {
     if (hasCode(issue, 'ref-unknown') || hasCode(issue, 'duplicate-name')) continue; // reported above, with positions
     const cycle = dep.cycles.find((c) => issue.message.includes(c.join(' → ')));
     const first = cycle && pending.find((p) => p.def.name === cycle[0]);
     const call = first && cycle && first.refCalls.find((r) => r.name === cycle[1]);
-    if (first && call) issues.push({ ...issue, path: toPointer(first.def.paths.map), location: at(first.def.paths.map, call.offset) });
-    else issues.push({ ...issue, location: { file } });
+    if (first && call) cx.issues.push({ ...issue, path: toPointer(first.def.paths.map), location: cx.at(first.def.paths.map, call.offset) });
+    else cx.issues.push({ ...issue, location: { file: cx.file } });
   }
+  return dep.order;
+}
 
-  if (issues.length) {
-    throw new CareEtlError(`mapping file ${file}: ${issues.length} problem${issues.length === 1 ? '' : 's'}`, {
-      issues,
-      exitCode: ExitCode.config,
-      hint: 'Expressions are JSONata (https://docs.jsonata.org) plus the functions in docs/mapping-functions.md.',
-    });
+/** The key of a row (or group), or a MappingEvalError: it must be one non-blank text or number. */
+function keyOf(v: unknown, meta: ExprMeta, resource: string, at: MappingCx['at']): string {
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'string' && v.trim() !== '') return v.trim();
+  const what = meta.role === 'groupBy' ? 'group key' : 'key';
+  let code: KnownIssueCode = 'key-missing';
+  let detail = `the ${what} \`${short(meta.src)}\` is empty or missing in this record`;
+  if (Array.isArray(v)) {
+    code = 'key-invalid';
+    detail = `the ${what} \`${short(meta.src)}\` gives ${v.length} values; it must give one`;
+  } else if (v !== undefined && v !== null && typeof v !== 'string') {
+    code = 'key-invalid';
+    detail = `the ${what} \`${short(meta.src)}\` gives ${typeof v === 'object' ? 'an object' : `a ${typeof v}`}; it must give text or a number`;
   }
+  const issue: Issue = { severity: 'error', code, message: `${meta.owner}: ${detail}`, path: toPointer(meta.path), location: at(meta.path) };
+  return raise(new MappingEvalError(issue, { resource, role: meta.role }));
+}
 
-  // ---------------------------------------------------------------- evaluators
-  /** Evaluates one expression; every failure becomes a MappingEvalError positioned in the YAML. */
-  async function run(expr: jsonata.Expression, input: unknown, bindings: Record<string, unknown> | undefined, meta: ExprMeta, resource: string): Promise<unknown> {
-    try {
-      return await expr.evaluate(input, bindings);
-    } catch (err) {
-      throw toEvalError(err, meta, resource);
-    }
+function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
+  const { def } = p;
+  const owner = `mapping \`${def.name}\``;
+  const keyEv = p.key!;
+  const mapEv = p.map!;
+  const keyField = /^[A-Za-z_][A-Za-z0-9_]*$/.test(def.key.trim()) && !/^(and|or|in|true|false|null)$/.test(def.key.trim()) ? def.key.trim() : undefined;
+  let lastCtx: EvalContext | undefined;
+  let lastBindings: Record<string, unknown> = {};
+  const fail = (code: KnownIssueCode, message: string): never =>
+    raise(new MappingEvalError({ severity: 'error', code, message: `${owner} map: ${message}`, path: toPointer(def.paths.map), location: cx.at(def.paths.map) }, { resource: def.name, role: 'map' }));
+
+  const compiled: CompiledResource = {
+    def,
+    refs: [...new Set(p.refCalls.map((r) => r.name))],
+    async evalKey(row) {
+      // Most keys name one column (`MRN`): read it directly when the value is plain text or a number —
+      // the same result JSONata gives, without an evaluation per row. Anything else goes through JSONata.
+      if (keyField !== undefined && row !== null && typeof row === 'object' && !Array.isArray(row)) {
+        const v = Object.hasOwn(row, keyField) ? (row as Record<string, unknown>)[keyField] : undefined; // own fields only, as JSONata reads them
+        if (typeof v === 'string' || typeof v === 'number') return keyOf(v, keyEv.meta, def.name, cx.at);
+      }
+      return keyOf(await keyEv.evaluate(row, undefined, def.name), keyEv.meta, def.name, cx.at);
+    },
+    async evalMap(input, ctx) {
+      if (ctx !== lastCtx) {
+        lastCtx = ctx;
+        lastBindings = { [CTX_BINDING]: ctx };
+      }
+      let raw = mapEv.tryCompiled(input, lastBindings);
+      if (raw === FALLBACK) raw = await mapEv.interpret(input, lastBindings, def.name);
+      const out = prune(raw);
+      if (out === undefined) return undefined;
+      if (typeof out !== 'object' || Array.isArray(out)) {
+        return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);
+      }
+      const obj = out as Record<string, unknown>;
+      if (obj.resourceType === undefined) return { resourceType: def.type, ...obj };
+      if (obj.resourceType !== def.type) {
+        return fail('resource-type-mismatch', `produced resourceType \`${String(obj.resourceType)}\` but the mapping's type is ${def.type}`);
+      }
+      return obj;
+    },
+  };
+  if (p.groupBy) {
+    const gEv = p.groupBy;
+    compiled.evalGroupKey = async (row) => keyOf(await gEv.evaluate(row, undefined, def.name), gEv.meta, def.name, cx.at);
   }
+  const evalMatch = matchEvaluator(cx, p);
+  if (evalMatch) compiled.evalMatch = evalMatch;
+  return compiled;
+}
 
-  function toEvalError(err: unknown, meta: ExprMeta, resource: string): MappingEvalError {
-    if (err instanceof MappingEvalError) return err;
-    const e = (err ?? {}) as { code?: unknown; message?: unknown; position?: unknown; token?: unknown };
-    const location = at(meta.path, errorOffset(meta.src, e));
-    let code: KnownIssueCode;
-    let message = typeof e.message === 'string' ? e.message : String(err);
-    let jsonataCode: string | undefined;
-    if (err instanceof MappingFunctionError || err instanceof RefError) {
-      code = err.code;
-    } else if (typeof e.code === 'string' && /^[A-Z]\d{4}$/.test(e.code)) {
-      code = 'jsonata';
-      jsonataCode = e.code;
-      // JSONata's messages quote the offending value (`Unable to cast value to a number: "Sofia"`): a cell's content.
-      const { value, value2 } = e as { value?: unknown; value2?: unknown };
-      message = `${guardrailMessage(e.code) ?? redactValues(message, [value, value2])} [${e.code}]`;
-    } else {
-      code = 'eval-failed';
-    }
-    const issue: Issue = { severity: 'error', code, message: `${meta.owner} ${meta.role}: ${message}`, path: toPointer(meta.path), location };
-    return new MappingEvalError(issue, { resource, role: meta.role, jsonataCode, cause: err });
-  }
-
-  /** Our wording for JSONata's guardrail errors (theirs suggests a rewrite that then loops until the time limit). No row data in it. */
-  function guardrailMessage(jsonataCode: string): string | undefined {
-    if (jsonataCode === 'D1012') {
-      return `the expression ran longer than ${timeoutMs} ms and was stopped (likely infinite recursion: a function that keeps calling itself); if it is only slow, raise \`limits.expressionTimeoutMs\``;
-    }
-    if (jsonataCode === 'D1011') {
-      return `the expression nested more than ${JSONATA_OPTIONS.stack} levels deep (function calls within function calls) and was stopped (likely infinite recursion: a function that keeps calling itself)`;
-    }
-    return undefined;
-  }
-
-  function keyOf(v: unknown, meta: ExprMeta, resource: string): string {
-    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-    if (typeof v === 'string' && v.trim() !== '') return v.trim();
-    const what = meta.role === 'groupBy' ? 'group key' : 'key';
-    let code: KnownIssueCode = 'key-missing';
-    let detail = `the ${what} \`${short(meta.src)}\` is empty or missing in this record`;
-    if (Array.isArray(v)) {
-      code = 'key-invalid';
-      detail = `the ${what} \`${short(meta.src)}\` gives ${v.length} values; it must give one`;
-    } else if (v !== undefined && v !== null && typeof v !== 'string') {
-      code = 'key-invalid';
-      detail = `the ${what} \`${short(meta.src)}\` gives ${typeof v === 'object' ? 'an object' : `a ${typeof v}`}; it must give text or a number`;
-    }
-    const issue: Issue = { severity: 'error', code, message: `${meta.owner}: ${detail}`, path: toPointer(meta.path), location: at(meta.path) };
-    return raise(new MappingEvalError(issue, { resource, role: meta.role }));
-  }
-
-  const resources = new Map<string, CompiledResource>();
-  const byName = new Map(pending.map((p) => [p.def.name, p]));
-  for (const name of dep.order) {
-    const p = byName.get(name)!;
-    const { def } = p;
-    const owner = `mapping \`${def.name}\``;
-    const keyMeta: ExprMeta = { src: def.key, path: def.paths.key, role: 'key', owner };
-    const mapMeta: ExprMeta = { src: def.map, path: def.paths.map, role: 'map', owner };
-    const keyExpr = p.key!;
-    const mapExpr = p.map!;
-    const keyField = /^[A-Za-z_][A-Za-z0-9_]*$/.test(def.key.trim()) && !/^(and|or|in|true|false|null)$/.test(def.key.trim()) ? def.key.trim() : undefined;
-    let lastCtx: EvalContext | undefined;
-    let lastBindings: Record<string, unknown> = {};
-
-    const compiled: CompiledResource = {
-      def,
-      refs: [...new Set(p.refCalls.map((r) => r.name))],
-      async evalKey(row) {
-        // Most keys name one column (`MRN`): read it directly when the value is plain text or a number —
-        // the same result JSONata gives, without an evaluation per row. Anything else goes through JSONata.
-        if (keyField !== undefined && row !== null && typeof row === 'object' && !Array.isArray(row)) {
-          const v = Object.hasOwn(row, keyField) ? (row as Record<string, unknown>)[keyField] : undefined; // own fields only, as JSONata reads them
-          if (typeof v === 'string' || typeof v === 'number') return keyOf(v, keyMeta, def.name);
-        }
-        return keyOf(await run(keyExpr, row, undefined, keyMeta, def.name), keyMeta, def.name);
-      },
-      async evalMap(input, ctx) {
-        if (ctx !== lastCtx) {
-          lastCtx = ctx;
-          lastBindings = { [CTX_BINDING]: ctx };
-        }
-        const raw = await run(mapExpr, input, lastBindings, mapMeta, def.name);
-        const out = prune(raw);
-        if (out === undefined) return undefined;
-        const fail = (code: KnownIssueCode, message: string) =>
-          raise(new MappingEvalError({ severity: 'error', code, message: `${owner} map: ${message}`, path: toPointer(def.paths.map), location: at(def.paths.map) }, { resource: def.name, role: 'map' }));
-        if (typeof out !== 'object' || Array.isArray(out)) {
-          return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);
-        }
-        const obj = out as Record<string, unknown>;
-        if (obj.resourceType === undefined) return { resourceType: def.type, ...obj };
-        if (obj.resourceType !== def.type) {
-          return fail('resource-type-mismatch', `produced resourceType \`${String(obj.resourceType)}\` but the mapping's type is ${def.type}`);
-        }
-        return obj;
-      },
+function matchEvaluator(cx: MappingCx, { def, match }: Pending): CompiledResource['evalMatch'] {
+  if (def.match === 'identifier') return async (resource) => identifierMatch(resource);
+  if (def.match === 'references') return async (resource) => careTeamIdentity(resource);
+  if (!match) return undefined;
+  return async (resource) => {
+    const v = await match.evaluate(resource, undefined, def.name);
+    if (v === undefined || v === null || v === '') return undefined;
+    if (typeof v === 'string') return v;
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    const { meta } = match;
+    const issue: Issue = {
+      severity: 'error',
+      code: 'match-invalid',
+      message: `${meta.owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`,
+      path: toPointer(meta.path),
+      location: cx.at(meta.path),
     };
-
-    if (p.groupBy && def.groupBy !== undefined && def.paths.groupBy) {
-      const gExpr = p.groupBy;
-      const gMeta: ExprMeta = { src: def.groupBy, path: def.paths.groupBy, role: 'groupBy', owner };
-      compiled.evalGroupKey = async (row) => keyOf(await run(gExpr, row, undefined, gMeta, def.name), gMeta, def.name);
-    }
-
-    if (def.match === 'identifier') {
-      compiled.evalMatch = async (resource) => identifierMatch(resource);
-    } else if (def.match === 'references') {
-      compiled.evalMatch = async (resource) => careTeamIdentity(resource);
-    } else if (p.match) {
-      const mExpr = p.match;
-      const mMeta: ExprMeta = { src: def.match, path: def.paths.match, role: 'match', owner };
-      compiled.evalMatch = async (resource) => {
-        const v = await run(mExpr, resource, undefined, mMeta, def.name);
-        if (v === undefined || v === null || v === '') return undefined;
-        if (typeof v === 'string') return v;
-        if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-        const issue: Issue = { severity: 'error', code: 'match-invalid', message: `${owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`, path: toPointer(mMeta.path), location: at(mMeta.path) };
-        return raise(new MappingEvalError(issue, { resource: def.name, role: 'match' }));
-      };
-    }
-    resources.set(name, compiled);
-  }
-
-  return { mapping: m, order: dep.order, resources, exports };
+    return raise(new MappingEvalError(issue, { resource: def.name, role: 'match' }));
+  };
 }
 
 function raise(err: Error): never {

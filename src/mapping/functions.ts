@@ -11,8 +11,8 @@
  * (library-pitfalls: ~12× faster than many concurrent evaluations).
  *
  * Built-ins deliberately overridden (compatible semantics):
- * - `$lookup(object, key)`: unchanged for ordinary objects; for a table from `lookups:` an unknown code
- *   fails (`lookup-miss`) unless a third argument (default) is given.
+ * - `$lookup(object, key)`: unchanged for ordinary objects; for a table from `lookups:` (in memory or indexed
+ *   on disk) an unknown code fails (`lookup-miss`) unless a third argument (default) is given.
  * - `$now()` / `$millis()`: the run's `EvalContext.now` instead of the evaluation time, so every row of
  *   a run sees the same instant (stable output, testable).
  * Not overridden: `$trim` (built-in already trims and collapses whitespace), `$split` (ours is `$splitList`).
@@ -21,6 +21,7 @@ import type { KnownIssueCode } from '../core/issues.js';
 import type jsonata from 'jsonata';
 import { DateTime, IANAZone } from 'luxon';
 import { MappingFunctionError } from './errors.js';
+import { isIndexedLookup } from './types.js';
 
 export interface EvalContext {
   /** `"<Type>/<id>"` of the resource produced by mapping `name` from source key `key`; throws RefError. */
@@ -342,17 +343,48 @@ function builtinLookup(input: unknown, key: string): unknown {
   return undefined;
 }
 
-function lookupOne(table: Record<string, string>, name: string, code: unknown, hasDefault: boolean, dflt: unknown): unknown {
+/** A table from `lookups:` as `$lookup` reads it: in memory (a null-prototype object) or indexed on disk. */
+interface TableView {
+  has(code: string): boolean;
+  get(code: string): unknown;
+  size(): number;
+  sample(n: number): string[];
+}
+
+const views = new WeakMap<object, TableView>();
+
+function viewOf(table: object): TableView {
+  let view = views.get(table);
+  if (!view) {
+    view = makeView(table);
+    views.set(table, view);
+  }
+  return view;
+}
+
+function makeView(table: object): TableView {
+  if (isIndexedLookup(table)) return { has: (c) => table.has(c), get: (c) => table.get(c), size: () => table.size, sample: (n) => table.sampleCodes(n) };
+  const t = table as Record<string, unknown>;
+  return {
+    has: (c) => Object.prototype.hasOwnProperty.call(t, c),
+    // records and `many` lists are shared by every row: each call gets its own copy to shape
+    get: (c) => (t[c] !== null && typeof t[c] === 'object' ? structuredClone(t[c]) : t[c]),
+    size: () => Object.keys(t).length,
+    sample: (n) => Object.keys(t).slice(0, n),
+  };
+}
+
+function lookupOne(table: TableView, name: string, code: unknown, hasDefault: boolean, dflt: unknown): unknown {
   if (code === undefined || code === null) return hasDefault ? dflt : undefined;
   if (typeof code === 'object') return fail('type-invalid', `$lookup code must be text, got ${typeof code}`);
   const k = String(code);
-  if (Object.prototype.hasOwnProperty.call(table, k)) return table[k];
+  if (table.has(k)) return table.get(k);
   const t = k.trim();
-  if (t !== k && Object.prototype.hasOwnProperty.call(table, t)) return table[t];
+  if (t !== k && table.has(t)) return table.get(t);
   if (hasDefault) return dflt;
   if (t === '') return undefined;
-  const known = Object.keys(table);
-  const list = known.slice(0, 10).join(', ') + (known.length > 10 ? `, … (${known.length} codes)` : '');
+  const size = table.size();
+  const list = table.sample(10).join(', ') + (size > 10 ? `, … (${size} codes)` : '');
   // The code itself stays in the rejects file's row; messages (terminal, ledger) carry no cell values.
   return fail('lookup-miss', `the code (${describeShape(k)}) is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`);
 }
@@ -401,7 +433,7 @@ export function registerFunctions(expr: jsonata.Expression, opts: FunctionLibrar
     const name = table !== null && typeof table === 'object' ? opts.tableNames.get(table) : undefined;
     if (name === undefined) return builtinLookup(table, String(code));
     const hasDefault = rest.length > 0;
-    const t = table as Record<string, string>;
+    const t = viewOf(table as object);
     if (Array.isArray(code)) return each(code, (c) => lookupOne(t, name, c, hasDefault, rest[0]));
     return lookupOne(t, name, code, hasDefault, rest[0]);
   });

@@ -126,9 +126,14 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
   };
 
   const seen = new WeakSet<object>(); // the parent operator (%) shares slot objects between nodes
-  const walk = (v: unknown): void => {
+  /**
+   * `shadow`: names the user binds in an enclosing frame (`:=` in a block, lambda parameters). Such a `$ref` (or
+   * `$date`, …) is the user's own variable there — JSONata looks it up before the library's function — so it is
+   * neither a `$ref` call to check nor a library call.
+   */
+  const walk = (v: unknown, shadow: ReadonlySet<string>): void => {
     if (Array.isArray(v)) {
-      for (const x of v) walk(x);
+      for (const x of v) walk(x, shadow);
       return;
     }
     if (v === null || typeof v !== 'object' || seen.has(v)) return;
@@ -139,21 +144,25 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
         const proc = node.procedure as Node;
         const name = String(proc.value);
         const args = (node.arguments ?? []) as Node[];
-        facts.calls.push({ name, offset: nodeStart(src, proc), args });
         facts.variables.push({ name, offset: nodeStart(src, proc), lookupTable: false, called: true });
+        if (shadow.has(name)) {
+          walk(args, shadow);
+          return;
+        }
+        facts.calls.push({ name, offset: nodeStart(src, proc), args });
         if (name === 'ref') visitRefCall(node);
         if (name === 'lookup' && args[0]?.type === 'variable') {
           const t = args[0];
           facts.variables.push({ name: String(t.value), offset: nodeStart(src, t), lookupTable: true, called: false });
-          walk(args.slice(1));
+          walk(args.slice(1), shadow);
         } else {
-          walk(args);
+          walk(args, shadow);
         }
         return;
       }
       if (node.type === 'variable') {
         const name = String(node.value);
-        if (name === 'ref') {
+        if (name === 'ref' && !shadow.has('ref')) {
           facts.problems.push({
             code: 'ref-dynamic',
             offset: nodeStart(src, node),
@@ -164,21 +173,49 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
       }
       if (node.type === 'bind' && isNode(node.lhs) && node.lhs.type === 'variable') {
         facts.bound.add(String(node.lhs.value));
-        walk(node.rhs);
+        walk(node.rhs, shadow);
         return;
       }
       if (node.type === 'lambda' && Array.isArray(node.arguments)) {
-        for (const a of node.arguments) if (isNode(a) && a.type === 'variable') facts.bound.add(String(a.value));
-        walk(node.body);
+        const params = node.arguments.filter((a): a is Node => isNode(a) && a.type === 'variable').map((a) => String(a.value));
+        for (const p of params) facts.bound.add(p);
+        walk(node.body, withFrame(shadow, node.body, params));
+        return;
+      }
+      if (node.type === 'block') {
+        walk(node.expressions, withFrame(shadow, node.expressions, []));
         return;
       }
       if (typeof node.focus === 'string') facts.bound.add(node.focus);
       if (typeof node.index === 'string') facts.bound.add(node.index);
     }
     for (const child of Object.values(node)) {
-      if (child !== null && typeof child === 'object') walk(child);
+      if (child !== null && typeof child === 'object') walk(child, shadow);
     }
   };
-  walk(ast);
+  walk(ast, withFrame(new Set(), ast, []));
   return facts;
+}
+
+/**
+ * `shadow` plus the parameters and the `:=` names of a new frame: a block (`frame` = its expressions), a lambda
+ * (its body) or the whole expression. A nested block or lambda is a frame of its own: its names are not collected.
+ */
+function withFrame(shadow: ReadonlySet<string>, frame: unknown, params: string[]): ReadonlySet<string> {
+  const names = new Set(params);
+  const seen = new WeakSet<object>();
+  const collect = (v: unknown): void => {
+    if (v === null || typeof v !== 'object' || seen.has(v)) return;
+    seen.add(v);
+    if (Array.isArray(v)) {
+      for (const x of v) collect(x);
+      return;
+    }
+    if (isNode(v) && (v.type === 'block' || v.type === 'lambda')) return;
+    if (isNode(v) && v.type === 'bind' && isNode(v.lhs) && v.lhs.type === 'variable') names.add(String(v.lhs.value));
+    for (const child of Object.values(v)) collect(child);
+  };
+  collect(frame);
+  if (!names.size) return shadow;
+  return new Set([...shadow, ...names]);
 }

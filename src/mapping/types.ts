@@ -1,9 +1,5 @@
 import type { Issue, Location } from '../core/issues.js';
-
-export type ResourceType = 'Patient' | 'Practitioner' | 'CareTeam';
-export const RESOURCE_TYPES: readonly ResourceType[] = ['Patient', 'Practitioner', 'CareTeam'];
-
-export type UpdateMethod = 'PUT' | 'PATCH' | 'POST';
+import type { UpdateMethod, WritableType } from '../schemas/resource-types.js';
 
 /** `match:` keywords (anything else is a JSONata expression); see src/load/identity.ts. */
 export const MATCH_KEYWORDS: readonly string[] = ['identifier', 'references'];
@@ -32,7 +28,7 @@ export interface TargetConfig {
   apiKey?: string;
   emrId?: string;
   tenantId?: string;
-  updateMethod?: Partial<Record<ResourceType, UpdateMethodConfig>>;
+  updateMethod?: Partial<Record<WritableType, UpdateMethodConfig>>;
 }
 
 /** Sources are configured with the types of src/sources (one definition; `path` is absolute after loading). */
@@ -41,7 +37,7 @@ export type { CsvOptions, SourceConfig, SourceFormat } from '../sources/types.js
 
 export interface ResourceMapping {
   name: string;
-  type: ResourceType;
+  type: WritableType;
   from: string;
   /** JSONata: stable source key. With `groupBy` and no `key` in the file, it is the groupBy expression. */
   key: string;
@@ -95,8 +91,8 @@ export interface LoadedMapping {
   version: 1;
   target: TargetConfig;
   sources: Record<string, SourceConfig>;
-  /** Code → label; null-prototype objects. */
-  lookups: Record<string, Record<string, string>>;
+  /** Tables from `lookups:`, bound as `$<name>` in every expression and read with `$lookup`. */
+  lookups: Record<string, LookupTable>;
   resources: ResourceMapping[];
   exports?: ExportsConfig;
   /** Always set by `loadMapping`; absent (a mapping built in code, e.g. a `--columns` file) = the schema defaults. */
@@ -109,3 +105,29 @@ export interface LoadedMapping {
    */
   positionOf(path: YamlPath, offset?: number): Location | undefined;
 }
+
+/**
+ * A table from `lookups:`. In memory: a null-prototype object, code → value (text for inline tables and for
+ * `value:` columns; any JSON value, or with `many: true` an array of them, for expressions and whole records).
+ * A file larger than the in-memory limit is indexed on disk instead (src/mapping/lookup-index.ts): an
+ * `IndexedLookup`, which `$lookup` reads (it has no properties to navigate).
+ */
+export type LookupTable = Record<string, unknown> | IndexedLookup;
+
+/** Marks an `IndexedLookup` (a class instance, not a code → value object). */
+export const INDEXED_LOOKUP: unique symbol = Symbol('care-etl.indexedLookup');
+
+export interface IndexedLookup {
+  readonly [INDEXED_LOOKUP]: true;
+  /** Distinct codes. */
+  readonly size: number;
+  has(code: string): boolean;
+  /** The value of `code` (a fresh copy), undefined when absent. */
+  get(code: string): unknown;
+  /** Up to `n` codes, for messages. */
+  sampleCodes(n: number): string[];
+  /** Closes the index (its file is already deleted on POSIX systems, else now). Idempotent. */
+  close(): void;
+}
+
+export const isIndexedLookup = (t: unknown): t is IndexedLookup => t !== null && typeof t === 'object' && INDEXED_LOOKUP in t;

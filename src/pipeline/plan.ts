@@ -12,7 +12,8 @@ import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { placeholderId } from '../mapping/placeholder-id.js';
-import type { ReconcilePolicy, ResourceType } from '../mapping/types.js';
+import type { ReconcilePolicy } from '../mapping/types.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import { comparableDiff, type FieldChange } from '../load/identity.js';
 import type { PlanOutcome, ResourceSync } from '../load/resource-sync.js';
 import type { IndexBuild } from '../load/server-index.js';
@@ -21,7 +22,7 @@ import type { SourceConfig } from '../sources/types.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
-import type { RejectRecord } from './rejects.js';
+import type { RejectRecord } from '../transform/reject-record.js';
 import type { MappingCounts, RunReport } from './run-pipeline.js';
 
 /**
@@ -100,7 +101,7 @@ export interface PlannedDrift {
 }
 
 export interface MappingPlan {
-  resourceType: ResourceType;
+  resourceType: WritableType;
   reconcile: ReconcilePolicy;
   counts: PlanCounts;
   creates: PlannedCreate[];
@@ -133,7 +134,7 @@ export interface PlanDocument {
 
 const emptyPlanCounts = (): PlanCounts => ({ read: 0, creates: 0, updates: 0, unchanged: 0, adoptions: 0, ends: 0, rejects: 0, drifted: 0 });
 
-export function emptyMappingPlan(resourceType: ResourceType, reconcile: ReconcilePolicy): MappingPlan {
+function emptyMappingPlan(resourceType: WritableType, reconcile: ReconcilePolicy): MappingPlan {
   return { resourceType, reconcile, counts: emptyPlanCounts(), creates: [], updates: [], adoptions: [], ends: [], rejects: [], drifted: [] };
 }
 

@@ -5,31 +5,8 @@ import { stringify } from 'csv-stringify/sync';
 import { CareEtlError, ExitCode, formatLocation, type Issue } from '../core/issues.js';
 import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
-import { csvCell } from '../export/row-sink.js';
-
-export type RejectStage = 'source' | 'transform' | 'validate' | 'load';
-
-/**
- * One rejected row (or group of rows) as written to the rejects file (NDJSON, mode 0600). It keeps the
- * source row so the row can be fixed and re-processed; logs and terminal output carry only the location.
- */
-export interface RejectRecord {
-  stage: RejectStage;
-  mapping: string;
-  source: string;
-  file: string;
-  line?: number;
-  record?: number;
-  /** For `groupBy` mappings: the lines of every row of the group. */
-  lines?: number[];
-  key?: string;
-  issues: Issue[];
-  row?: unknown;
-  raw?: string;
-  /** Set when `row` could not be written as it was (see `serializeReject`): why, and a bounded rendering of it. */
-  rowOmitted?: string;
-  rowExcerpt?: string;
-}
+import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
+import type { RejectRecord } from '../transform/reject-record.js';
 
 /** A reject line longer than this drops its `row` (keeping an excerpt): one pathological row must not bloat the file. */
 export const REJECT_MAX_LINE_CHARS = 16 * 1024 * 1024;
@@ -173,9 +150,8 @@ export function summaryPathFor(rejectsFile: string): string {
 export const SUMMARY_COLUMNS = ['file', 'line', 'record', 'mapping', 'key', 'stage', 'code', 'message'] as const;
 
 const SUMMARY_OPTIONS = {
-  record_delimiter: 'windows',
-  // Any control character forces quotes (a bare LF in a message stays inside its cell); `=`, `+`, `-`, `@`… get a `'`.
-  quoted_match: /[\u0000-\u001f\u007f]/,
+  ...STRICT_CSV,
+  // `=`, `+`, `-`, `@`… at the start of a message get a `'`.
   escape_formulas: true,
 } as const;
 

@@ -8,22 +8,24 @@ import { compileMapping, RefError, type CompiledMapping, type CompiledResource }
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { loadMapping } from '../mapping/load-mapping.js';
+import { defaultReconcile } from '../mapping/mapping-defaults.js';
 import { placeholderId } from '../mapping/placeholder-id.js';
-import { RECONCILE_POLICIES, type ReconcilePolicy, type ResourceType } from '../mapping/types.js';
+import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
 import { matchRuleOf, ServerIndexes, type IndexBuild, type MatchRule } from '../load/server-index.js';
-import type { WritableType } from '../api/connection.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type Inspection, type SyncOutcome } from '../load/resource-sync.js';
-import type { RetryOptions } from '../load/retry.js';
+import type { RetryOptions } from '../core/retry.js';
 import { checkSource, openSource, SourceBytes } from '../sources/open-source.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { transformSource, type MappedResource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import { runSummary } from './run-history.js';
-import { readRejectSelection, RejectsWriter, type RejectRecord, type RejectSelection } from './rejects.js';
+import { readRejectSelection, RejectsWriter, type RejectSelection } from './rejects.js';
+import type { RejectRecord } from '../transform/reject-record.js';
 import { openLedgerSnapshot, planExitCode, planPhase, readOnlyScope, type MappingPlan } from './plan.js';
-import { openTarget, type Target } from './target.js';
+import { openTarget, type Target } from '../target/open-target.js';
 
 export interface MappingCounts {
   /** Source rows read (rejected ones included). */
@@ -90,6 +92,12 @@ export interface RunReport {
   stoppedEarly?: string;
   /** SIGINT/SIGTERM (the `signal`): rows not read yet are left for the next run; the bookkeeping was done. */
   interrupted?: boolean;
+  /**
+   * Requests in flight (a run that sent requests): `pinned` by `--concurrency`, or `discovered` within the
+   * `ceiling` (`--max-concurrency`). `settled`: the window most of the loading time was spent at (time-weighted
+   * median while requests were queued or running); `max`: the largest window; `maxInFlight`: most requests at once.
+   */
+  concurrency?: { mode: 'pinned' | 'discovered'; settled: number; max: number; maxInFlight: number; ceiling: number };
   /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */
   exitCode: number;
 }
@@ -143,7 +151,7 @@ export interface StateCounts {
 export type RunEvent =
   | { type: 'target'; baseUrl: string; tenantId: string; embedded: boolean; dataFile?: string }
   | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild }
-  | { type: 'phase-start'; mapping: string; resourceType: ResourceType }
+  | { type: 'phase-start'; mapping: string; resourceType: WritableType }
   | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number; bytes?: ByteProgress }
   | { type: 'phase-end'; mapping: string; counts: MappingCounts; bytes?: ByteProgress }
   | { type: 'reject'; reject: RejectRecord };
@@ -163,8 +171,13 @@ export interface RunOptions {
   rejectsFile?: string;
   /** Default `.care-etl/state.db` beside the mapping. */
   statePath?: string;
-  /** Requests in flight at most (default 8). */
+  /**
+   * Pins the requests in flight at N (429/503 lower it for a while, it never goes above). Without it the loader
+   * discovers the server's capacity (src/load/concurrency-window.ts) up to `maxConcurrency`.
+   */
   concurrency?: number;
+  /** Ceiling of the discovered concurrency (default 32, `AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY`); unused with `concurrency`. */
+  maxConcurrency?: number;
   /** Stop once this many rows were rejected (≥ 1). */
   maxErrors?: number;
   /**
@@ -245,9 +258,9 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
   const dryRun = mode === 'run' && (opts.dryRun ?? false);
-  const concurrency = opts.concurrency ?? 8;
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new CareEtlError(`Expected \`--concurrency\` to be an integer ≥ 1, got \`${opts.concurrency}\``, { exitCode: ExitCode.config });
+  const concurrency = opts.concurrency; // undefined: discovered
+  for (const [flag, v] of [['--concurrency', concurrency], ['--max-concurrency', opts.maxConcurrency]] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
   }
   if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
     throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, { exitCode: ExitCode.config });
@@ -267,27 +280,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   // --only-rejected: the rows the last real run rejected (a dry run previews what the real one would re-process).
   const selectionFile = mode === 'run' && opts.onlyRejected ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
   const selection = selectionFile ? await readRejectSelection(selectionFile) : undefined;
-  const report: RunReport = {
-    mappingFile,
-    dryRun,
-    startedAt: started.toISOString(),
-    finishedAt: '',
-    durationMs: 0,
-    order: compiled.order,
-    mappings: Object.fromEntries(compiled.order.map((n) => [n, emptyCounts()])),
-    totals: emptyCounts(),
-    rejectsFile,
-    ended: [],
-    warnings: mapping.warnings.map((w) => w.message),
-    indexes: [],
-    exitCode: ExitCode.ok,
-  };
-  if (mode === 'rebuild' || mode === 'check') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
-  if (mode === 'plan') report.plan = {};
-  if (selection) {
-    for (const c of [...Object.values(report.mappings), report.totals]) c.notSelected = 0;
-    report.selection = { rejectsFile: selectionFile!, rejects: selection.rejects, keys: 0, lines: selection.placeCount, fromState: 0, selected: 0, unreadable: selection.unreadable };
-  }
+  const report = newRunReport(compiled, mode, { mappingFile, dryRun, started, rejectsFile, selection, selectionFile });
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
@@ -342,17 +335,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     throw err;
   } finally {
     await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
-    const finished = new Date();
-    report.finishedAt = finished.toISOString();
-    report.durationMs = finished.getTime() - started.getTime();
-    for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] = (report.totals[k] ?? 0) + (c[k] ?? 0);
-    if (selection && report.selection) {
-      report.selection.keys = selection.keyCount;
-      report.selection.fromState = selection.fromState;
-    }
-    report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
-    if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
-    if (mode === 'plan') report.exitCode = planExitCode(report);
+    closeRunReport(report, mode, started, selection);
     if (scope && runId !== undefined) {
       try {
         scope.finishRun(runId, outcome, runSummary(report, opts, failure));
@@ -366,6 +349,52 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     await target?.close();
   }
   return report;
+}
+
+/** The report of a run about to start: every mapping at zero, the mode's own sections present. */
+function newRunReport(
+  compiled: CompiledMapping,
+  mode: Mode,
+  x: { mappingFile: string; dryRun: boolean; started: Date; rejectsFile?: string; selection?: RejectSelection; selectionFile?: string },
+): RunReport {
+  const report: RunReport = {
+    mappingFile: x.mappingFile,
+    dryRun: x.dryRun,
+    startedAt: x.started.toISOString(),
+    finishedAt: '',
+    durationMs: 0,
+    order: compiled.order,
+    mappings: Object.fromEntries(compiled.order.map((n) => [n, emptyCounts()])),
+    totals: emptyCounts(),
+    rejectsFile: x.rejectsFile,
+    ended: [],
+    warnings: compiled.mapping.warnings.map((w) => w.message),
+    indexes: [],
+    exitCode: ExitCode.ok,
+  };
+  if (mode === 'rebuild' || mode === 'check') report.state = Object.fromEntries(compiled.order.map((n) => [n, emptyStateCounts()]));
+  if (mode === 'plan') report.plan = {};
+  const selection = x.selection;
+  if (selection) {
+    for (const c of [...Object.values(report.mappings), report.totals]) c.notSelected = 0;
+    report.selection = { rejectsFile: x.selectionFile!, rejects: selection.rejects, keys: 0, lines: selection.placeCount, fromState: 0, selected: 0, unreadable: selection.unreadable };
+  }
+  return report;
+}
+
+/** The run is over (done, stopped or failed): its times, totals and exit code. */
+function closeRunReport(report: RunReport, mode: Mode, started: Date, selection: RejectSelection | undefined): void {
+  const finished = new Date();
+  report.finishedAt = finished.toISOString();
+  report.durationMs = finished.getTime() - started.getTime();
+  for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] = (report.totals[k] ?? 0) + (c[k] ?? 0);
+  if (selection && report.selection) {
+    report.selection.keys = selection.keyCount;
+    report.selection.fromState = selection.fromState;
+  }
+  report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
+  if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
+  if (mode === 'plan') report.exitCode = planExitCode(report);
 }
 
 /**
@@ -420,36 +449,81 @@ interface PhaseState {
   selection?: RejectSelection;
 }
 
-async function runPhases(
-  compiled: CompiledMapping,
-  opts: RunOptions & { dryRun: boolean; concurrency: number; now: Date },
-  report: RunReport,
-  st: PhaseState,
-): Promise<void> {
-  const { mapping } = compiled;
-  const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
-  const rejectedKeys = new Map<string, Set<string>>();
-  const loadedKeys = new Map<string, KeyIndex>(); // dry run only: what `$ref` may point to
-  const limiter = new AdaptiveLimiter({ initial: opts.concurrency, max: opts.concurrency, min: 1 });
-  let totalRejected = 0;
-  // One listing per type serves every mapping of that type (each indexes it by its own match rule).
+type PhaseOptions = RunOptions & { dryRun: boolean; now: Date };
+
+/** What the phases of one run share. */
+interface RunShared {
+  compiled: CompiledMapping;
+  opts: PhaseOptions;
+  report: RunReport;
+  st: PhaseState;
+  limiter: AdaptiveLimiter;
+  indexes?: ServerIndexes;
+  ctx: EvalContext;
+  /** Per mapping: the keys `$ref` must not resolve to in this run. */
+  rejectedKeys: Map<string, Set<string>>;
+  /** Dry run only: per mapping, what `$ref` may point to. */
+  loadedKeys: Map<string, KeyIndex>;
+  /**
+   * `state check` writes no ledger: server ids found by the check resolve `$ref`s from here. `plan`: every key's
+   * id after the run (found, adopted, or the placeholder of a create), which wins over the ledger's.
+   */
+  foundIds: Map<string, Map<string, string>>;
+  totalRejected: number;
+}
+
+/** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
+interface Phase {
+  name: string;
+  res: CompiledResource;
+  source: SourceConfig;
+  counts: MappingCounts;
+  /** Every key of a rejected row: still in the export, so not "missing" for onMissing: end. */
+  rejectedSeen: Set<string>;
+  /** Dry run: the keys `$ref` may point to. */
+  loaded?: KeyIndex;
+  keylessRejects: number;
+  /** Bytes read of this phase's source (the file stream's own counter: read per event, nothing per row). */
+  bytes: SourceBytes;
+  policy: ReconcilePolicy;
+  sync?: ResourceSync;
+  progress(): void;
+  phaseEnd(): void;
+  onReject(r: RejectRecord): void;
+}
+
+async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: RunReport, st: PhaseState): Promise<void> {
+  const limiter = AdaptiveLimiter.forRun(opts);
+  const keys = { rejectedKeys: new Map<string, Set<string>>(), loadedKeys: new Map<string, KeyIndex>(), foundIds: new Map<string, Map<string, string>>() };
+  const indexes = serverIndexes(compiled, opts, st);
+  report.indexes = indexes?.builds ?? [];
+  const shared: RunShared = { compiled, opts, report, st, limiter, indexes, ...keys, ctx: refContext(compiled, opts, st, keys), totalRejected: 0 };
+  for (const name of compiled.order) {
+    if ((await runPhase(name, shared)) === 'stop') break;
+  }
+  if (st.mode === 'run' && st.client) {
+    const c = limiter.stats();
+    report.concurrency = { mode: c.growth === 'aimd' ? 'pinned' : 'discovered', settled: c.settled, max: c.max, maxInFlight: c.maxInFlight, ceiling: c.ceiling };
+  }
+}
+
+/** One listing per type serves every mapping of that type (each indexes it by its own match rule). */
+function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, st: PhaseState): ServerIndexes | undefined {
+  if (!st.client) return undefined;
   const rulesByType = new Map<WritableType, Map<string, MatchRule>>();
   for (const r of compiled.resources.values()) {
     let m = rulesByType.get(r.def.type);
     if (!m) rulesByType.set(r.def.type, (m = new Map()));
     m.set(r.def.name, matchRuleOf(r));
   }
-  const indexes = st.client
-    ? new ServerIndexes(st.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, keepBodies: st.mode === 'plan', onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) })
-    : undefined;
-  report.indexes = indexes?.builds ?? [];
-  /**
-   * `state check` writes no ledger: server ids found by the check resolve `$ref`s from here. `plan`: every key's
-   * id after the run (found, adopted, or the placeholder of a create), which wins over the ledger's.
-   */
-  const foundIds = new Map<string, Map<string, string>>();
+  return new ServerIndexes(st.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, keepBodies: st.mode === 'plan', onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) });
+}
 
-  const ctx: EvalContext = {
+/** `$ref` and `$sourceKey` of this run: placeholders in a dry run, else the plan's, the ledger's or the check's server ids. */
+function refContext(compiled: CompiledMapping, opts: PhaseOptions, st: PhaseState, keys: Pick<RunShared, 'rejectedKeys' | 'loadedKeys' | 'foundIds'>): EvalContext {
+  const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
+  const { rejectedKeys, loadedKeys, foundIds } = keys;
+  return {
     now: opts.now,
     resolveRef(name, key) {
       const type = typeOf.get(name);
@@ -468,31 +542,67 @@ async function runPhases(
       return st.scope?.keyOfServerId(type, id)?.key;
     },
   };
+}
 
-  for (const name of compiled.order) {
-    const res = compiled.resources.get(name)!;
-    const counts = report.mappings[name];
-    const source = mapping.sources[res.def.from];
-    /** Keys `$ref` must not resolve to in this run. */
-    const rejected = new Set<string>();
-    rejectedKeys.set(name, rejected);
-    /** Every key of a rejected row: still in the export, so not "missing" for onMissing: end. */
-    const rejectedSeen = new Set<string>();
-    const loaded = opts.dryRun ? new KeyIndex() : undefined;
-    if (loaded) loadedKeys.set(name, loaded);
-    let keylessRejects = 0;
-    opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
-    // Bytes read of this phase's source (the file stream's own counter: read per event, nothing per row).
-    const bytes = new SourceBytes();
-    const progress = () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: limiter.limit, bytes: bytes.snapshot() });
-    const phaseEnd = () => opts.onEvent?.({ type: 'phase-end', mapping: name, counts, bytes: bytes.snapshot() });
+/** One mapping, by mode: loaded (`run`), planned, or inspected (`state`). `stop` ends the run (interrupted, stopped early). */
+async function runPhase(name: string, sh: RunShared): Promise<'next' | 'stop'> {
+  const { report, st, opts } = sh;
+  const ph = openPhase(name, sh);
+  const { res, source, counts, onReject, progress } = ph;
+  if (st.mode === 'plan') {
+    const planned = new Map<string, string>();
+    sh.foundIds.set(name, planned);
+    await planPhase(res, ph.sync!, report, { source, ctx: sh.ctx, onReject, planned, progress, counts, policy: ph.policy, signal: opts.signal });
+    ph.phaseEnd();
+    return report.interrupted ? 'stop' : 'next';
+  }
+  if (st.mode !== 'run') {
+    await inspectPhase(res, ph.sync!, sh.indexes!, st, report, { source, ctx: sh.ctx, onReject, foundIds: sh.foundIds, progress, counts, signal: opts.signal, bytes: ph.bytes });
+    ph.phaseEnd();
+    return 'next';
+  }
+  await loadPhase(ph, sh);
+  if (report.interrupted) {
+    ph.phaseEnd();
+    return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
+  }
+  if (ph.sync) await settlePhase(ph, sh);
+  ph.phaseEnd();
+  return report.stoppedEarly ? 'stop' : 'next';
+}
 
-    const onReject = (r: RejectRecord) => {
+function openPhase(name: string, sh: RunShared): Phase {
+  const { compiled, opts, report, st } = sh;
+  const res = compiled.resources.get(name)!;
+  const counts = report.mappings[name]!;
+  const rejected = new Set<string>();
+  sh.rejectedKeys.set(name, rejected);
+  const loaded = opts.dryRun ? new KeyIndex() : undefined;
+  if (loaded) sh.loadedKeys.set(name, loaded);
+  opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
+  const bytes = new SourceBytes();
+  const policy: ReconcilePolicy = opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
+  const ph: Phase = {
+    name,
+    res,
+    source: compiled.mapping.sources[res.def.from]!,
+    counts,
+    rejectedSeen: new Set(),
+    loaded,
+    keylessRejects: 0,
+    bytes,
+    policy,
+    sync: st.client
+      ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId ?? 0, limiter: sh.limiter, retry: opts.retry ?? {}, now: opts.now, indexes: sh.indexes!, policy })
+      : undefined,
+    progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: sh.limiter.limit, bytes: bytes.snapshot() }),
+    phaseEnd: () => opts.onEvent?.({ type: 'phase-end', mapping: name, counts, bytes: bytes.snapshot() }),
+    onReject: (r) => {
       counts.rejected++;
-      totalRejected++;
-      if (r.key === undefined) keylessRejects++;
+      sh.totalRejected++;
+      if (r.key === undefined) ph.keylessRejects++;
       else {
-        rejectedSeen.add(r.key);
+        ph.rejectedSeen.add(r.key);
         // A duplicate row does not make its key unusable (its first row was loaded), nor does a failed update
         // of a resource that exists on the server: references to them stay valid.
         if (!hasCode(r.issues[0], 'duplicate-key') && !(r.stage === 'load' && st.scope?.serverIdOf(name, r.key))) rejected.add(r.key);
@@ -500,159 +610,154 @@ async function runPhases(
       st.rejects.write(r);
       const { row: _row, raw: _raw, ...forDisplay } = r;
       opts.onEvent?.({ type: 'reject', reject: forDisplay });
-    };
-    const policy: ReconcilePolicy = opts.reconcile ?? res.def.reconcile ?? 'auto';
-    const sync = st.client
-      ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId ?? 0, limiter, retry: opts.retry ?? {}, now: opts.now, indexes: indexes!, policy })
-      : undefined;
-    if (st.mode === 'plan') {
-      const planned = new Map<string, string>();
-      foundIds.set(name, planned);
-      await planPhase(res, sync!, report, { source, ctx, onReject, planned, progress, counts, policy, signal: opts.signal });
-      phaseEnd();
-      if (report.interrupted) break;
-      continue;
-    }
-    if (st.mode !== 'run') {
-      await inspectPhase(res, sync!, indexes!, st, report, { source, ctx, onReject, foundIds, progress, counts, signal: opts.signal, bytes });
-      phaseEnd();
-      continue;
-    }
-    const selection = st.selection;
-    if (selection && st.scope) {
-      // Keys whose last write the server refused, never loaded since: rejected "last time" too, whatever the file says.
-      for (const e of st.scope.entries(name)) if (e.status === 'rejected') selection.addKey(name, e.key, true);
-    }
-    /**
-     * --only-rejected: keys read but not selected are marked seen by this run (as unchanged ones are), so that a
-     * pending create of such a key is left for the next full run rather than taken for a key gone from the source.
-     */
-    const notSelectedSeen: string[] = [];
-    const flushNotSelected = () => {
-      const keys = notSelectedSeen.splice(0);
-      if (keys.length && st.scope && st.runId !== undefined) st.scope.markSeen(name, keys, st.runId);
-    };
-    await sync?.prepare();
-    const apply = (item: MappedResource, o: SyncOutcome) => {
-      switch (o.kind) {
-        case 'created':
-        case 'updated':
-        case 'unchanged':
-          counts[o.kind]++;
-          if (o.adopted) counts.adopted++;
-          for (const member of (o.kind !== 'unchanged' && o.endedMembers) || []) {
-            counts.ended++;
-            report.ended.push({ mapping: name, key: item.key, serverId: o.serverId, member });
-          }
-          break;
-        case 'rejected':
-          onReject({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues, row: undefined });
-          break;
-        case 'deferred':
-          break;
-      }
-      progress();
-    };
+    },
+  };
+  return ph;
+}
 
-    const abort = new AbortController();
-    const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
-    const inFlight = new Set<Promise<void>>();
-    /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
-    let fatal: { error: unknown } | undefined;
-    const tooMany = () => opts.maxErrors !== undefined && totalRejected >= opts.maxErrors;
-    const interrupted = () => {
-      if (!opts.signal?.aborted) return false;
-      report.interrupted = true;
-      report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
-      return true;
-    };
-    try {
-      for await (const item of transformSource(res, openSource(source, { signal, bytes }), { ctx, validate: validateResource, onRead: () => counts.read++ })) {
-        if (fatal || interrupted()) break;
-        const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
-        if (selection && chosen) report.selection!.selected++;
-        if (!item.ok) {
-          onReject(item);
-          progress();
-        } else if (!chosen) {
-          // Read, its key taken (duplicates, `$ref`), not sent: neither created nor updated.
-          counts.notSelected = (counts.notSelected ?? 0) + 1;
-          if (loaded) loaded.set(item.key, 0);
-          notSelectedSeen.push(item.key);
-          if (notSelectedSeen.length >= 1000) flushNotSelected();
-          progress();
-        } else if (opts.dryRun) {
-          loaded!.set(item.key, 0);
-          writeDry(st.dryOut, report.outDir!, item);
-          counts.written++;
-          progress();
-        } else {
-          // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
-          while (inFlight.size >= limiter.limit * 2) await Promise.race(inFlight);
-          const p: Promise<void> = sync!
-            .sync(item)
-            .then(
-              (o) => apply(item, o),
-              (error: unknown) => {
-                fatal ??= { error };
-                abort.abort();
-              },
-            )
-            .finally(() => inFlight.delete(p));
-          inFlight.add(p);
-        }
-        if (tooMany()) {
-          report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
-          abort.abort();
-          break;
-        }
+/** Counts what the loader did with one resource (a refused write is a reject of its row). */
+function applyOutcome(ph: Phase, report: RunReport, item: MappedResource, o: SyncOutcome): void {
+  switch (o.kind) {
+    case 'created':
+    case 'updated':
+    case 'unchanged':
+      ph.counts[o.kind]++;
+      if (o.adopted) ph.counts.adopted++;
+      for (const member of (o.kind !== 'unchanged' && o.endedMembers) || []) {
+        ph.counts.ended++;
+        report.ended.push({ mapping: ph.name, key: item.key, serverId: o.serverId, member });
       }
-    } catch (err) {
-      // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
-      if (!interrupted() && !fatal) throw err;
-    } finally {
-      await Promise.allSettled(inFlight);
-      sync?.flush();
-      flushNotSelected();
+      break;
+    case 'rejected':
+      ph.onReject({ stage: 'load', mapping: ph.name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues, row: undefined });
+      break;
+    case 'deferred':
+      break;
+  }
+  ph.progress();
+}
+
+/**
+ * `run`: the phase's source read, transformed and validated; each resource sent (a dry run writes it), with at
+ * most twice the concurrency queued. A failure that ends the run is raised once the requests in flight settled.
+ */
+async function loadPhase(ph: Phase, sh: RunShared): Promise<void> {
+  const { opts, report, st } = sh;
+  const { name, counts, loaded, sync } = ph;
+  const selection = st.selection;
+  if (selection && st.scope) {
+    // Keys whose last write the server refused, never loaded since: rejected "last time" too, whatever the file says.
+    for (const e of st.scope.entries(name)) if (e.status === 'rejected') selection.addKey(name, e.key, true);
+  }
+  /**
+   * --only-rejected: keys read but not selected are marked seen by this run (as unchanged ones are), so that a
+   * pending create of such a key is left for the next full run rather than taken for a key gone from the source.
+   */
+  const notSelectedSeen: string[] = [];
+  const flushNotSelected = () => {
+    const keys = notSelectedSeen.splice(0);
+    if (keys.length && st.scope && st.runId !== undefined) st.scope.markSeen(name, keys, st.runId);
+  };
+  await sync?.prepare();
+
+  const abort = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
+  const inFlight = new Set<Promise<void>>();
+  /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
+  let fatal: { error: unknown } | undefined;
+  const tooMany = () => opts.maxErrors !== undefined && sh.totalRejected >= opts.maxErrors;
+  const interrupted = () => {
+    if (!opts.signal?.aborted) return false;
+    report.interrupted = true;
+    report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
+    return true;
+  };
+  try {
+    for await (const item of transformSource(ph.res, openSource(ph.source, { signal, bytes: ph.bytes }), { ctx: sh.ctx, validate: validateResource, onRead: () => counts.read++ })) {
+      if (fatal || interrupted()) break;
+      const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
+      if (selection && chosen) report.selection!.selected++;
+      if (!item.ok) {
+        ph.onReject(item);
+        ph.progress();
+      } else if (!chosen) {
+        // Read, its key taken (duplicates, `$ref`), not sent: neither created nor updated.
+        counts.notSelected = (counts.notSelected ?? 0) + 1;
+        if (loaded) loaded.set(item.key, 0);
+        notSelectedSeen.push(item.key);
+        if (notSelectedSeen.length >= 1000) flushNotSelected();
+        ph.progress();
+      } else if (opts.dryRun) {
+        loaded!.set(item.key, 0);
+        writeDry(st.dryOut, report.outDir!, item);
+        counts.written++;
+        ph.progress();
+      } else {
+        // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
+        while (inFlight.size >= sh.limiter.limit * 2) await Promise.race(inFlight);
+        const p: Promise<void> = sync!
+          .sync(item)
+          .then(
+            (o) => applyOutcome(ph, report, item, o),
+            (error: unknown) => {
+              fatal ??= { error };
+              abort.abort();
+            },
+          )
+          .finally(() => inFlight.delete(p));
+        inFlight.add(p);
+      }
+      if (tooMany()) {
+        report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
+        abort.abort();
+        break;
+      }
     }
-    if (fatal && !interrupted()) throw fatal.error;
-    if (report.interrupted) {
-      phaseEnd();
-      break; // creates whose answer is unknown stay recorded as intents: the next run settles them first
+  } catch (err) {
+    // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
+    if (!interrupted() && !fatal) throw err;
+  } finally {
+    await Promise.allSettled(inFlight);
+    sync?.flush();
+    flushNotSelected();
+  }
+  if (fatal && !interrupted()) throw fatal.error;
+}
+
+/** After the rows: lost creates reconciled, then keys no longer in the export reported (`ignore`) or ended (`end`). */
+async function settlePhase(ph: Phase, sh: RunShared): Promise<void> {
+  const { report, st } = sh;
+  const { name, res, counts } = ph;
+  const sync = ph.sync!;
+  const selection = st.selection;
+  for await (const { item, outcome } of sync.reconcile()) applyOutcome(ph, report, item, outcome);
+  sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
+  if (sync.sharedMatchValues) {
+    report.warnings.push(`${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`);
+  }
+  // A row rejected before loading is still in the export: it must not count as "gone".
+  if (ph.rejectedSeen.size) st.scope!.markSeen(name, [...ph.rejectedSeen], st.runId!);
+  if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && ph.keylessRejects === 0) {
+    // Not acted on, but said: the clinic should know which patients left the export.
+    const gone = st.scope!.notSeenSince(name, st.runId!);
+    if (gone.length) {
+      report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
+      report.vanished ??= [];
+      for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length))) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
+      report.warnings.push(`${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`);
     }
-    if (sync) {
-      for await (const { item, outcome } of sync.reconcile()) apply(item, outcome);
-      sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
-      if (sync.sharedMatchValues) {
-        report.warnings.push(`${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`);
-      }
-      // A row rejected before loading is still in the export: it must not count as "gone".
-      if (rejectedSeen.size) st.scope!.markSeen(name, [...rejectedSeen], st.runId!);
-      if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && keylessRejects === 0) {
-        // Not acted on, but said: the clinic should know which patients left the export.
-        const gone = st.scope!.notSeenSince(name, st.runId!);
-        if (gone.length) {
-          report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
-          report.vanished ??= [];
-          for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length))) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
-          report.warnings.push(`${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`);
-        }
-      }
-      if (res.def.onMissing === 'end') {
-        if (selection) {
-          report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);
-        } else if (report.stoppedEarly || keylessRejects > 0) {
-          report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
-        } else {
-          const { ended, failed } = await sync.endMissing();
-          counts.ended += ended.length;
-          for (const e of ended) report.ended.push({ mapping: name, ...e });
-          for (const f of failed) onReject({ stage: 'load', mapping: name, source: source.name, file: source.path, key: f.key, issues: f.issues });
-        }
-      }
+  }
+  if (res.def.onMissing === 'end') {
+    if (selection) {
+      report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);
+    } else if (report.stoppedEarly || ph.keylessRejects > 0) {
+      report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${ph.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
+    } else {
+      const { ended, failed } = await sync.endMissing();
+      counts.ended += ended.length;
+      for (const e of ended) report.ended.push({ mapping: name, ...e });
+      for (const f of failed) ph.onReject({ stage: 'load', mapping: name, source: ph.source.name, file: ph.source.path, key: f.key, issues: f.issues });
     }
-    phaseEnd();
-    if (report.stoppedEarly) break;
   }
 }
 

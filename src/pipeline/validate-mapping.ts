@@ -2,17 +2,19 @@ import { placeholderId } from '../mapping/placeholder-id.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { CareEtlError, ExitCode, hasCode, type Issue } from '../core/issues.js';
-import { compileMapping } from '../mapping/compile-mapping.js';
+import { compileMapping, type CompiledMapping } from '../mapping/compile-mapping.js';
 import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
-import { loadMapping } from '../mapping/load-mapping.js';
+import { loadMapping, type LoadedMapping } from '../mapping/load-mapping.js';
 import { openSource } from '../sources/open-source.js';
 import type { SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
-import type { RejectRecord } from './rejects.js';
+import type { RejectRecord } from '../transform/reject-record.js';
 import { matchRuleOf } from '../load/server-index.js';
 import { toPointer } from '../mapping/yaml-positions.js';
+import { readFile } from 'node:fs/promises';
+import { TODO_HINT, findTodoMarkers, todoIssue, type TodoMarker } from '../mapping/todo-markers.js';
 
 const MAX_MATCH_WARNINGS = 20;
 
@@ -40,16 +42,20 @@ async function* firstN(items: AsyncIterable<SourceItem>, n: number): AsyncGenera
   }
 }
 
-/**
- * `care-etl validate`: the file against its schema, every expression compiled, sources present, `$ref` names
- * resolved without cycles. Every problem is collected and thrown at once (CareEtlError, exit 2), each with the
- * file:line:column of the YAML and the position inside the JSONata expression.
- */
-export async function validateMapping(file: string, opts: { sample?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ValidateReport> {
-  const mappingFile = resolve(file);
-  const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
+/** Loads and compiles the mapping and checks its sources; throws every problem found (and every TODO marker) at once. */
+async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promise<{ mapping: LoadedMapping; compiled: CompiledMapping }> {
+  const todos = await todoMarkersOf(mappingFile);
+  let mapping: LoadedMapping;
+  try {
+    mapping = await loadMapping(mappingFile, { env });
+  } catch (err) {
+    // A schema error (e.g. `type: '$TODO(…)'`) stops the loader before the expressions are compiled: the
+    // markers come from the YAML itself, so they are all reported now, not after the schema is fixed.
+    if (!(err instanceof CareEtlError) || !todos.length) throw err;
+    throw withTodos(err.issues, todos, mappingFile, err.hint);
+  }
   const issues: Issue[] = [];
-  let compiled: ReturnType<typeof compileMapping> | undefined;
+  let compiled: CompiledMapping | undefined;
   try {
     compiled = compileMapping(mapping);
   } catch (err) {
@@ -73,10 +79,22 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       });
     }
   }
+  const hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';
+  if (todos.length) throw withTodos(issues, todos, mappingFile, hint);
   if (issues.length || !compiled) {
-    throw new CareEtlError(`mapping file ${mappingFile}: ${issues.length} problem(s)`, { issues, exitCode: ExitCode.config, hint: 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.' });
+    throw new CareEtlError(`mapping file ${mappingFile}: ${issues.length} problem(s)`, { issues, exitCode: ExitCode.config, hint });
   }
+  return { mapping, compiled };
+}
 
+/**
+ * `care-etl validate`: the file against its schema, every expression compiled, sources present, `$ref` names
+ * resolved without cycles. Every problem is collected and thrown at once (CareEtlError, exit 2), each with the
+ * file:line:column of the YAML and the position inside the JSONata expression.
+ */
+export async function validateMapping(file: string, opts: { sample?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ValidateReport> {
+  const mappingFile = resolve(file);
+  const { mapping, compiled } = await checkMapping(mappingFile, opts.env ?? process.env);
   const report: ValidateReport = { mappingFile, order: compiled.order, warnings: mapping.warnings };
   if (opts.sample !== undefined) {
     report.samples = {};
@@ -130,4 +148,36 @@ export async function validateMapping(file: string, opts: { sample?: number; env
     }
   }
   return report;
+}
+
+/** The `$TODO("…")` markers of the file; none when it cannot be read or parsed (the loader says why). */
+async function todoMarkersOf(mappingFile: string): Promise<TodoMarker[]> {
+  let text: string;
+  try {
+    text = await readFile(mappingFile, 'utf8');
+  } catch {
+    return [];
+  }
+  return findTodoMarkers(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, mappingFile);
+}
+
+/**
+ * Every problem plus one `todo` issue per marker, in file order. What only restates a marker is dropped: the
+ * compiler's "`$TODO` is not a function" for an expression holding markers, and any problem of a value that
+ * is nothing but a marker (`type: '$TODO(…)'` is not one of the types — the marker says what to write).
+ */
+function withTodos(issues: Issue[], todos: TodoMarker[], mappingFile: string, hint: string | undefined): CareEtlError {
+  const holding = new Set(todos.map((t) => t.pointer));
+  const whole = new Set(todos.filter((t) => t.whole).map((t) => t.pointer));
+  const kept = issues.filter((i) => {
+    if (i.path === undefined) return true;
+    if (whole.has(i.path)) return false;
+    return !(hasCode(i, 'function-unknown') && holding.has(i.path) && i.message.includes('`$TODO` is not a function'));
+  });
+  const all = [...kept, ...todos.map(todoIssue)];
+  const pos = (i: Issue) => [i.location?.line ?? Number.MAX_SAFE_INTEGER, i.location?.column ?? 0] as const;
+  all.sort((a, b) => pos(a)[0] - pos(b)[0] || pos(a)[1] - pos(b)[1]);
+  const others = kept.length;
+  const summary = `${todos.length} TODO marker${todos.length === 1 ? '' : 's'}${others ? ` and ${others} other problem${others === 1 ? '' : 's'}` : ''}`;
+  return new CareEtlError(`mapping file ${mappingFile}: ${summary}`, { issues: all, exitCode: ExitCode.config, hint: [TODO_HINT, others ? hint : undefined].filter(Boolean).join(' ') });
 }

@@ -2,7 +2,8 @@ import { dirname, isAbsolute, relative } from 'node:path';
 import { formatLocation, type Issue } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
 import type { MappingCounts, RunReport } from '../pipeline/run-pipeline.js';
-import { excerptOf, readRejectLines, type RejectRecord, type RejectStage } from '../pipeline/rejects.js';
+import { excerptOf, readRejectLines } from '../pipeline/rejects.js';
+import type { RejectRecord, RejectStage } from '../transform/reject-record.js';
 
 /**
  * The content shared by the HTML and Markdown run reports (`run --report FILE.html|.md`): one model built from the

@@ -1,24 +1,12 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { foreignCode, type Issue } from '../core/issues.js';
+import type { ResourceType } from './resource-types.js';
+import { SCHEMA_DIR } from './schema-files.js';
 
-export type ResourceType = 'Patient' | 'Practitioner' | 'CareTeam' | 'Observation';
-export const RESOURCE_TYPES = ['Patient', 'Practitioner', 'CareTeam', 'Observation'] as const;
-export const WRITABLE_TYPES = ['Patient', 'Practitioner', 'CareTeam'] as const;
 export const MAX_ISSUES = 50;
-
-/** Walks up to the folder holding package.json: the same code runs from src/ (vitest) and dist/ (built). */
-function findPackageRoot(start: string): string {
-  for (let dir = start; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'schemas'))) return dir;
-    if (dirname(dir) === dir) throw new Error(`care-etl: cannot find the schemas/ folder above ${start}`);
-  }
-}
-
-export const SCHEMA_DIR: string = join(findPackageRoot(dirname(fileURLToPath(import.meta.url))), 'schemas');
 
 const FILES: Record<ResourceType | 'Bundle', string> = {
   Patient: 'patient.schema.json',

@@ -19,8 +19,8 @@ import { Parser, type Options as CsvParseOptions } from 'csv-parse';
  * lines (line numbers and byte offsets stay consistent for the reader) and reading resumes on the next line,
  * scanned again from a fresh state. The reader turns each cut (`cuts`, in file order) into one reject.
  *
- * The guard works on bytes like csv-parse (UTF-8, latin1; UTF-16LE as csv-parse does, byte-wise), detects the
- * same BOMs, and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
+ * The guard works on bytes like csv-parse — UTF-8 only since decode-stream.ts transcodes every file upstream (its
+ * encoding and BOM handling mirror csv-parse's all the same) — and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
  * of an over-long line past that are discarded (a bounded excerpt is kept for the reject).
  */
 

@@ -2,6 +2,16 @@ import { pipeline, type Readable } from 'node:stream';
 import { CsvError, Parser, type Options as CsvParseOptions } from 'csv-parse';
 import type { Issue, KnownIssueCode } from '../core/issues.js';
 import { ByteWindow } from './byte-window.js';
+import {
+  ACCEPTED_ENCODINGS,
+  DecodeToUtf8,
+  encodingAdvice,
+  invalidBytesMessage,
+  resolveEncoding,
+  takeInvalid,
+  type InvalidBytes,
+  type TextEncoding,
+} from './decode-stream.js';
 import { CsvQuoteGuard, type CsvCut, type GuardLimits } from './csv-quote-guard.js';
 import {
   afterLastBreak,
@@ -19,7 +29,11 @@ import { fileStream, isTsv, openSourceFile } from './source-file.js';
 import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 /*
- * CSV reader on csv-parse, streaming: fs → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
+ * CSV reader on csv-parse, streaming: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
+ *
+ * Everything after DecodeToUtf8 (decode-stream.ts) sees UTF-8, whatever `csv.encoding` is: csv-parse compares
+ * bytes, so UTF-16 must not reach it. Invalid bytes in the file's encoding come from the decoder with their line;
+ * the record whose lines hold them is rejected (`encoding-invalid`), a header row holding them is fatal.
  *
  * The guard (csv-quote-guard.ts) cuts records whose quote is broken beyond a bound (a quoted field open for
  * more than `csv.maxQuotedLines` lines or at the end of the file, a stray closing quote in a field that runs
@@ -91,6 +105,7 @@ const noop = (): void => undefined;
 interface ReaderOptions {
   parse: CsvParseOptions;
   limits: GuardLimits;
+  encoding: TextEncoding;
 }
 
 /** csv-parse options and the guard's bounds for a source; throws a fatal error naming the source for invalid options. */
@@ -98,13 +113,15 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
   const o = cfg.csv ?? {};
   const delimiter = o.delimiter ?? (isTsv(cfg.path) ? '\t' : ',');
   const quote = o.quote ?? '"';
-  const encoding = o.encoding ?? 'utf8';
+  const encoding = resolveEncoding(o.encoding);
   const bad: string[] = [];
   if (typeof delimiter !== 'string' || delimiter.length === 0) bad.push('`delimiter` must be a non-empty string');
   if (typeof quote !== 'string') bad.push('`quote` must be a string');
   if (o.escape !== undefined && (typeof o.escape !== 'string' || o.escape.length === 0)) bad.push('`escape` must be a non-empty string');
   if (o.comment !== undefined && (typeof o.comment !== 'string' || o.comment.length === 0)) bad.push('`comment` must be a non-empty string');
-  if (!Buffer.isEncoding(encoding)) bad.push(`\`encoding\` ${JSON.stringify(encoding)} is not a Node.js encoding`);
+  if (encoding === undefined) {
+    bad.push(`\`encoding\` ${JSON.stringify(o.encoding)} is not a Node.js encoding or code page care-etl reads (expected one of ${ACCEPTED_ENCODINGS.join(', ')})`);
+  }
   const maxQuotedLines = o.maxQuotedLines ?? CSV_DEFAULT_MAX_QUOTED_LINES;
   if (!Number.isInteger(maxQuotedLines) || maxQuotedLines < 1) bad.push('`maxQuotedLines` must be an integer ≥ 1');
   if (bad.length > 0) {
@@ -115,7 +132,8 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
     delimiter,
     quote,
     escape: o.escape ?? quote,
-    encoding,
+    // the decoder upstream hands csv-parse UTF-8 whatever the file's encoding
+    encoding: 'utf8',
     trim: o.trim ?? false,
     skip_empty_lines: o.skipEmptyLines ?? true,
     info: true,
@@ -132,7 +150,11 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
     // `Apt #5` must stay data: only whole lines starting with the comment character are comments.
     opts.comment_no_infix = true;
   }
-  return { parse: opts, limits: { maxQuotedLines, maxRecordBytes: CSV_MAX_RECORD_CHARS, rawExcerptBytes: CSV_RAW_EXCERPT_BYTES } };
+  return {
+    parse: opts,
+    limits: { maxQuotedLines, maxRecordBytes: CSV_MAX_RECORD_CHARS, rawExcerptBytes: CSV_RAW_EXCERPT_BYTES },
+    encoding: encoding!,
+  };
 }
 
 /** Validates column names (header row or `csv.columns`); throws one fatal error listing every problem. */
@@ -192,9 +214,10 @@ interface Started {
   parser: Parser;
   window: ByteWindow;
   guard: CsvQuoteGuard;
+  decoder: DecodeToUtf8;
 }
 
-/** Starts fs → CsvQuoteGuard → ByteWindow → csv-parse; csv-parse's option errors become a configuration error naming the source. */
+/** Starts fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse; csv-parse's option errors become a configuration error naming the source. */
 function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Readable): Started {
   try {
     return startParse(options, input);
@@ -205,6 +228,7 @@ function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Read
 
 /** The caller iterates `parser` and destroys it when done. */
 function startParse(options: ReaderOptions, input: Readable): Started {
+  const decoder = new DecodeToUtf8(options.encoding);
   const guard = new CsvQuoteGuard(options.parse, options.limits);
   const window = new ByteWindow();
   const parser: Parser = new Parser({
@@ -213,8 +237,8 @@ function startParse(options: ReaderOptions, input: Readable): Started {
       if (err !== undefined) parser.push(new SkippedRecord(err, raw ?? ''));
     },
   });
-  pipeline(input, guard, window, parser, noop);
-  return { parser, window, guard };
+  pipeline(input, decoder, guard, window, parser, noop);
+  return { parser, window, guard, decoder };
 }
 
 class CsvReadState {
@@ -246,6 +270,7 @@ class CsvReadState {
     readonly window: ByteWindow,
     readonly guard: CsvQuoteGuard,
     readonly limits: GuardLimits,
+    readonly decoder: DecodeToUtf8,
   ) {
     const columns = cfg.csv?.columns;
     if (columns !== undefined) {
@@ -286,6 +311,16 @@ class CsvReadState {
     this.flushCuts(start);
     if (start < this.cutUntil) return; // an empty line left by a cut
 
+    // invalid bytes on lines before `start` were in rejected records or comment lines: dropped
+    const invalid = this.decoder.invalid;
+    if (invalid.length > 0 && invalid[0].line <= end) {
+      const found = takeInvalid(invalid, start, end);
+      if (found.length > 0) {
+        this.encodingReject(row, lead, start, found);
+        return;
+      }
+    }
+
     const header = this.header;
     if (header === undefined) {
       checkColumnNames(this.cfg, row.record, start);
@@ -312,6 +347,18 @@ class CsvReadState {
     const data: Record<string, unknown> = {};
     for (let i = 0; i < width; i++) data[header[i]] = fields[i];
     this.out.push({ ok: true, data, origin: { source: this.cfg.name, file: this.cfg.path, line: start, record } });
+  }
+
+  /** A record (or the header row: fatal) holding bytes not valid in the file's encoding. */
+  private encodingReject(row: ParsedRow, lead: number, start: number, found: InvalidBytes[]): void {
+    const advice = encodingAdvice(this.decoder, this.cfg.csv?.encoding, '`csv.encoding`');
+    if (this.header === undefined) {
+      throw sourceFatal(this.cfg, `cannot read the header row: ${invalidBytesMessage(found, advice)}`, { code: 'encoding-invalid', line: start });
+    }
+    const from = skipRawLines(row.raw, lead);
+    const raw = row.raw.slice(from, trimTrailingBreaks(row.raw, from));
+    const origin = { source: this.cfg.name, file: this.cfg.path, line: start, record: ++this.recordNo };
+    this.out.push(rejectItem(origin, 'encoding-invalid', invalidBytesMessage(found, advice), raw));
   }
 
   /** Handles a record csv-parse dropped; the reject of the *previous* dropped record, if now complete, goes to `out`. */
@@ -540,7 +587,7 @@ export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal, bytes?: 
   try {
     const started = startParseOrFail(cfg, options, input);
     parser = started.parser;
-    const st = (state = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits));
+    const st = (state = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits, started.decoder));
     const out = st.out;
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
       if (item instanceof SkippedRecord) st.onSkip(item);
@@ -573,7 +620,7 @@ export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
   try {
     const started = startParseOrFail(cfg, options, input);
     parser = started.parser;
-    const st = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits);
+    const st = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits, started.decoder);
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
       if (item instanceof SkippedRecord) st.onSkip(item); // before the header: throws
       else {

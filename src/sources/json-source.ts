@@ -2,9 +2,11 @@ import { pipeline, type Readable } from 'node:stream';
 import StreamJsonParser from 'stream-json/Parser.js';
 import Pick from 'stream-json/filters/Pick.js';
 import StreamArray from 'stream-json/streamers/StreamArray.js';
+import { DecodeToUtf8, encodingAdvice, invalidBytesMessage, resolveEncoding } from './decode-stream.js';
 import { parsePlainPath, stackMatches, type PathSegment } from './json-records-path.js';
 import { recordBoundsViolation } from './record-bounds.js';
-import { rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
+import { CareEtlError } from '../core/issues.js';
+import { isAbortError, rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
 import { JSON_MAX_WHOLE_FILE_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
@@ -13,8 +15,21 @@ import { JSON_MAX_WHOLE_FILE_BYTES, type ByteMeter, type SourceConfig, type Sour
  * `records`. A plain path is streamed with stream-json (parser → pick → streamArray: one element in
  * memory at a time). Any other JSONata expression needs the whole document: the file is read and
  * parsed (refused above JSON_MAX_WHOLE_FILE_BYTES) and the expression evaluated with jsonata.
- * Element i is record i+1; JSON has no line numbers here.
+ * Element i is record i+1; JSON has no line numbers here. The file is UTF-8, or UTF-16 with a byte-order mark
+ * (decode-stream.ts); bytes that are not valid UTF-8 are fatal (stream-json tells no element positions): an
+ * error naming their offset and line, raised before the element holding them is handed out.
  */
+
+function newDecoder(): DecodeToUtf8 {
+  return new DecodeToUtf8(resolveEncoding(undefined)!);
+}
+
+/** The fatal error for the first invalid bytes the decoder found, if any. */
+function invalidBytesError(cfg: SourceConfig, decoder: DecodeToUtf8): Error | undefined {
+  const first = decoder.invalid[0];
+  if (first === undefined) return undefined;
+  return sourceFatal(cfg, invalidBytesMessage([first], encodingAdvice(decoder, undefined, undefined)), { code: 'encoding-invalid', line: first.line });
+}
 
 const TOKEN_KIND: Readonly<Record<string, string>> = {
   startObject: 'an object',
@@ -94,7 +109,31 @@ export async function* readJson(cfg: SourceConfig, signal?: AbortSignal, bytes?:
     return;
   }
   const opened = await openSourceFile(cfg);
-  yield* streamJsonArray(cfg, opened, segs, signal, bytes);
+  let yielded = false;
+  try {
+    for await (const item of streamJsonArray(cfg, opened, segs, signal, bytes)) {
+      yielded = true;
+      yield item;
+    }
+  } catch (err) {
+    // The streamed path only steps through objects; `entry.resource` of a FHIR Bundle maps over the `entry`
+    // array, which JSONata does: nothing was read yet, so the whole-document evaluation can take over.
+    if (yielded || cfg.records === undefined || !isRecordsNotFound(err) || opened.size > JSON_MAX_WHOLE_FILE_BYTES) throw err;
+    // The document is in memory either way; the records are taken only if at least one is an object.
+    const items: SourceItem[] = [];
+    try {
+      for await (const item of readJsonWithJsonata(cfg, cfg.records, signal, bytes)) items.push(item);
+    } catch (again) {
+      if (!(again instanceof CareEtlError) || !again.issues.some((i) => i.code === 'json-records')) throw again;
+      throw err; // matched nothing that way either: the streamed reader's "not found" says more
+    }
+    if (!items.some((i) => i.ok)) throw err;
+    yield* items;
+  }
+}
+
+function isRecordsNotFound(err: unknown): boolean {
+  return err instanceof CareEtlError && err.issues.some((i) => i.code === 'json-records') && / not found in the document$/.test(err.message);
 }
 
 async function* streamJsonArray(
@@ -105,11 +144,12 @@ async function* streamJsonArray(
   bytes: ByteMeter | undefined,
 ): AsyncGenerator<SourceItem, void, undefined> {
   const input = fileStream(opened, signal, bytes);
+  const decoder = newDecoder();
   // A UTF-8 BOM decodes to U+FEFF, which stream-json's whitespace pattern (\s) skips.
   const parser = new StreamJsonParser({ streamValues: false });
   const array = new StreamArray();
   let found: string | undefined;
-  const stages: Readable[] = [input, parser];
+  const stages: Readable[] = [input, decoder, parser];
   if (segs !== undefined) {
     stages.push(
       new Pick({
@@ -127,12 +167,17 @@ async function* streamJsonArray(
   try {
     for await (const { key, value } of array as AsyncIterable<{ key: number; value: unknown }>) {
       count = key + 1;
+      if (decoder.invalid.length > 0) throw invalidBytesError(cfg, decoder);
       yield elementItem(cfg, key, value);
     }
+    if (decoder.invalid.length > 0) throw invalidBytesError(cfg, decoder);
     if (segs !== undefined && found === undefined) {
       throw sourceFatal(cfg, `${recordsLabel(cfg)} not found in the document`, { code: 'json-records', hint: RECORDS_HINT });
     }
   } catch (err) {
+    // an invalid byte outside a string is also a syntax error: the encoding is the cause to report
+    const invalid = invalidBytesError(cfg, decoder);
+    if (invalid !== undefined && !isAbortError(err)) throw invalid;
     const message = err instanceof Error ? err.message : '';
     if (message === 'Top-level object should be an array.') {
       const kind = found === undefined ? 'not an array' : `${TOKEN_KIND[found] ?? found}, not an array`;
@@ -187,15 +232,19 @@ async function* readJsonWithJsonata(
   }
   let text: string;
   const input = fileStream(opened, signal, bytes);
+  const decoder = newDecoder();
+  pipeline(input, decoder, () => undefined);
   try {
     // Read with a running total: a FIFO reports no size up front.
     const chunks: Buffer[] = [];
     let total = 0;
-    for await (const chunk of input as AsyncIterable<Buffer>) {
+    for await (const chunk of decoder as AsyncIterable<Buffer>) {
       total += chunk.length;
       if (total > JSON_MAX_WHOLE_FILE_BYTES) throw tooLarge();
       chunks.push(chunk);
     }
+    const invalid = invalidBytesError(cfg, decoder);
+    if (invalid !== undefined) throw invalid;
     text = Buffer.concat(chunks).toString('utf8');
   } catch (err) {
     throw wrapReadError(cfg, err, { what: 'JSON read error' });

@@ -1,4 +1,5 @@
 import { pipeline, Transform, type TransformCallback } from 'node:stream';
+import { DecodeToUtf8, encodingAdvice, invalidBytesMessage, resolveEncoding, takeInvalid } from './decode-stream.js';
 import { recordBoundsViolation } from './record-bounds.js';
 import { rejectItem, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile } from './source-file.js';
@@ -143,14 +144,17 @@ function isBlank(line: string): boolean {
 
 /**
  * Streams an NDJSON / JSON Lines source: one JSON object per line; blank lines are skipped. A line that is not
- * a JSON object, that breaks the record bounds (nesting, items, text length: record-bounds.ts) or that is longer
- * than NDJSON_MAX_LINE_BYTES is a reject with its line number; reading goes on.
+ * a JSON object, that breaks the record bounds (nesting, items, text length: record-bounds.ts), that is longer
+ * than NDJSON_MAX_LINE_BYTES or that holds bytes that are not valid UTF-8 is a reject with its line number;
+ * reading goes on. The file is UTF-8, or UTF-16 with a byte-order mark (decode-stream.ts).
  */
 export async function* readNdjson(cfg: SourceConfig, signal?: AbortSignal, bytes?: ByteMeter): AsyncGenerator<SourceItem, void, undefined> {
   const opened = await openSourceFile(cfg);
   const input = fileStream(opened, signal, bytes);
+  const decoder = new DecodeToUtf8(resolveEncoding(undefined)!);
+  const invalid = decoder.invalid;
   const lines = new LineSplitter(NDJSON_MAX_LINE_BYTES, CSV_RAW_EXCERPT_BYTES);
-  pipeline(input, lines, () => undefined);
+  pipeline(input, decoder, lines, () => undefined);
   const source = cfg.name;
   const file = cfg.path;
   let lineNo = 0;
@@ -159,6 +163,12 @@ export async function* readNdjson(cfg: SourceConfig, signal?: AbortSignal, bytes
     for await (const batch of lines as AsyncIterable<Line[]>) {
       for (const line of batch) {
         lineNo++;
+        const bad = invalid.length > 0 && invalid[0].line <= lineNo ? takeInvalid(invalid, lineNo, lineNo) : undefined;
+        if (bad !== undefined && bad.length > 0 && !(line instanceof LongLine)) {
+          const message = invalidBytesMessage(bad, encodingAdvice(decoder, undefined, undefined));
+          yield rejectItem({ source, file, line: lineNo, record: ++recordNo }, 'encoding-invalid', message, line);
+          continue;
+        }
         if (line instanceof LongLine) {
           yield rejectItem(
             { source, file, line: lineNo, record: ++recordNo },

@@ -170,7 +170,10 @@ async function checkJsonStart(cfg: SourceConfig): Promise<void> {
   try {
     const buf = Buffer.alloc(4096);
     const { bytesRead } = await opened.handle.read(buf, 0, buf.length, 0);
-    const text = buf.toString('utf8', 0, bytesRead).replace(/^\ufeff/, '').trimStart();
+    // UTF-8, or UTF-16 with a byte-order mark (as the reader decodes it)
+    const head = buf.subarray(0, bytesRead);
+    const utf16 = head[0] === 0xff && head[1] === 0xfe ? head : head[0] === 0xfe && head[1] === 0xff ? Buffer.from(head.subarray(0, bytesRead & ~1)).swap16() : undefined;
+    const text = (utf16 ? utf16.toString('utf16le') : head.toString('utf8')).replace(/^\ufeff/, '').trimStart();
     if (text.length === 0 || (text[0] !== '[' && text[0] !== '{')) {
       throw sourceFatal(cfg, 'invalid JSON: the file does not start with an array or an object', { code: 'json-syntax' });
     }

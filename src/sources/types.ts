@@ -9,8 +9,11 @@ export interface CsvOptions {
   quote?: string;
   /** Escape character inside quoted fields; default: the quote character (`""` → `"`). */
   escape?: string;
-  /** Node encoding of the file; default utf8 (a UTF-8 BOM is always stripped). */
-  encoding?: BufferEncoding;
+  /**
+   * Encoding of the file (one of ACCEPTED_ENCODINGS in decode-stream.ts: `utf-8`, `utf-16le`, `windows-1252`,
+   * `iso-8859-15`, …); default UTF-8. A byte-order mark decides over it (UTF-8, UTF-16LE, UTF-16BE).
+   */
+  encoding?: string;
   /** Lines starting with this character are skipped (full-line comments only). */
   comment?: string;
   /** Trim whitespace around unquoted fields; default false. */

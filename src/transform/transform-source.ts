@@ -1,18 +1,17 @@
 import { issuesOf, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
-import { MappingEvalError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
-import type { ResourceType } from '../mapping/types.js';
+import type { WritableType } from '../schemas/resource-types.js';
 import type { Origin, SourceItem } from '../sources/types.js';
 import type { Resource } from '../api/types.js';
-import type { RejectRecord } from '../pipeline/rejects.js';
+import type { RejectRecord } from './reject-record.js';
 import { KeyIndex } from './key-index.js';
 
 /** A row (or a `groupBy` group of rows) turned into a valid resource. */
 export interface MappedResource {
   ok: true;
   mapping: string;
-  type: ResourceType;
+  type: WritableType;
   key: string;
   resource: Resource;
   origin: Origin;
@@ -25,7 +24,7 @@ export type TransformItem = MappedResource | ({ ok: false } & RejectRecord);
 export interface TransformOptions {
   ctx: EvalContext;
   /** Schema validation of the mapped resource (empty = valid). */
-  validate: (type: ResourceType, resource: unknown) => Issue[];
+  validate: (type: WritableType, resource: unknown) => Issue[];
   /** Called for every source item read (a counter: cheaper than another async generator layer per row). */
   onRead?: () => void;
 }

@@ -6,7 +6,7 @@ import { CareEtlError } from '../../src/core/issues.js';
 import { defaultExport, DEFAULT_COLUMNS } from '../../src/export/default-columns.js';
 import { exportObservations, parseSince, watermarkNameOf, type ExportObservationsOptions } from '../../src/export/observation-exporter.js';
 import { parseReference } from '../../src/export/references.js';
-import { csvCell } from '../../src/export/row-sink.js';
+import { csvCell } from '../../src/core/csv-cell.js';
 import { compileMapping } from '../../src/mapping/compile-mapping.js';
 import { loadMapping } from '../../src/mapping/load-mapping.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';

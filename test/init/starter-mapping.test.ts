@@ -18,9 +18,14 @@ function clinicCopy(): string {
   return dir;
 }
 
-/** What an author does: resolve every `$TODO("…")` and uncomment every suggested field. */
+/**
+ * What an author does: resolve every `$TODO("…")` (a gender code's label, else a namespace URI) and uncomment
+ * every suggested field.
+ */
 function fillIn(text: string): string {
-  return text.replace(/\$TODO\("(?:[^"\\]|\\.)*"\)/g, '"urn:example:filled"').replace(/^(\s*)\/\* (".*,) \*\/$/gm, '$1$2');
+  return text
+    .replace(/'?\$TODO\("((?:[^"\\]|\\.)*)"\)'?/g, (_, ask: string) => (ask.startsWith('the FHIR gender of the code') ? 'other' : '"urn:example:filled"'))
+    .replace(/^(\s*)\/\* (".*,) \*\/$/gm, '$1$2');
 }
 
 async function issuesOf(f: () => Promise<unknown>) {
@@ -60,7 +65,9 @@ describe('care-etl init on the example clinic exports', () => {
     expect(text).toContain('"subject": { "reference": $ref("patient", $[0].MRN) }');
     expect(text).toContain('"member": { "reference": $ref("practitioner", NPI) }');
     expect(text).toContain('/* "period": { "start": $dateTime(START, "YYYY-MM-DD"), "end": $dateTime(END, "YYYY-MM-DD") }, */');
-    expect(r.todos).toBe(1);
+    // The sex code X has no obvious label: a marker in the lookup table, counted like the others.
+    expect(text).toContain(`  gender: { "F": female, "M": male, "X": '$TODO("the FHIR gender of the code X: male, female, other or unknown")' }`);
+    expect(r.todos).toBe(2);
   });
 
   it('`validate` points at every TODO left, then accepts the mapping once they are filled in', async () => {
@@ -68,11 +75,16 @@ describe('care-etl init on the example clinic exports', () => {
     const r = await writeStarterMapping({ from: CLINIC, cwd: dir });
     const err = await issuesOf(() => validateMapping(join(dir, 'mapping.yaml')));
     expect(err.exitCode).toBe(2);
-    expect(err.issues).toHaveLength(1);
-    const todo = err.issues[0]!;
-    expect(todo.code).toBe('function-unknown');
-    const line = r.text.split('\n')[todo.location!.line! - 1]!;
-    expect(line.slice(todo.location!.column! - 1)).toMatch(/^\$TODO\("the namespace \(URI\) of your MRNs/);
+    // as many issues as init counted, each a `todo` with its text, pointing at the marker itself
+    expect(err.issues.map((i) => [i.code, i.path, i.message])).toEqual([
+      ['todo', '/lookups/gender/X', 'lookup `gender` code `X`: TODO — the FHIR gender of the code X: male, female, other or unknown'],
+      ['todo', '/resources/0/map', 'mapping `patient` map: TODO — the namespace (URI) of your MRNs, e.g. urn:your-clinic:mrn'],
+    ]);
+    expect(err.issues).toHaveLength(r.todos);
+    for (const todo of err.issues) {
+      const line = r.text.split('\n')[todo.location!.line! - 1]!;
+      expect(line.slice(todo.location!.column! - 1)).toMatch(/^\$TODO\("/);
+    }
 
     writeFileSync(join(dir, 'filled.yaml'), fillIn(r.text));
     const report = await validateMapping(join(dir, 'filled.yaml'), { sample: 6 });
@@ -109,13 +121,19 @@ describe('care-etl init on other exports', () => {
     const r = await writeStarterMapping({ from: ['misc.csv'], cwd: dir });
     expect(r.resources[0]).toMatchObject({ name: 'misc', type: undefined });
     expect(r.text).toMatch(/ {2}misc: +\{ path: misc\.csv, csv: \{ delimiter: "\|" \} \}/);
-    expect(r.text).toContain(`    key: '$TODO("the column that identifies a record")'   # TODO`);
-    expect(r.text).toContain('    type: TODO');
+    expect(r.text).toContain(`    key: '$TODO("the column that identifies a record")'`);
+    expect(r.text).toContain(`    type: '$TODO("Patient, Practitioner or CareTeam")'`);
     expect(r.text).toContain('/* columns (choose the type, then map them): Code, Value, Comment */');
+    expect(r.todos).toBe(2);
+    // One pass: the type (a schema error) and the key (an expression) together, each with its text; the
+    // schema's own "must be one of" for the marker is not repeated.
     const err = await issuesOf(() => validateMapping(join(dir, 'mapping.yaml')));
-    const typeIssue = err.issues.find((i) => i.path === '/resources/0/type')!;
-    expect(typeIssue.message).toContain('must be one of Patient, Practitioner, CareTeam');
-    expect(r.text.split('\n')[typeIssue.location!.line! - 1]).toContain('type: TODO');
+    expect(err.issues.map((i) => [i.code, i.path, i.message])).toEqual([
+      ['todo', '/resources/0/type', 'mapping `misc` type: TODO — Patient, Practitioner or CareTeam'],
+      ['todo', '/resources/0/key', 'mapping `misc` key: TODO — the column that identifies a record'],
+    ]);
+    expect(err.message).toMatch(/: 2 TODO markers$/);
+    expect(r.text.split('\n')[err.issues[0]!.location!.line! - 1]).toContain(`type: '$TODO(`);
   });
 
   it('JSON records nested in the document, NDJSON, and names that need quoting', async () => {
@@ -143,6 +161,18 @@ describe('care-etl init on other exports', () => {
     ]);
     expect(r.text).toContain('"member": { "reference": $ref("practitioner", PROVIDER) }');
     expect(r.text).toContain('$dateTime(START, "YYYY-MM-DDTHH:mm:ssZ")');
+  });
+
+  it('two exports guessed as one type: two mappings, the second naming the first', async () => {
+    const dir = clinicCopy();
+    cpSync(join(dir, 'data/patients.csv'), join(dir, 'data/patients-2024.csv'));
+    const r = await generateStarterMapping({ from: [join('data', 'patients.csv'), join('data', 'patients-2024.csv')], cwd: dir });
+    expect(r.resources.map((x) => [x.name, x.type])).toEqual([
+      ['patients', 'Patient'],
+      ['patients-2024', 'Patient'],
+    ]);
+    const at = r.text.indexOf('  - name: patients-2024');
+    expect(r.text.slice(0, at)).toMatch(/ {2}# Another Patient mapping — the first is `patients` \(from data\/patients\.csv\)\. Each loads the records of its\n {2}# own export: one present in both is loaded twice\./);
   });
 
   it('a missing or unknown file is an exit-2 error', async () => {

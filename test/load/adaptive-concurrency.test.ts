@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AdaptiveLimiter } from '../../src/load/adaptive-concurrency.js';
-import { withRetry, type RetryDecision } from '../../src/load/retry.js';
+import { withRetry, type RetryDecision } from '../../src/core/retry.js';
 
 function deferred<T = void>() {
   let resolve!: (v: T) => void;
@@ -352,5 +352,165 @@ describe('AdaptiveLimiter against a simulated rate-limited server', () => {
     expect(r.rejected).toBe(0);
     expect(r.limiter.pacedRate).toBeUndefined();
     expect(r.limiter.limit).toBe(8);
+  });
+});
+
+describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simulated server', () => {
+  /**
+   * Deterministic simulation on the fake clock of a server that serves `capacity()` requests at once, each for
+   * `serviceMs` (±10 %), and queues the rest FIFO (so the round-trip time grows past saturation), optionally behind a
+   * token bucket (rate R, burst R) answering 429 + Retry-After: 1 s at once. Every task goes through
+   * withRetry(() => limiter.run(send)) and reports its round-trip time, as the loader does.
+   */
+  async function discover(p: {
+    capacity: () => number;
+    serviceMs: number;
+    tasks: number;
+    limiter: AdaptiveLimiter;
+    rate?: number;
+    /** Called every 100 ms of simulated time. */
+    tick?: (elapsedMs: number) => void;
+  }) {
+    const lim = p.limiter;
+    let seed = 7;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+    let serving = 0;
+    let maxServing = 0;
+    const waiting: (() => void)[] = [];
+    let tokens = p.rate ?? 0;
+    let last = Date.now();
+    class TooMany extends Error {}
+    const classify = (e: unknown): RetryDecision => (e instanceof TooMany ? { retry: true, delayMs: 1000, reason: '429' } : { retry: false });
+    const t0 = Date.now();
+    const successAt: number[] = [];
+    const rtts: { at: number; ms: number }[] = [];
+    let rejected = 0;
+    const send = async () => {
+      const sent = Date.now();
+      if (p.rate !== undefined) {
+        tokens = Math.min(p.rate, tokens + ((sent - last) * p.rate) / 1000);
+        last = sent;
+        if (tokens < 1) {
+          await sleep(1);
+          rejected++;
+          lim.onOverload(1000);
+          throw new TooMany('429');
+        }
+        tokens -= 1;
+      }
+      if (serving < p.capacity()) serving++;
+      else await new Promise<void>((r) => waiting.push(r)); // the slot is handed over on release
+      maxServing = Math.max(maxServing, serving);
+      await sleep(p.serviceMs * (0.9 + 0.2 * random())); // ±10 %: a real server's requests do not finish in lockstep
+      if (serving > p.capacity()) serving--;
+      else if (waiting.length > 0) waiting.shift()!();
+      else serving--;
+      const ms = Date.now() - sent;
+      successAt.push(Date.now() - t0);
+      rtts.push({ at: Date.now() - t0, ms });
+      lim.onSuccess(ms);
+    };
+    let done = 0;
+    let failed = 0;
+    for (let i = 0; i < p.tasks; i++) {
+      withRetry(() => lim.run(send), classify, { attempts: 20, sleep, random }).then(
+        () => done++,
+        () => failed++,
+      );
+    }
+    const limits: number[] = [];
+    while (done + failed < p.tasks) {
+      await vi.advanceTimersByTimeAsync(100);
+      limits.push(lim.limit);
+      p.tick?.(Date.now() - t0);
+    }
+    /** Successes per second between two instants (ms since the start). */
+    const throughput = (from: number, to = successAt.at(-1)!) => (successAt.filter((t) => t >= from && t < to).length * 1000) / (to - from);
+    const medianRtt = (from: number, to = Infinity) => {
+      const xs = rtts.filter((r) => r.at >= from && r.at < to).map((r) => r.ms).sort((a, b) => a - b);
+      return xs[xs.length >> 1]!;
+    };
+    return { failed, rejected, maxServing, limits, throughput, medianRtt, stats: lim.stats() };
+  }
+
+  const discovering = (max: number, initial = 4) => new AdaptiveLimiter({ initial, max, growth: 'gradient', now: clock });
+
+  it('grows to the capacity of a server that queues beyond it, and keeps it full', async () => {
+    // 24 at once × 50 ms = 480 req/s; a ceiling well above, so only the latency can stop the growth.
+    const r = await discover({ capacity: () => 24, serviceMs: 50, tasks: 6000, limiter: discovering(128) });
+    expect(r.failed).toBe(0);
+    // Doubling while the latency is flat: the capacity is reached within a second of simulated time (20 round trips).
+    expect(Math.max(...r.limits.slice(0, 10))).toBeGreaterThanOrEqual(24);
+    expect(r.throughput(2000) / 480).toBeGreaterThanOrEqual(0.95);
+    // Settled a small queue above the capacity: not stuck at the start, not running away to the ceiling.
+    expect(r.stats.settled).toBeGreaterThanOrEqual(24);
+    expect(r.stats.settled).toBeLessThanOrEqual(36);
+    expect(Math.max(...r.limits.slice(20))).toBeLessThanOrEqual(48);
+    expect(r.medianRtt(2000)).toBeLessThanOrEqual(50 * 1.5);
+  });
+
+  it('backs off when queueing inflates the latency (the capacity drops mid-run), and grows again when it returns', async () => {
+    let capacity = 32;
+    const lim = discovering(128);
+    const windowAt: number[] = []; // the window every 100 ms
+    const r = await discover({
+      capacity: () => capacity,
+      serviceMs: 50,
+      tasks: 9000,
+      limiter: lim,
+      tick: (ms) => {
+        capacity = ms >= 4000 && ms < 10_000 ? 8 : 32;
+        windowAt.push(lim.limit);
+      },
+    });
+    expect(r.failed).toBe(0);
+    const before = windowAt.slice(25, 40); // 2.5–4 s: capacity 32
+    const during = windowAt.slice(70, 100); // 7–10 s: capacity 8
+    const after = windowAt.slice(130, 150); // 13–15 s: capacity 32 again
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    expect(mean(before)).toBeGreaterThanOrEqual(32);
+    expect(mean(during)).toBeLessThanOrEqual(8 * 1.75);
+    expect(Math.min(...during)).toBeGreaterThanOrEqual(4); // backed off, not collapsed
+    expect(r.throughput(7000, 10_000) / (8 / 0.05)).toBeGreaterThanOrEqual(0.9);
+    expect(r.medianRtt(7000, 10_000)).toBeLessThanOrEqual(50 * 1.75);
+    expect(mean(after)).toBeGreaterThanOrEqual(32);
+    expect(r.throughput(13_000, 15_000) / (32 / 0.05)).toBeGreaterThanOrEqual(0.9);
+  });
+
+  it('never goes above its ceiling, and reaches it when the server has room for more', async () => {
+    const r = await discover({ capacity: () => Infinity, serviceMs: 50, tasks: 4000, limiter: discovering(32) });
+    expect(r.failed).toBe(0);
+    expect(Math.max(...r.limits)).toBe(32);
+    expect(r.stats).toMatchObject({ settled: 32, max: 32, ceiling: 32, growth: 'gradient' });
+    expect(r.stats.maxInFlight).toBeLessThanOrEqual(32);
+    expect(r.maxServing).toBeLessThanOrEqual(32);
+    expect(r.throughput(1000) / (32 / 0.05)).toBeGreaterThanOrEqual(0.9);
+  });
+
+  it('a pinned window (AIMD, max = initial) stays where it is pinned, round-trip times or not', async () => {
+    const r = await discover({ capacity: () => Infinity, serviceMs: 50, tasks: 2000, limiter: new AdaptiveLimiter({ initial: 8, max: 8, now: clock }) });
+    expect(r.failed).toBe(0);
+    expect(new Set(r.limits)).toEqual(new Set([8]));
+    expect(r.stats).toMatchObject({ settled: 8, max: 8, maxInFlight: 8, ceiling: 8, growth: 'aimd' });
+    expect(r.maxServing).toBe(8);
+  });
+
+  it('still reaches ≥ 0.9 of a token-bucket rate limit (429 + Retry-After: 1 s) while discovering', async () => {
+    // Room for far more than the rate needs (100/s × 20 ms = 2 in flight): only the pacer can hold the rate.
+    const r = await discover({ capacity: () => Infinity, serviceMs: 20, rate: 100, tasks: 3000, limiter: discovering(32) });
+    expect(r.failed).toBe(0);
+    expect(r.throughput(2000) / 100).toBeGreaterThanOrEqual(0.9);
+    expect(r.rejected).toBeLessThan(3000 * 0.02);
+    expect(r.stats.max).toBeLessThanOrEqual(32);
+  });
+
+  it('halves on 503 (onUnavailable) and grows back while the latency stays flat', async () => {
+    const lim = discovering(32, 32);
+    lim.onUnavailable();
+    expect(lim.limit).toBe(16);
+    const r = await discover({ capacity: () => Infinity, serviceMs: 50, tasks: 1500, limiter: lim });
+    expect(r.failed).toBe(0);
+    expect(r.limits.at(-1)).toBe(32);
   });
 });

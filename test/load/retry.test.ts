@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { backoffDelay, retryInfoOf, withRetry, RetryFailedError, type RetryDecision } from '../../src/load/retry.js';
+import { backoffDelay, retryInfoOf, withRetry, RetryFailedError, type RetryDecision } from '../../src/core/retry.js';
 
 class HttpError extends Error {
   constructor(

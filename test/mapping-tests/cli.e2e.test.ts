@@ -43,6 +43,7 @@ describe('care-etl test (built CLI)', () => {
       'examples/clinic/mapping.test.yaml',
       'mappings/fhir-r4-bulk/fhir-r4-bulk.test.yaml',
       'mappings/generic-csv/generic-csv.test.yaml',
+      'mappings/synthea-fhir/synthea-fhir.test.yaml',
       'mappings/synthea/synthea.test.yaml',
     ]);
     expect(report.totals.passed).toBeGreaterThan(40);
@@ -63,7 +64,7 @@ describe('care-etl init (built CLI)', () => {
     const first = await runCli(args);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/patient\s+Patient\s+MRN/);
-    expect(first.stdout).toContain('1 TODO marker to resolve');
+    expect(first.stdout).toContain('2 TODO markers to resolve');
     const text = readFileSync(out, 'utf8');
     expect(text).toContain('{ path: data/patients.csv }');
 
@@ -75,7 +76,7 @@ describe('care-etl init (built CLI)', () => {
 
     const v = await runCli(['validate', out]);
     expect(v.code).toBe(2);
-    expect(v.stderr).toMatch(/starter\.yaml:\d+:\d+: error \[function-unknown\].*`\$TODO` is not a function/);
+    expect(v.stderr).toMatch(/starter\.yaml:\d+:\d+: error \[todo\] at \/resources\/0\/map: mapping `patient` map: TODO — the namespace \(URI\) of your MRNs/);
   });
 
   it('an unreadable export: exit 2', async () => {

@@ -69,3 +69,21 @@ describe('loadTestFile', () => {
     await expect(loadTestFile(join(dir, 'missing.test.yaml'))).rejects.toThrow(/cannot read/);
   });
 });
+
+describe('loadTestFile: the hint', () => {
+  async function hintOf(text: string): Promise<string | undefined> {
+    const err = await loadTestFile(write('h.test.yaml', text)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(CareEtlError);
+    return (err as CareEtlError).hint;
+  }
+  it('suggests the editor modeline only to a file that does not have it', async () => {
+    const without = await hintOf('cases: 3\n');
+    expect(without).toContain('add `# yaml-language-server: $schema=');
+    const withIt = await hintOf('# yaml-language-server: $schema=../schemas/mapping-test.schema.json\ncases: 3\n');
+    expect(withIt).toContain('schemas/mapping-test.schema.json');
+    expect(withIt).not.toContain('yaml-language-server');
+  });
+});

@@ -50,7 +50,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import { CareEtlError } from '../../src/core/issues.js';
-import type { RejectRecord } from '../../src/pipeline/rejects.js';
+import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { runPipeline, type RunOptions, type RunReport } from '../../src/pipeline/run-pipeline.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import {
@@ -526,23 +526,14 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
  * properties only (e.g. a reviver / defineProperty for `__proto__`) and `evalKey` reads own properties only.
  */
 /**
- * BUG (found by this suite): UTF-16LE CSV sources (a UTF-16LE BOM, or `csv.encoding: utf-16le` — both documented
- * and in schemas/mapping.schema.json) are parsed wrongly. csv-parse 7 scans the input *byte by byte* and matches
- * the delimiter, quote and record delimiter at any byte offset (see its own "TODO: need to compare bytes instead
- * of single char", node_modules/csv-parse/lib/api/index.js:239), so two adjacent characters whose bytes straddle
- * into `0A 00` / `22 00` / `2C 00` are taken for a line break / quote / comma; and its `raw` output for UTF-16 is
- * garbled, which src/sources/csv-source.ts relies on for line numbers and the rejects' `raw`.
- * Reproduction (dry run, any mapping reading NAME): a file written as `Buffer.concat([Buffer.from([0xff, 0xfe]),
- * Buffer.from('MRN,NAME\n1,Tamil ਅĀ Jones\n2,ok\n', 'utf16le')])` is read as THREE records: {MRN: 1, NAME: "Tamil "}
- * (silently truncated, and loaded), a csv-ragged reject at line 3 whose raw is " 䨀漀渀攀猀਀", then {MRN: 2}.
- * (`ਅ` U+0A05 then `Ā` U+0100 are the bytes 05 0A 00 01: `0A 00` at an odd offset.) A cell `∀𐀀` (00 22 00 D8)
- * is read as an opening quote: a good row becomes a csv-syntax reject. Even without such characters, rejects
- * carry garbled `raw` text and wrong line numbers (e.g. `A,B\n1,"\r\n"\n3,a"b\n5,6` in UTF-16LE: the reject of
- * line 4 has raw "3愬∀" instead of `3,a"b`). TODO: remove `.fails` once csv-source.ts feeds csv-parse UTF-8
- * (transcode UTF-16 first, keeping byte offsets for the ByteWindow) or refuses UTF-16 with a clear error.
+ * Fixed (found by this suite): UTF-16LE CSV sources (a UTF-16LE BOM, or `csv.encoding: utf-16le`) were parsed
+ * wrongly — csv-parse 7 matches the delimiter, quote and line breaks byte by byte, so two characters whose bytes
+ * straddle into `0A 00` / `22 00` / `2C 00` were taken for a line break / quote / comma (`1,Tamil ਅĀ Jones` was
+ * cut in two), and its `raw` for UTF-16 was garbled (wrong rejects' raw and line numbers). src/sources/
+ * decode-stream.ts now transcodes every encoding to UTF-8 before the quote guard and csv-parse.
  */
 describe('known bugs', () => {
-  it.fails('UTF-16LE CSV: records, lines and raw text are read as written (BUG: csv-parse matches bytes across characters)', async () => {
+  it('UTF-16LE CSV: records, lines and raw text are read as written (fixed: transcoded to UTF-8 before csv-parse)', async () => {
     await fc.assert(fc.asyncProperty(csvUtf16Case, mappingSpec, (src, spec) => dryRunProperty(src, spec, false)), { seed: SEED, numRuns: 50, endOnFailure: true });
   });
 

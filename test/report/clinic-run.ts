@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RejectRecord } from '../../src/pipeline/rejects.js';
+import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
 import { readRejectsFile } from '../../src/report/report-model.js';
 import { copyTree } from '../helpers/cli.js';

@@ -4,7 +4,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RejectRecord } from '../../src/pipeline/rejects.js';
+import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { renderRunReportHtml } from '../../src/report/run-report-html.js';
 import { findChromium, runChromium } from '../../scripts/report-screenshot.mjs';
 import { ROOT } from '../helpers/cli.js';

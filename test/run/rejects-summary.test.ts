@@ -5,7 +5,8 @@ import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
 import { registerSecret } from '../../src/core/secret.js';
-import { readRejectSelection, RejectSelection, RejectsWriter, summaryPathFor, summaryRows, type RejectRecord } from '../../src/pipeline/rejects.js';
+import { readRejectSelection, RejectSelection, RejectsWriter, summaryPathFor, summaryRows } from '../../src/pipeline/rejects.js';
+import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { copyTree, runCli } from '../helpers/cli.js';
 import { startEchoServer, type HostileServer } from '../helpers/hostile-server.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { getBundleValidator, getResourceValidator, type ResourceType } from '../../src/schemas/resource-schemas.js';
+import { getBundleValidator, getResourceValidator } from '../../src/schemas/resource-schemas.js';
+import type { ResourceType } from '../../src/schemas/resource-types.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { client, sampleCareTeam, samplePatient, samplePractitioner } from './helpers.js';
 

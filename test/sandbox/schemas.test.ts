@@ -5,9 +5,9 @@ import {
   getBundleValidator,
   getResourceValidator,
   MAX_ISSUES,
-  SCHEMA_DIR,
-  WRITABLE_TYPES,
 } from '../../src/schemas/resource-schemas.js';
+import { SCHEMA_DIR } from '../../src/schemas/schema-files.js';
+import { WRITABLE_TYPES } from '../../src/schemas/resource-types.js';
 import { samplePatient, samplePractitioner, sampleCareTeam, STAFF_ROLES_URL } from './helpers.js';
 
 const patient = getResourceValidator('Patient');

@@ -56,6 +56,19 @@ describe('JSON: streamed paths', () => {
     }
   });
 
+  test('`entry.resource` of a FHIR Bundle: a path through an array is read as JSONata would (one record per entry)', async () => {
+    const items = await collect({ name: 'p', path: fixture('bundle.json'), records: 'entry.resource' });
+    expect(brief(items)).toEqual([
+      { ok: true, line: undefined, record: 1, data: { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ng' }] } },
+      { ok: true, line: undefined, record: 2, data: { resourceType: 'Patient', id: 'p2', gender: 'female' } },
+    ]);
+  });
+
+  test('a path that really is missing still says so', async () => {
+    const err = await fatal({ name: 'p', path: fixture('bundle.json'), records: 'entries.resource' });
+    expect(err.message).toContain('`records: entries.resource` not found in the document');
+  });
+
   test('top-level array (no `records`); nested values kept', async () => {
     expect(brief(await collect({ name: 'p', path: fixture('array.json') }))).toEqual([
       { ok: true, line: undefined, record: 1, data: { mrn: '00123', name: 'Ada', visits: [{ date: '2024-01-01' }] } },

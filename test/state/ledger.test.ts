@@ -7,7 +7,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
-import { Ledger, contentHash, canonicalJson, normalizeBaseUrl } from '../../src/state/ledger.js';
+import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
+import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '..', '..');

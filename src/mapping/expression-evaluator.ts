@@ -1,0 +1,183 @@
+/**
+ * One mapping expression at run time: its compiled JS closure when the expression is in the compiled subset
+ * (src/mapping/jsonata-compiler), else — and for every row on which the closure bails — JSONata's interpreter.
+ * The interpreter keeps the guards (time limit, depth) and produces every error, so rejects read the same with
+ * the compiler on or off. `CARE_JSONATA_COMPILE=0` turns the compiler off (the bench's "previous version").
+ */
+import type jsonata from 'jsonata';
+import { redactValues } from '../core/secret.js';
+import type { Issue, KnownIssueCode, Location } from '../core/issues.js';
+import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
+import { CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, registerFunctions } from './functions.js';
+import { errorOffset } from './jsonata-ast.js';
+import { bail, builtinCallables, compileExpression, parseSignature, type CallableFunction, type CompiledExpression } from './jsonata-compiler/index.js';
+import { toPointer } from './yaml-positions.js';
+import type { YamlPath } from './types.js';
+
+/** Environment variable: `0` keeps every expression on JSONata's interpreter. */
+export const JSONATA_COMPILE_ENV = 'CARE_JSONATA_COMPILE';
+
+export function compilerEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env[JSONATA_COMPILE_ENV]?.trim() !== '0';
+}
+
+/**
+ * JSONata guardrails (2.2), given to every expression; each failure rejects the row, never the run.
+ * - `stack`: evaluation nested deeper than 500 levels (non-tail recursion without an end) fails with D1011 instead
+ *   of exhausting the JS stack.
+ * - `timeout` (added per mapping by `compileMapping`: `limits.expressionTimeoutMs`, default 5000 ms from
+ *   schemas/mapping.schema.json, CARE_EXPRESSION_TIMEOUT_MS overrides, 0 = off): JSONata optimises tail calls,
+ *   so `($f := function($x) { $f($x) }; $f(1))` never reaches the stack limit and would spin forever; the time
+ *   limit fails it with D1012. It is measured from the start of each `evaluate()` and checked with Date.now() at
+ *   every evaluation step (cost: BENCHMARKS.md, "Expression time limit"). It cannot interrupt one long built-in
+ *   call — a catastrophic regular expression runs to its end on the main thread, only then is the limit seen.
+ * Compiled closures need neither: they hold no lambda, so no loop or recursion beyond the data's own size.
+ */
+export const JSONATA_OPTIONS = { stack: 500 } as const;
+
+export interface ExprMeta {
+  src: string;
+  path: YamlPath;
+  role: ExpressionRole;
+  owner: string;
+}
+
+export interface EvaluatorSettings {
+  /** Position in the mapping file of an offset inside the expression at `path`. */
+  at(path: YamlPath, offset?: number): Location;
+  timeoutMs: number;
+}
+
+/** Returned by `tryCompiled` when the row must go to the interpreter. */
+export const FALLBACK: unique symbol = Symbol('interpreter');
+
+export class ExpressionEvaluator {
+  constructor(
+    private readonly expr: jsonata.Expression,
+    /** Undefined when the expression is outside the compiled subset or the compiler is off. */
+    readonly compiled: CompiledExpression | undefined,
+    readonly meta: ExprMeta,
+    private readonly settings: EvaluatorSettings,
+  ) {}
+
+  /** The compiled closure's result, synchronously; FALLBACK when there is none or it bailed on this input. */
+  tryCompiled(input: unknown, bindings?: Record<string, unknown>): unknown {
+    if (this.compiled === undefined) return FALLBACK;
+    try {
+      return this.compiled(input, bindings);
+    } catch {
+      return FALLBACK; // anything unexpected, a custom function's error included: the interpreter decides
+    }
+  }
+
+  /** JSONata's interpreter; every failure becomes a MappingEvalError positioned in the YAML. */
+  async interpret(input: unknown, bindings: Record<string, unknown> | undefined, resource: string): Promise<unknown> {
+    try {
+      return await this.expr.evaluate(input, bindings);
+    } catch (err) {
+      throw toEvalError(err, this.meta, resource, this.settings);
+    }
+  }
+
+  async evaluate(input: unknown, bindings: Record<string, unknown> | undefined, resource: string): Promise<unknown> {
+    const v = this.tryCompiled(input, bindings);
+    return v !== FALLBACK ? v : this.interpret(input, bindings, resource);
+  }
+}
+
+export function toEvalError(err: unknown, meta: ExprMeta, resource: string, settings: EvaluatorSettings): MappingEvalError {
+  if (err instanceof MappingEvalError) return err;
+  const e = (err ?? {}) as { code?: unknown; message?: unknown; position?: unknown; token?: unknown };
+  const location = settings.at(meta.path, errorOffset(meta.src, e));
+  let code: KnownIssueCode;
+  let message = typeof e.message === 'string' ? e.message : String(err);
+  let jsonataCode: string | undefined;
+  if (err instanceof MappingFunctionError || err instanceof RefError) {
+    code = err.code;
+  } else if (typeof e.code === 'string' && /^[A-Z]\d{4}$/.test(e.code)) {
+    code = 'jsonata';
+    jsonataCode = e.code;
+    // JSONata's messages quote the offending value (`Unable to cast value to a number: "Sofia"`): a cell's content.
+    const { value, value2 } = e as { value?: unknown; value2?: unknown };
+    message = `${guardrailMessage(e.code, settings.timeoutMs) ?? redactValues(message, [value, value2])} [${e.code}]`;
+  } else {
+    code = 'eval-failed';
+  }
+  const issue: Issue = { severity: 'error', code, message: `${meta.owner} ${meta.role}: ${message}`, path: toPointer(meta.path), location };
+  return new MappingEvalError(issue, { resource, role: meta.role, jsonataCode, cause: err });
+}
+
+/** Our wording for JSONata's guardrail errors (theirs suggests a rewrite that then loops until the time limit). No row data in it. */
+function guardrailMessage(jsonataCode: string, timeoutMs: number): string | undefined {
+  if (jsonataCode === 'D1012') {
+    return `the expression ran longer than ${timeoutMs} ms and was stopped (likely infinite recursion: a function that keeps calling itself); if it is only slow, raise \`limits.expressionTimeoutMs\``;
+  }
+  if (jsonataCode === 'D1011') {
+    return `the expression nested more than ${JSONATA_OPTIONS.stack} levels deep (function calls within function calls) and was stopped (likely infinite recursion: a function that keeps calling itself)`;
+  }
+  return undefined;
+}
+
+// ------------------------------------------------------------------------------------------- compiler setup
+
+/**
+ * Library functions compiled calls may invoke directly (the very implementations `registerFunctions` gives JSONata),
+ * with the most arguments a compiled call may pass: `$now(picture)` needs JSONata's `$fromMillis`, so only `$now()`.
+ */
+const COMPILABLE_LIBRARY: Record<string, number | undefined> = {
+  date: undefined,
+  dateTime: undefined,
+  clean: undefined,
+  name: undefined,
+  splitList: undefined,
+  phone: undefined,
+  lookup: undefined,
+  ref: undefined,
+  sourceKey: undefined,
+  pad: undefined,
+  now: 0,
+  millis: 0,
+};
+
+type Registered = { impl: (this: unknown, ...args: unknown[]) => unknown; signature?: string };
+
+/** Compiles mapping expressions; `undefined` for an expression outside the subset (it stays on the interpreter). */
+export type MappingExpressionCompiler = (expr: jsonata.Expression) => CompiledExpression | undefined;
+
+export function mappingExpressionCompiler(opts: { tableNames: WeakMap<object, string>; lookups: Record<string, unknown> }): MappingExpressionCompiler {
+  // The implementations registerFunctions hands JSONata, captured by name, so that both paths run the same code.
+  const registered = new Map<string, Registered>();
+  const capture = { registerFunction: (name: string, impl: Registered['impl'], signature?: string) => registered.set(name, { impl, signature }) };
+  registerFunctions(capture as unknown as jsonata.Expression, { tableNames: opts.tableNames });
+
+  const functions = builtinCallables();
+  for (const [name, r] of registered) {
+    functions.delete(name); // a registered function replaces JSONata's own of that name
+    if (Object.prototype.hasOwnProperty.call(COMPILABLE_LIBRARY, name)) functions.set(name, libraryCallable(r, COMPILABLE_LIBRARY[name]));
+  }
+  const options = {
+    functions,
+    functionNames: new Set<string>([...JSONATA_BUILTINS, ...LIBRARY_FUNCTIONS, ...registered.keys()]),
+    assigned: opts.lookups,
+    // always: a block binding of this name would change what $ref / $now see, so it is not compiled
+    bindingNames: new Set([CTX_BINDING]),
+  };
+  return (expr) => {
+    const r = compileExpression(expr.ast(), options);
+    return r.ok ? r.fn : undefined;
+  };
+}
+
+function libraryCallable(r: Registered, maxArgs: number | undefined): CallableFunction {
+  return {
+    signature: r.signature !== undefined ? parseSignature(r.signature) : undefined,
+    maxArgs,
+    call(args, input, env) {
+      // JSONata calls a registered function with `this = { environment, input }`; ours only look up CTX_BINDING
+      const environment = { lookup: (name: string) => (env.bindings && Object.prototype.hasOwnProperty.call(env.bindings, name) ? env.bindings[name] : undefined) };
+      const result = r.impl.apply({ environment, input }, args);
+      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') bail();
+      return result;
+    },
+  };
+}

@@ -1,0 +1,19 @@
+/**
+ * Compiles the common subset of JSONata to synchronous JS closures (see compile.ts for the subset). The
+ * interpreter stays the reference: compiled code throws on anything it is not sure of, and its caller then
+ * evaluates that row with the interpreter (src/mapping/expression-evaluator.ts).
+ */
+import { builtins } from './builtins.js';
+import type { CallableFunction } from './types.js';
+
+export { compileExpression, type CompileResult } from './compile.js';
+export { BAIL, bail } from './runtime.js';
+export { parseSignature, type Signature } from './signature.js';
+export type { CallableFunction, CompileOptions, CompiledExpression } from './types.js';
+
+/** JSONata's built-ins the compiler implements, as callables (name without `$`). */
+export function builtinCallables(): Map<string, CallableFunction> {
+  const out = new Map<string, CallableFunction>();
+  for (const [name, b] of builtins()) out.set(name, { signature: b.signature, call: (args) => b.fn(...args) });
+  return out;
+}
