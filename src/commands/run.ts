@@ -3,6 +3,7 @@ import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
+import { describeConcurrency } from '../report/report-model.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';
@@ -123,7 +124,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         if (report.rejectsSummaryFile) this.log(`Summary without row content, for the clinic: ${report.rejectsSummaryFile}`);
       }
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
-      if (report.concurrency) this.log(describeConcurrency(report.concurrency));
+      if (report.concurrency) this.log(`Concurrency: ${describeConcurrency(report.concurrency)}`);
     }
     return report;
   }
@@ -139,8 +140,3 @@ async function renderReportFile(file: string, report: RunReport, includeRows: bo
   return (await import('../report/run-report-html.js')).renderRunReportHtml({ report, rejects, includeRows });
 }
 
-/** The summary line: the concurrency the run settled on, and how (pinned, or discovered under which ceiling). */
-export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): string {
-  if (c.mode === 'pinned') return `Concurrency: pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
-  return `Concurrency: settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
-}

@@ -22,11 +22,11 @@
  *   outcome; a folder left by a process that died (SIGKILL) is removed by the next wide export.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { ensureDir, openPrivateFile } from '../core/secure-fs.js';
+import { openScratchDatabase } from '../state/scratch-db.js';
 import { isObj, type Obj } from '../core/is-object.js';
 import { observationValue } from './default-columns.js';
 
@@ -160,22 +160,13 @@ export class WideSpool {
 
   /** A new spool in a private folder under `parent` (created 0700 when missing). */
   static open(parent: string): WideSpool {
-    ensureDir(parent);
     removeStale(parent);
-    const dir = mkdtempSync(join(parent, `${STALE_PREFIX}${process.pid}-`)); // mode 0700
+    const { dir, db } = openScratchDatabase(parent, `${STALE_PREFIX}${process.pid}-`, 'spool.db');
     try {
-      const file = join(dir, 'spool.db');
-      closeSync(openPrivateFile(file)); // 0600 before SQLite opens it
-      const db = new Database(file);
-      db.pragma('locking_mode = EXCLUSIVE');
-      // Scratch data: no side files. (better-sqlite3 runs SQLite in defensive mode, which refuses `OFF`; the
-      // in-memory journal holds only the pages a 5,000-row transaction changes.)
-      db.pragma('journal_mode = MEMORY');
-      db.pragma('synchronous = OFF');
-      db.pragma('cache_size = -16384'); // 16 MB of page cache, whatever the tenant size
       db.pragma('temp_store = FILE');
       return new WideSpool(dir, db);
     } catch (err) {
+      db.close();
       rmSync(dir, { recursive: true, force: true });
       throw err;
     }

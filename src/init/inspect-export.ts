@@ -25,6 +25,8 @@ export interface ColumnFacts {
   codes?: string[];
   /** Some sampled value is non-empty. */
   seen: boolean;
+  /** Some sampled value is a JSON object or array: not a text column (no string function applies to it). */
+  structured?: boolean;
 }
 
 export interface ExportFacts {
@@ -211,6 +213,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
   for (const name of columns) {
     const values = samples.get(name)!;
     const col: ColumnFacts = { name, seen: values.length > 0 };
+    if (values.some((v) => typeof v === 'object')) col.structured = true;
     const texts = values.filter((v): v is string => typeof v === 'string').map((v) => v.trim());
     if (values.length && values.every((v) => typeof v === 'boolean')) col.booleans = 'json';
     else if (texts.length === values.length && texts.length) {

@@ -196,6 +196,8 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
       prefix ? `"prefix": [${field(prefix.name)}]` : undefined,
     ].filter(Boolean);
     lines.push(`"name": [{ ${parts.join(', ')} }],`);
+  } else if (full?.structured) {
+    lines.push(`"name": ${todo(`${full.name} holds objects or arrays, not text: map its parts, e.g. ${full.name}.{ "family": …, "given": [ … ] }`)},`);
   } else if (full) {
     lines.push(`"name": [{ "family": $name($substringAfter(${field(full.name)}, " ")), "given": [$name($substringBefore(${field(full.name)}, " "))]${prefix ? `, "prefix": [${field(prefix.name)}]` : ''} }],`);
   } else if (prefix) {

@@ -6,10 +6,9 @@
  * ends (on Windows, where an open file cannot be unlinked, they are removed at `close()` or at exit).
  */
 import Database from 'better-sqlite3';
-import { closeSync, mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ensureDir, openPrivateFile } from '../core/secure-fs.js';
+import { openScratchDatabase } from '../state/scratch-db.js';
 import { INDEXED_LOOKUP, type IndexedLookup } from './types.js';
 
 /** Rows per transaction while building. */
@@ -65,19 +64,11 @@ export class DiskLookup implements IndexedLookup {
   /** A new, empty table in a private folder under `parent` (default: the system temp dir). */
   static create(opts: { many: boolean; parent?: string }): DiskLookup {
     const parent = opts.parent ?? tmpdir();
-    ensureDir(parent);
-    const dir = mkdtempSync(join(parent, `care-etl-lookup-${process.pid}-`)); // mode 0700
+    const { dir, db } = openScratchDatabase(parent, `care-etl-lookup-${process.pid}-`, 'lookup.db');
     try {
-      const file = join(dir, 'lookup.db');
-      closeSync(openPrivateFile(file)); // 0600 before SQLite opens it
-      const db = new Database(file);
-      db.pragma('locking_mode = EXCLUSIVE');
-      // Scratch data rebuilt on every load: no side files (defensive mode refuses journal_mode OFF).
-      db.pragma('journal_mode = MEMORY');
-      db.pragma('synchronous = OFF');
-      db.pragma('cache_size = -16384'); // 16 MB of page cache, whatever the table size
       return new DiskLookup(dir, db, opts.many);
     } catch (err) {
+      db.close();
       rmSync(dir, { recursive: true, force: true });
       throw err;
     }

@@ -54,8 +54,8 @@ export function readRunHistory(opts: RunHistoryOptions): RunHistory {
 
 /** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */
 export function runSummary(
-  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[] },
-  opts: { dryRun?: boolean; concurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string; onlyRejected?: boolean },
+  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[]; concurrency?: object },
+  opts: { dryRun?: boolean; concurrency?: number; maxConcurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string; onlyRejected?: boolean },
   failure: unknown,
 ): object {
   const error = failure === undefined ? undefined : redactKnown(failure instanceof Error ? failure.message : String(failure)).slice(0, 1000);
@@ -68,7 +68,9 @@ export function runSummary(
     error,
     warnings: report.warnings.length,
     durationMs: report.durationMs,
-    flags: { concurrency: opts.concurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile, onlyRejected: opts.onlyRejected || undefined },
+    // what the run settled on (a discovered concurrency is not in the flags)
+    concurrency: report.concurrency,
+    flags: { concurrency: opts.concurrency, maxConcurrency: opts.maxConcurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile, onlyRejected: opts.onlyRejected || undefined },
     host: hostname(),
     user: safeUser(),
     version: VERSION,

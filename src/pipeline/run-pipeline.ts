@@ -7,7 +7,7 @@ import { createPrivateWriteStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
-import { loadMapping } from '../mapping/load-mapping.js';
+import { closeLookups, loadMapping } from '../mapping/load-mapping.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
 import { placeholderId } from '../mapping/placeholder-id.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
@@ -255,9 +255,6 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const started = new Date();
   const now = opts.now ?? started;
   const mappingFile = resolve(opts.mappingFile);
-  const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
-  const compiled = compileMapping(mapping);
-  const dryRun = mode === 'run' && (opts.dryRun ?? false);
   const concurrency = opts.concurrency; // undefined: discovered
   for (const [flag, v] of [['--concurrency', concurrency], ['--max-concurrency', opts.maxConcurrency]] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v >= 1)) throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
@@ -271,6 +268,9 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
     throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
   }
+  const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
+  const compiled = compileMapping(mapping);
+  const dryRun = mode === 'run' && (opts.dryRun ?? false);
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
   const careDir = join(mapping.dir, '.care-etl');
@@ -347,6 +347,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
     disposeSnapshot?.();
     await client?.close();
     await target?.close();
+    closeLookups(mapping.lookups);
   }
   return report;
 }

@@ -375,3 +375,16 @@ export async function readRejectsFile(path: string, opts: { keepRows?: boolean }
   }
   return { rejects, unreadable };
 }
+
+/** The concurrency the run settled on, and how (pinned, or discovered under which ceiling): summary line and reports. */
+export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): string {
+  if (c.mode === 'pinned') return `pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
+  return `settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
+}
+
+/** The count columns of the per-mapping table: `notSelected` only for an `--only-rejected` run that left rows out. */
+export function countColumns(m: ReportModel): (keyof MappingCounts)[] {
+  const cols = [...COUNT_COLUMNS];
+  if (m.hasNotSelected) cols.splice(1, 0, 'notSelected');
+  return cols;
+}

@@ -3,7 +3,8 @@ import type { MappingCounts } from '../pipeline/run-pipeline.js';
 import {
   buildReportModel,
   clean,
-  COUNT_COLUMNS,
+  countColumns,
+  describeConcurrency,
   formatDuration,
   formatTime,
   OUTCOMES,
@@ -149,6 +150,7 @@ function runSection(m: ReportModel): string {
   } else {
     rows.push(['Target', r.dryRun ? '<span class="muted">none (dry run)</span>' : '<span class="muted">—</span>']);
   }
+  if (r.concurrency) rows.push(['Concurrency', esc(describeConcurrency(r.concurrency))]);
   if (r.runId !== undefined) rows.push(['Run', `#${esc(r.runId)} <span class="muted">(care-etl runs show ${esc(r.runId)})</span>`]);
   rows.push(['Started', esc(formatTime(r.startedAt))], ['Finished', esc(formatTime(r.finishedAt))], ['Duration', esc(m.duration)]);
   rows.push(['Exit code', `${esc(r.exitCode)} — ${esc(m.exitMeaning)}`]);
@@ -167,11 +169,6 @@ function runSection(m: ReportModel): string {
   return `<section id="run"><h2>Run</h2><dl class="run">${rows.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join('')}</dl></section>`;
 }
 
-function countColumns(m: ReportModel): (keyof MappingCounts)[] {
-  const cols = [...COUNT_COLUMNS];
-  if (m.hasNotSelected) cols.splice(1, 0, 'notSelected');
-  return cols;
-}
 const COLUMN_LABEL: Partial<Record<keyof MappingCounts, string>> = { notSelected: 'not selected' };
 
 function countsSection(m: ReportModel): string {

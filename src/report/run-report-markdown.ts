@@ -1,9 +1,9 @@
 import { redactKnown } from '../core/secret.js';
-import type { MappingCounts } from '../pipeline/run-pipeline.js';
 import {
   buildReportModel,
   clean,
-  COUNT_COLUMNS,
+  countColumns,
+  describeConcurrency,
   formatDuration,
   formatTime,
   outcomesOf,
@@ -91,6 +91,7 @@ function runSection(m: ReportModel): string[] {
     rows.push(['Target', `${md(m.targetUrl)}${r.target.embedded ? ` (embedded sandbox${r.target.dataFile ? `, ${md(r.target.dataFile)}` : ''})` : ''}`]);
     rows.push(['Tenant', md(r.target.tenantId)]);
   } else rows.push(['Target', r.dryRun ? 'none (dry run)' : '—']);
+  if (r.concurrency) rows.push(['Concurrency', md(describeConcurrency(r.concurrency))]);
   if (r.runId !== undefined) rows.push(['Run', `\\#${r.runId} (care-etl runs show ${r.runId})`]);
   rows.push(['Started', md(formatTime(r.startedAt))], ['Finished', md(formatTime(r.finishedAt))], ['Duration', md(m.duration)]);
   rows.push(['Exit code', `${r.exitCode} — ${md(m.exitMeaning)}`]);
@@ -109,11 +110,6 @@ function runSection(m: ReportModel): string[] {
   return ['### Run', '', ...table(['', ''], rows)];
 }
 
-function countColumns(m: ReportModel): (keyof MappingCounts)[] {
-  const cols = [...COUNT_COLUMNS];
-  if (m.hasNotSelected) cols.splice(1, 0, 'notSelected');
-  return cols;
-}
 
 function countsSection(m: ReportModel): string[] {
   const cols = countColumns(m);

@@ -146,11 +146,6 @@ function matchAt(b: Buffer, p: number, seq: Buffer): boolean {
   return true;
 }
 
-/** Validates csv-parse options the way the guard will use them (throws like csv-parse). */
-export function checkGuardOptions(options: CsvParseOptions): void {
-  lexOf(options);
-}
-
 interface Drop {
   reason: CutReason;
   startLine: number;
@@ -261,17 +256,19 @@ export class CsvQuoteGuard extends Transform {
     this.qBad = false;
   }
 
+  /**
+   * Runs csv-parse's state machine over the held bytes, one decision per step, as far as it can decide without
+   * more input. Each step helper returns true when it consumed bytes or cut a record (the loop goes on).
+   */
   private scan(eof: boolean): void {
     const L = this.lex!;
-    const maxRecord = this.limits.maxRecordBytes;
     for (;;) {
       if (this.dropping !== undefined) {
         if (!this.continueDrop(eof)) return;
         continue;
       }
-      const b = this.held;
-      const n = b.length;
-      let p = this.p;
+      const n = this.held.length;
+      const p = this.p;
       if (p >= n) {
         if (eof && this.quoting) {
           this.cutAtLineEnd('unclosed', this.qPos, eof);
@@ -280,151 +277,158 @@ export class CsvQuoteGuard extends Transform {
         return;
       }
       if (!eof && n - p < L.look) return;
-
-      // Runs of plain bytes (most of a file): no decision to make, no line break.
-      if (!this.escaping) {
-        const table = this.quoting
-          ? L.stopQuoted
-          : this.commenting
-            ? L.stopComment
-            : this.fieldLen > 0 && !this.wasQuoting
-              ? L.stopUnquoted
-              : undefined;
-        if (table !== undefined) {
-          const limit = this.commenting ? n : Math.min(n, this.rec + maxRecord);
-          let q = p;
-          while (q < limit && table[b[q]!] === 0) q++;
-          if (q > p) {
-            if (!this.commenting) this.fieldLen += q - p;
-            this.p = p = q;
-            // A comment line can be passed on as it goes: it is never cut.
-            if (this.commenting) this.rec = p;
-            continue;
-          }
-        }
-      }
-
-      if (!this.commenting && p - this.rec >= maxRecord) {
+      if (this.skipPlainRun(p, n)) continue;
+      if (!this.commenting && p - this.rec >= this.limits.maxRecordBytes) {
         if (this.quoting) this.cutAtLineEnd('quoted-size', this.qPos, eof);
         else this.cutAtLineEnd('size', p, eof);
         continue;
       }
-
-      // Line accounting for the byte at p (csv-parse counts differently; the reader corrects it).
-      const c = b[p]!;
-      let isBreak = false;
-      if (c === L.cr[0] && matchAt(b, p, L.cr)) {
-        isBreak = true;
-        this.line++;
-        this.crEnd = p + L.cr.length;
-      } else if (c === L.lf[0] && matchAt(b, p, L.lf)) {
-        if (p !== this.crEnd) {
-          isBreak = true;
-          this.line++;
-        }
-      }
-      if (isBreak && this.quoting) {
-        if (this.qBad) {
-          this.cutAtLineEnd('stray', this.qPos, eof);
-          continue;
-        }
-        if (this.line - this.qLine >= this.limits.maxQuotedLines) {
-          this.cutAtLineEnd('lines', this.qPos, eof);
-          continue;
-        }
-      }
-
-      // One step of csv-parse's state machine (api/index.js `parse`), errors included.
+      if (this.countLineBreak(p, eof)) continue;
       if (this.escaping) {
         this.escaping = false;
         this.fieldLen++;
         this.p = p + 1;
         continue;
       }
-      const quote = L.quote;
-      const escape = L.escape;
-      if (escape !== null && this.quoting && matchAt(b, p, escape) && p + escape.length < n) {
-        if (L.escapeIsQuote) {
-          if (quote !== null && matchAt(b, p + escape.length, quote)) {
-            this.escaping = true;
-            this.p = p + escape.length;
-            continue;
-          }
-        } else {
-          this.escaping = true;
-          this.p = p + escape.length;
-          continue;
-        }
+      if (this.quoteStep(p, n, eof)) continue;
+      if (!this.quoting && this.structureStep(p)) continue;
+      this.fieldByte(p, eof);
+    }
+  }
+
+  /** Runs of plain bytes (most of a file): no decision to make, no line break. */
+  private skipPlainRun(p: number, n: number): boolean {
+    if (this.escaping) return false;
+    const L = this.lex!;
+    const table = this.quoting ? L.stopQuoted : this.commenting ? L.stopComment : this.fieldLen > 0 && !this.wasQuoting ? L.stopUnquoted : undefined;
+    if (table === undefined) return false;
+    const b = this.held;
+    const limit = this.commenting ? n : Math.min(n, this.rec + this.limits.maxRecordBytes);
+    let q = p;
+    while (q < limit && table[b[q]!] === 0) q++;
+    if (q === p) return false;
+    if (!this.commenting) this.fieldLen += q - p;
+    this.p = q;
+    // A comment line can be passed on as it goes: it is never cut.
+    if (this.commenting) this.rec = q;
+    return true;
+  }
+
+  /** Line accounting for the byte at p (csv-parse counts differently; the reader corrects it); true: a quote was cut. */
+  private countLineBreak(p: number, eof: boolean): boolean {
+    const L = this.lex!;
+    const b = this.held;
+    const c = b[p]!;
+    let isBreak = false;
+    if (c === L.cr[0] && matchAt(b, p, L.cr)) {
+      isBreak = true;
+      this.line++;
+      this.crEnd = p + L.cr.length;
+    } else if (c === L.lf[0] && matchAt(b, p, L.lf)) {
+      if (p !== this.crEnd) {
+        isBreak = true;
+        this.line++;
       }
-      if (!this.commenting && quote !== null && matchAt(b, p, quote)) {
-        if (this.quoting) {
-          const q = p + quote.length;
-          if (escape !== null && matchAt(b, p, escape) && matchAt(b, p + escape.length, quote)) {
-            this.fieldLen++;
-            this.p = p + escape.length;
-            continue;
-          }
-          if (q >= n || b[q] === 0 || this.delimiterAt(q) || this.rdAt(q) || (L.comment !== null && matchAt(b, q, L.comment)) || (L.rtrim && this.trimAt(q))) {
-            this.quoting = false;
-            this.wasQuoting = true;
-            this.p = q;
-            continue;
-          }
-          // CSV_INVALID_CLOSING_QUOTE: csv-parse stays inside the quote.
-          this.qBad = true;
-          if (this.line > this.qLine) {
-            this.cutAtLineEnd('runaway', this.qPos, eof, this.line);
-            continue;
-          }
-        } else if (this.fieldLen === 0) {
-          this.quoting = true;
-          this.qPos = p;
-          this.qLine = this.line;
-          this.qField = this.fields;
-          this.qBad = false;
-          this.p = p + quote.length;
-          continue;
-        }
-        // else INVALID_OPENING_QUOTE: the quote is a character of the field
+    }
+    if (!isBreak || !this.quoting) return false;
+    if (this.qBad) {
+      this.cutAtLineEnd('stray', this.qPos, eof);
+      return true;
+    }
+    if (this.line - this.qLine >= this.limits.maxQuotedLines) {
+      this.cutAtLineEnd('lines', this.qPos, eof);
+      return true;
+    }
+    return false;
+  }
+
+  /** Escape and quote characters: one step of csv-parse's state machine (api/index.js `parse`), errors included. */
+  private quoteStep(p: number, n: number, eof: boolean): boolean {
+    const L = this.lex!;
+    const b = this.held;
+    const quote = L.quote;
+    const escape = L.escape;
+    if (escape !== null && this.quoting && matchAt(b, p, escape) && p + escape.length < n) {
+      if (!L.escapeIsQuote || (quote !== null && matchAt(b, p + escape.length, quote))) {
+        this.escaping = true;
+        this.p = p + escape.length;
+        return true;
       }
-      if (!this.quoting) {
-        const rdl = this.rdAt(p);
-        if (rdl !== 0) {
-          this.resetRecord();
-          this.p = this.rec = p + rdl;
-          this.recLine = this.line;
-          continue;
-        }
-        if (this.commenting) {
-          this.p = p + 1;
-          continue;
-        }
-        if (L.comment !== null && (!L.commentNoInfix || (this.fields === 0 && this.fieldLen === 0)) && matchAt(b, p, L.comment)) {
-          this.commenting = true;
-          this.p = p + 1;
-          continue;
-        }
-        const dl = this.delimiterAt(p);
-        if (dl !== 0) {
-          this.fields++;
-          this.fieldLen = 0;
-          this.wasQuoting = false;
-          this.p = p + dl;
-          continue;
-        }
-      }
-      const trim = L.ltrim || L.rtrim ? this.trimAt(p) : 0;
-      const lappend = !L.ltrim || this.quoting || this.fieldLen !== 0 || trim === 0;
-      const rappend = !L.rtrim || !this.wasQuoting;
-      if (lappend && rappend) {
+    }
+    if (this.commenting || quote === null || !matchAt(b, p, quote)) return false;
+    if (this.quoting) {
+      const q = p + quote.length;
+      if (escape !== null && matchAt(b, p, escape) && matchAt(b, p + escape.length, quote)) {
         this.fieldLen++;
-        this.p = p + 1;
-      } else if (L.rtrim && trim === 0) {
-        // CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE: csv-parse would return without keeping the rest of its buffer.
-        this.cutAtLineEnd('after-quote', p, eof);
-      } else {
-        this.p = p + (lappend ? 1 : trim);
+        this.p = p + escape.length;
+        return true;
       }
+      if (q >= n || b[q] === 0 || this.delimiterAt(q) || this.rdAt(q) || (L.comment !== null && matchAt(b, q, L.comment)) || (L.rtrim && this.trimAt(q))) {
+        this.quoting = false;
+        this.wasQuoting = true;
+        this.p = q;
+        return true;
+      }
+      // CSV_INVALID_CLOSING_QUOTE: csv-parse stays inside the quote.
+      this.qBad = true;
+      if (this.line > this.qLine) {
+        this.cutAtLineEnd('runaway', this.qPos, eof, this.line);
+        return true;
+      }
+      return false;
+    }
+    if (this.fieldLen !== 0) return false; // INVALID_OPENING_QUOTE: the quote is a character of the field
+    this.quoting = true;
+    this.qPos = p;
+    this.qLine = this.line;
+    this.qField = this.fields;
+    this.qBad = false;
+    this.p = p + quote.length;
+    return true;
+  }
+
+  /** Outside a quote: record delimiter, comment, field delimiter. */
+  private structureStep(p: number): boolean {
+    const L = this.lex!;
+    const rdl = this.rdAt(p);
+    if (rdl !== 0) {
+      this.resetRecord();
+      this.p = this.rec = p + rdl;
+      this.recLine = this.line;
+      return true;
+    }
+    if (this.commenting) {
+      this.p = p + 1;
+      return true;
+    }
+    if (L.comment !== null && (!L.commentNoInfix || (this.fields === 0 && this.fieldLen === 0)) && matchAt(this.held, p, L.comment)) {
+      this.commenting = true;
+      this.p = p + 1;
+      return true;
+    }
+    const dl = this.delimiterAt(p);
+    if (dl === 0) return false;
+    this.fields++;
+    this.fieldLen = 0;
+    this.wasQuoting = false;
+    this.p = p + dl;
+    return true;
+  }
+
+  /** A byte of a field's value (trimmed or kept as csv-parse would). */
+  private fieldByte(p: number, eof: boolean): void {
+    const L = this.lex!;
+    const trim = L.ltrim || L.rtrim ? this.trimAt(p) : 0;
+    const lappend = !L.ltrim || this.quoting || this.fieldLen !== 0 || trim === 0;
+    const rappend = !L.rtrim || !this.wasQuoting;
+    if (lappend && rappend) {
+      this.fieldLen++;
+      this.p = p + 1;
+    } else if (L.rtrim && trim === 0) {
+      // CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE: csv-parse would return without keeping the rest of its buffer.
+      this.cutAtLineEnd('after-quote', p, eof);
+    } else {
+      this.p = p + (lappend ? 1 : trim);
     }
   }
 

@@ -152,6 +152,15 @@ describe('care-etl init on other exports', () => {
     expect(r.text).toContain('"identifier": [{ "system": "http://hl7.org/fhir/sid/us-npi", "value": NPI }]');
   });
 
+  it('a JSON `name` that holds objects is not split as text: a TODO says so (no $substringAfter on an array)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+    const rows = [{ mrn: 'm1', name: [{ first: 'Ana', last: 'Diaz' }], sex: 'F' }];
+    writeFileSync(join(dir, 'patients.json'), JSON.stringify(rows));
+    const r = await generateStarterMapping({ from: ['patients.json'], cwd: dir });
+    expect(r.text).not.toContain('$substringAfter(name');
+    expect(r.text).toContain('$TODO("name holds objects or arrays, not text');
+  });
+
   it('Synthea-style exports: Id keys, a CareTeam grouped by PATIENT with PROVIDER members', async () => {
     const r = await generateStarterMapping({ from: ['mappings/synthea/sample/patients.csv', 'mappings/synthea/sample/providers.csv', 'mappings/synthea/sample/encounters.csv'], cwd: ROOT, out: join(tmpdir(), 'synthea-starter.yaml') });
     expect(r.resources.map((x) => [x.type, x.key ?? x.groupBy])).toEqual([

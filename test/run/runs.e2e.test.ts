@@ -15,7 +15,7 @@ afterAll(async () => {
 
 interface Listed {
   statePath: string;
-  runs: { id: number; outcome: string; baseUrl: string; tenantId: string; summary: { exitCode: number; totals: Record<string, number>; mappings: Record<string, Record<string, number>>; flags: Record<string, unknown>; host: string } }[];
+  runs: { id: number; outcome: string; baseUrl: string; tenantId: string; summary: { exitCode: number; totals: Record<string, number>; mappings: Record<string, Record<string, number>>; flags: Record<string, unknown>; host: string; concurrency?: Record<string, unknown> } }[];
   exitCode: number;
 }
 
@@ -38,6 +38,8 @@ describe('care-etl runs', () => {
     expect(first!.summary.totals).toMatchObject({ created: 64, rejected: 9 });
     expect(first!.summary.mappings.patient).toMatchObject({ read: 35, created: 30, rejected: 5 });
     expect(second!.summary.flags).toMatchObject({ maxErrors: 3, concurrency: 2 });
+    // the first run discovered its concurrency: what it settled on is kept, as the flags do not say it
+    expect(first!.summary.concurrency).toMatchObject({ mode: 'discovered', ceiling: 32 });
     expect(second!.summary.totals.rejected).toBe(3);
     expect(first).toMatchObject({ baseUrl: sb.url, tenantId: 't-runs' });
     expect(typeof first!.summary.host).toBe('string');
@@ -50,6 +52,7 @@ describe('care-etl runs', () => {
     const shown = await runCli(['runs', 'show', mapping, '1']);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain('outcome   completed, exit 1');
+    expect(shown.stdout).toMatch(/^  requests  settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32/m);
     expect(shown.stdout).toMatch(/patient\s+35\s+30\s+0\s+0\s+0\s+5/);
 
     const missing = await runCli(['runs', 'show', mapping, '99', '--json']);

@@ -2,6 +2,8 @@ import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../../cli/base-command.js';
 import type { ErrorJson } from '../../cli/render.js';
 import type { RunInfo } from '../../state/ledger.js';
+import type { RunReport } from '../../pipeline/run-pipeline.js';
+import { describeConcurrency } from '../../report/report-model.js';
 
 export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {
   static override summary = 'Show one recorded run: flags, counts per mapping, exit code, host.';
@@ -26,7 +28,7 @@ export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {
     } catch (err) {
       return this.fail(err);
     }
-    const s = (run.summary ?? {}) as { exitCode?: number; flags?: Record<string, unknown>; host?: string; user?: string; version?: string; mappings?: Record<string, Record<string, number>>; stoppedEarly?: string; error?: string };
+    const s = (run.summary ?? {}) as { exitCode?: number; flags?: Record<string, unknown>; host?: string; user?: string; version?: string; mappings?: Record<string, Record<string, number>>; stoppedEarly?: string; error?: string; concurrency?: RunReport['concurrency'] };
     this.log(`Run ${run.id} — ${run.mappingFile}${run.dryRun ? ' (dry run)' : ''}`);
     this.log(`  target    ${run.baseUrl ?? '?'} (tenant ${run.tenantId ?? '?'})`);
     this.log(`  started   ${run.startedAt}`);
@@ -34,6 +36,7 @@ export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {
     this.log(`  outcome   ${run.outcome ?? 'unfinished'}${s.exitCode !== undefined ? `, exit ${s.exitCode}` : ''}${s.stoppedEarly ? ` — ${s.stoppedEarly}` : ''}`);
     if (s.error) this.log(`  error     ${s.error}`);
     if (s.host || s.user) this.log(`  by        ${s.user ?? '?'}@${s.host ?? '?'}${s.version ? ` (care-etl ${s.version})` : ''}`);
+    if (s.concurrency) this.log(`  requests  ${describeConcurrency(s.concurrency)}`);
     if (s.flags) this.log(`  flags     ${Object.entries(s.flags).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${String(v)}`).join(' ') || '(none)'}`);
     if (s.mappings) {
       const cols = ['read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended'];

@@ -51,6 +51,19 @@ function closing(str: string, start: number, open: string, close: string): numbe
   return pos;
 }
 
+/** JSONata's one-letter parameter types and the value kinds (`typeLetter`) each accepts. */
+const SIMPLE_PARAM_REGEX: Record<string, string> = {
+  s: '[sm]',
+  n: '[nm]',
+  b: '[bm]',
+  l: '[lm]',
+  o: '[om]',
+  a: '[asnblfom]',
+  f: 'f',
+  j: '[asnblom]',
+  x: '[asnblfom]',
+};
+
 function parseParams(signature: string): Param[] {
   const params: Param[] = [];
   let param = {} as Param;
@@ -63,37 +76,15 @@ function parseParams(signature: string): Param[] {
   for (let pos = 1; pos < signature.length; pos++) {
     const symbol = signature.charAt(pos);
     if (symbol === ':') break;
+    const simple = SIMPLE_PARAM_REGEX[symbol];
+    if (simple !== undefined) {
+      param.regex = simple;
+      param.type = symbol;
+      if (symbol === 'a') param.array = true;
+      next();
+      continue;
+    }
     switch (symbol) {
-      case 's':
-      case 'n':
-      case 'b':
-      case 'l':
-      case 'o':
-        param.regex = `[${symbol}m]`;
-        param.type = symbol;
-        next();
-        break;
-      case 'a':
-        param.regex = '[asnblfom]';
-        param.type = symbol;
-        param.array = true;
-        next();
-        break;
-      case 'f':
-        param.regex = 'f';
-        param.type = symbol;
-        next();
-        break;
-      case 'j':
-        param.regex = '[asnblom]';
-        param.type = symbol;
-        next();
-        break;
-      case 'x':
-        param.regex = '[asnblfom]';
-        param.type = symbol;
-        next();
-        break;
       case '-':
         prev.context = true;
         prev.contextRegex = new RegExp(prev.regex);
