@@ -7,11 +7,12 @@
 //      a dry run and a run into the embedded sandbox of the shipped example (copied from the installed package).
 // The npm cache and registry settings are the user's; everything else lives in one temp folder, removed at the end.
 //
-// better-sqlite3 (native) would build from source (~1–2 min of CPU) unless its prebuilt binary can be downloaded.
-// By default the binary this checkout already built for the same version is offered to its installer through
-// prebuild-install's documented local-prebuilds setting (`npm_config_better_sqlite3_local_prebuilds`), so the
-// install takes seconds; a different version resolved from the registry falls back to the normal download/build.
-// `--build-from-source` skips that offer.
+// better-sqlite3 (native) would download its prebuilt binary from GitHub or build from source (~1–2 min of CPU).
+// By default the binary this checkout already has is offered to its installer through prebuild-install's
+// documented local-prebuilds setting (`npm_config_better_sqlite3_local_prebuilds`): the install takes seconds and
+// talks to the npm registry only. package.json pins better-sqlite3 to the lockfile's exact version (npm ignores a
+// shrinkwrap in a tarball installed globally: npm/cli#5325), so the version installed is always the one this offer
+// matches; the summary's `betterSqlite3` says what happened. `--build-from-source` skips the offer.
 //
 // Usage: node scripts/pack-install-check.mjs [--json] [--keep] [--build-from-source]
 // Exit 0 when every check passed; 1 with the failures listed otherwise. `--json`: one summary object on stdout.
@@ -97,7 +98,7 @@ function pack() {
   const dest = join(tmp, 'pack');
   mkdirSync(dest);
   // --ignore-scripts: dist/ is packed as built; `prepare` would rebuild it under the feet of anything using it.
-  const r = run(npm, ['pack', '--ignore-scripts', '--json', '--pack-destination', dest], { cwd: ROOT });
+  const r = run(npm, ['pack', '--ignore-scripts', '--json', '--pack-destination', dest], { cwd: ROOT, env: npmEnv() });
   if (r.status !== 0) {
     fail(`npm pack exited ${r.status}: ${r.stderr.trim().split('\n').slice(-5).join(' | ')}`);
     return undefined;
@@ -130,6 +131,11 @@ function pack() {
     }
   }
   return join(dest, info.filename);
+}
+
+/** The environment for npm: without the npm_* variables of an npm that started this script (`npm test`). */
+function npmEnv(extra = {}) {
+  return { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_'))), ...extra };
 }
 
 /** A gzipped tar holding one file (ustar), for prebuild-install's local prebuilds. */
@@ -175,7 +181,7 @@ function install(tarball, prefix) {
     npm,
     // --allow-scripts: npm ≥ 11.16 asks to approve install scripts (npm 12 blocks them); older npm ignores it.
     ['install', '--global', '--prefix', prefix, tarball, '--prefer-offline', '--no-audit', '--no-fund', '--allow-scripts=better-sqlite3'],
-    { cwd: tmp, env: { ...process.env, ...localPrebuild(), npm_config_update_notifier: 'false' }, timeout: 600_000 },
+    { cwd: tmp, env: npmEnv({ ...localPrebuild(), npm_config_update_notifier: 'false' }), timeout: 600_000 },
   );
   summary.installSeconds = Math.round((Date.now() - started) / 100) / 10;
   if (r.status !== 0) {
@@ -184,7 +190,15 @@ function install(tarball, prefix) {
   }
   const pkgDir = globalPackageDir(prefix);
   const sqliteBuild = join(pkgDir, 'node_modules', 'better-sqlite3', 'build');
-  summary.betterSqlite3 = existsSync(join(sqliteBuild, 'Release', 'obj.target')) || existsSync(join(sqliteBuild, 'Release', 'obj')) ? 'built from source' : 'prebuilt binary';
+  const installed = JSON.parse(readFileSync(join(sqliteBuild, '..', 'package.json'), 'utf8')).version;
+  const binary = (build) => (existsSync(join(build, 'Release', 'better_sqlite3.node')) ? readFileSync(join(build, 'Release', 'better_sqlite3.node')) : undefined);
+  const mine = binary(join(ROOT, 'node_modules', 'better-sqlite3', 'build'));
+  summary.betterSqlite3 =
+    existsSync(join(sqliteBuild, 'Release', 'obj.target')) || existsSync(join(sqliteBuild, 'Release', 'obj'))
+      ? `${installed} built from source`
+      : mine !== undefined && binary(sqliteBuild)?.equals(mine)
+        ? `${installed} from this checkout's binary`
+        : `${installed} prebuilt binary downloaded`;
   log(`installed into ${prefix} in ${summary.installSeconds} s (better-sqlite3: ${summary.betterSqlite3})`);
   return true;
 }
@@ -199,7 +213,7 @@ function runInstalled(prefix) {
   mkdirSync(work);
   // The shipped example, as a user would copy it next to their own exports.
   cpSync(join(globalPackageDir(prefix), 'examples', 'clinic'), work, { recursive: true });
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARE_') && !k.startsWith('npm_')));
+  const env = Object.fromEntries(Object.entries(npmEnv()).filter(([k]) => !k.startsWith('CARE_')));
   env.PATH = `${bin}${delimiter}${process.env.PATH ?? ''}`;
   env.NO_COLOR = '1';
   const careEtl = (argv) => {

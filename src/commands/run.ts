@@ -1,9 +1,9 @@
 import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { positiveIntFlag } from '../cli/number-flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
-import { describeConcurrency } from '../report/report-model.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';
@@ -42,14 +42,10 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       min: 1,
       exclusive: ['max-concurrency'],
     }),
-    'max-concurrency': Flags.custom<number>({
-      description: `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
-      parse: async (input) => {
-        const n = Number(input);
-        if (!/^\d+$/.test(input.trim()) || !Number.isSafeInteger(n) || n < 1) throw new Error(`Expected \`--max-concurrency\` to be an integer ≥ 1, got \`${input}\``);
-        return n;
-      },
-    })(),
+    'max-concurrency': positiveIntFlag(
+      'max-concurrency',
+      `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+    ),
     'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
     'only-rejected': Flags.boolean({
       description:
@@ -67,12 +63,13 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }] = await Promise.all([
+    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }] = await Promise.all([
       import('../pipeline/run-pipeline.js'),
       import('../cli/run-progress.js'),
       import('../cli/render.js'),
       import('../core/secure-fs.js'),
       import('../core/secret.js'),
+      import('../report/report-model.js'),
     ]);
     const mode = this.progressMode(flags.progress);
     const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
@@ -80,8 +77,12 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     try {
       report = await runPipeline({
         mappingFile: args.mapping,
-        // One keep-alive socket per request in flight, above the client's default 32 too.
-        connection: { ...connectionFromFlags(flags), connections: Math.max(CONNECTION_DEFAULTS.connections, flags.concurrency ?? flags['max-concurrency'] ?? 0) },
+        // One keep-alive socket per request in flight, above the client's default 32 too (a request waiting for a
+        // socket would look like a queueing server to the discovery).
+        connection: {
+          ...connectionFromFlags(flags),
+          connections: Math.max(CONNECTION_DEFAULTS.connections, flags.concurrency ?? flags['max-concurrency'] ?? DEFAULT_MAX_CONCURRENCY),
+        },
         dryRun: flags['dry-run'],
         outDir: flags.out,
         rejectsFile: flags.rejects,
@@ -139,4 +140,3 @@ async function renderReportFile(file: string, report: RunReport, includeRows: bo
   if (ext === 'md') return (await import('../report/run-report-markdown.js')).renderRunReportMarkdown({ report, rejects, includeRows });
   return (await import('../report/run-report-html.js')).renderRunReportHtml({ report, rejects, includeRows });
 }
-

@@ -1,40 +1,8 @@
 import { Flags } from '@oclif/core';
 import { CareCommand, writeUnredacted } from '../cli/base-command.js';
+import { nonNegativeFlag, positiveIntFlag, rateFlag } from '../cli/number-flags.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { FaultOptions } from '../sandbox/server.js';
-
-/** p-queue style validation, so a typo never silently turns a fault off. */
-const rate = (name: string, description: string) =>
-  Flags.custom<number>({
-    description,
-    parse: async (input) => {
-      const n = Number(input);
-      if (input.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1)
-        throw new Error(`Expected \`--${name}\` to be a number between 0 and 1, got \`${input}\``);
-      return n;
-    },
-  })();
-
-const nonNegative = (name: string, description: string) =>
-  Flags.custom<number>({
-    description,
-    parse: async (input) => {
-      const n = Number(input);
-      if (input.trim() === '' || !Number.isFinite(n) || n < 0)
-        throw new Error(`Expected \`--${name}\` to be a number ≥ 0, got \`${input}\``);
-      return n;
-    },
-  })();
-
-const positiveInt = (name: string, description: string) =>
-  Flags.custom<number>({
-    description,
-    parse: async (input) => {
-      const n = Number(input);
-      if (!/^\d+$/.test(input.trim()) || !Number.isSafeInteger(n) || n < 1) throw new Error(`Expected \`--${name}\` to be an integer ≥ 1, got \`${input}\``);
-      return n;
-    },
-  })();
 
 export interface SandboxStarted {
   url: string;
@@ -62,13 +30,14 @@ export default class SandboxCommand extends CareCommand<void> {
     seed: Flags.integer({ description: 'seed of the generated Observations', default: 42 }),
     'observations-per-patient': Flags.integer({ description: 'Observations generated per created patient', default: 2, min: 0 }),
     'page-size': Flags.integer({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, min: 1, max: 1000 }),
-    latency: nonNegative('latency', 'milliseconds added before each answer'),
-    'max-in-flight': positiveInt('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
-    jitter: nonNegative('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
-    'rate-limit': nonNegative('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
-    'error-503-rate': rate('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
-    'drop-rate': rate('drop-rate', 'share of requests whose connection is dropped before processing'),
-    'ambiguous-create-rate': rate('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
+    // p-queue style validation (src/cli/number-flags.ts), so a typo never silently turns a fault off.
+    latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
+    'max-in-flight': positiveIntFlag('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
+    jitter: nonNegativeFlag('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
+    'rate-limit': nonNegativeFlag('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
+    'error-503-rate': rateFlag('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
+    'drop-rate': rateFlag('drop-rate', 'share of requests whose connection is dropped before processing'),
+    'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
     'fault-seed': Flags.integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
   };
 

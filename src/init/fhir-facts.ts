@@ -4,6 +4,7 @@
  * identifier types they carry. Only such shapes are kept (reference forms, identifier systems and type
  * codes), never an id, a name or any other value.
  */
+import { isObj, type Obj } from '../core/is-object.js';
 
 /** How a reference names its target: by id (`Type/id`, an absolute URL, `urn:uuid:id`) or by an identifier. */
 export type RefForm = { kind: 'id' } | { kind: 'identifier'; system: string } | { kind: 'other' };
@@ -39,12 +40,11 @@ export interface FhirFacts {
   identifierTypes: string[];
 }
 
-type Rec = Record<string, unknown>;
-const isRec = (v: unknown): v is Rec => v !== null && typeof v === 'object' && !Array.isArray(v);
+type Rec = Obj;
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined ? [] : [v]);
 function get(v: unknown, ...path: string[]): unknown {
   let cur = v;
-  for (const k of path) cur = isRec(cur) ? cur[k] : undefined;
+  for (const k of path) cur = isObj(cur) ? cur[k] : undefined;
   return cur;
 }
 
@@ -64,8 +64,8 @@ const sameForm = (a: RefForm, b: RefForm) => a.kind === b.kind && (a.kind !== 'i
 /** FHIR facts of sampled records, or undefined when they are not FHIR resources (no `resourceType`). */
 export function fhirFacts(records: unknown[]): FhirFacts | undefined {
   let bundle = false;
-  let resources = records.filter(isRec);
-  if (resources.length && resources.every((r) => isRec(r.resource) && typeof r.resource.resourceType === 'string')) {
+  let resources = records.filter(isObj);
+  if (resources.length && resources.every((r) => isObj(r.resource) && typeof r.resource.resourceType === 'string')) {
     bundle = true;
     resources = resources.map((r) => r.resource as Rec);
   }

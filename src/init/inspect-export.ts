@@ -89,10 +89,6 @@ export function findRecordsPath(doc: unknown): string | undefined {
   return undefined;
 }
 
-/**
- * Where the records of a JSON document are: a FHIR Bundle's `entry` (its `link` array comes first), a single
- * FHIR resource as one record (`$`), else the first array of objects.
- */
 /** resourceType → entries of that type in a whole Bundle, in order of first appearance. */
 function bundleTypesOf(doc: unknown): Record<string, number> {
   const types: Record<string, number> = {};
@@ -103,6 +99,10 @@ function bundleTypesOf(doc: unknown): Record<string, number> {
   return types;
 }
 
+/**
+ * Where the records of a JSON document are: a FHIR Bundle's `entry` (its `link` array comes first), a single
+ * FHIR resource as one record (`$`), else the first array of objects.
+ */
 function recordsOf(doc: unknown): string | undefined {
   const type = doc !== null && typeof doc === 'object' ? (doc as { resourceType?: unknown }).resourceType : undefined;
   if (type === 'Bundle' && Array.isArray((doc as { entry?: unknown }).entry)) return 'entry';

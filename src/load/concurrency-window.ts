@@ -6,17 +6,20 @@
  *   climbs back to N, never above.
  * - `gradient` (capacity discovery, after Netflix concurrency-limits' Gradient2 and TCP Vegas): each round of
  *   round-trip-time samples (one window's worth) yields its median, the *short* RTT; the *baseline* is the lowest
- *   round median of the last BASELINE_WINDOW_MS, what the server answers in when nothing waits. While short ≈
- *   baseline (within FLAT_TOLERANCE, plus NOISE_MS of timer jitter) the server is not queueing: the window doubles
- *   per round until the first round that is not flat or the first 429/503 (TCP's slow start), then grows by
- *   √window per round. A round counts only requests started after the window last changed (one decision per
- *   round trip: older ones describe the old window). Once queueing inflates the short RTT, the requests really
- *   being served number about window·baseline/short: the window moves (SMOOTHING) towards that plus a queue
- *   allowance of √window — so it settles a few requests above the server's capacity (full throughput, RTT
- *   ≈ +10–20 %), shrinking proportionally when the capacity drops. A window that is not used (fewer than half its slots busy: the work is what
- *   limits) is not grown. The baseline of a server that is always a little queued would drift up with it
- *   (Gradient2's known weakness): after DRAIN_AFTER_MS without a flat round, one round drains the queue
- *   (window := window·baseline/short, no allowance) so that the baseline is measured again.
+ *   round median of the last BASELINE_WINDOW_MS (or BASELINE_WINDOW_RTTS round trips, when longer), what the server
+ *   answers in when nothing waits. While short ≈ baseline (within FLAT_TOLERANCE, plus NOISE_MS of timer jitter) the
+ *   server is not queueing: the window doubles per round until the first round that is not flat or the first 429/503
+ *   (TCP's slow start), then grows by √window per round. A round counts only requests started after the window last
+ *   changed (one decision per round trip: older ones describe the old window). Once queueing inflates the short RTT,
+ *   the requests really being served number about window·baseline/short: the window moves (SMOOTHING) towards that
+ *   plus a queue allowance of √window — so it settles a few requests above the server's capacity (full throughput,
+ *   RTT ≈ +10–20 %), shrinking proportionally when the capacity drops. A window that is not used (fewer than half its
+ *   slots busy: the work is what limits) is not grown. The baseline of a server that is always a little queued would
+ *   drift up with it (Gradient2's known weakness): after DRAIN_AFTER_MS (or DRAIN_AFTER_RTTS round trips) without a
+ *   flat round, one round drains the queue (window := window·baseline/short, no allowance) so that the baseline is
+ *   measured again. Both spans count round trips too: against a server answering in seconds, 10 s would be two or
+ *   three rounds, the baseline would expire before a drain could measure it again, and the window would creep up to
+ *   the ceiling.
  */
 
 export type WindowGrowth = 'aimd' | 'gradient';
@@ -50,6 +53,12 @@ const MIN_ROUND_SAMPLES = 4;
 const BASELINE_WINDOW_MS = 10_000;
 /** No flat round for this long: drain one round so that the baseline is measured again. */
 const DRAIN_AFTER_MS = 4_000;
+/**
+ * The same spans in baseline round trips, used when longer (same 2.5 : 1): a server answering in seconds still gets
+ * several rounds between drains, and its baseline outlives them.
+ */
+const DRAIN_AFTER_RTTS = 10;
+const BASELINE_WINDOW_RTTS = 25;
 
 export class ConcurrencyWindow {
   private estimate: number;
@@ -148,7 +157,7 @@ export class ConcurrencyWindow {
     if (!flat) this.slowStart = false;
     let next: number;
     if (flat) next = this.slowStart ? 2 * est : est + allowance;
-    else if (t - this.lastFlatAt >= DRAIN_AFTER_MS) {
+    else if (t - this.lastFlatAt >= Math.max(DRAIN_AFTER_MS, DRAIN_AFTER_RTTS * base)) {
       next = (est * base) / short;
       this.lastFlatAt = t; // the next drain, if this one does not bring a flat round, waits as long again
     } else next = est + SMOOTHING * ((est * base) / short + allowance - est);
@@ -162,7 +171,7 @@ export class ConcurrencyWindow {
     const b = this.baseline;
     while (b.length > 0 && b[b.length - 1]![1] >= rtt) b.pop();
     b.push([t, rtt]);
-    while (b[0]![0] < t - BASELINE_WINDOW_MS) b.shift();
+    while (b[0]![0] < t - Math.max(BASELINE_WINDOW_MS, BASELINE_WINDOW_RTTS * b[0]![1])) b.shift();
     return b[0]![1];
   }
 

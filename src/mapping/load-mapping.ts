@@ -5,7 +5,6 @@
  * paths, paths resolved against the mapping's folder, lookup files read.
  * Every problem found is collected; one CareEtlError (exit 2) carries them all.
  */
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isMap, isScalar } from 'yaml';
@@ -13,7 +12,8 @@ import { CareEtlError, ExitCode, type Issue, type Location, type KnownIssueCode 
 import { registerSecret } from '../core/secret.js';
 import { interpolate } from './interpolate.js';
 import { fileEntryOptions, looksLikeNdjson, ndjsonInJsonMessage } from './lookup-format.js';
-import { defaultOnMissing } from './mapping-defaults.js';
+import { defaultLimits, defaultOnMissing } from './mapping-defaults.js';
+import { schemaJson } from '../schemas/schema-files.js';
 import { readYamlConfig, schemaHint } from './yaml-config.js';
 import { closeLookups, readLookups } from './lookup-tables.js';
 import type {
@@ -34,6 +34,7 @@ import { isObj, type Obj } from '../core/is-object.js';
 export type * from './types.js';
 
 export { closeLookups } from './lookup-tables.js';
+export { defaultLimits } from './mapping-defaults.js';
 
 export const MAPPING_SCHEMA_URL = new URL('../../schemas/mapping.schema.json', import.meta.url);
 const MAX_SCHEMA_ISSUES = 50;
@@ -41,31 +42,13 @@ const MAX_SCHEMA_ISSUES = 50;
 /** Environment variable that, when set, replaces `limits.expressionTimeoutMs` (`0` = no time limit). */
 export const EXPRESSION_TIMEOUT_ENV = 'CARE_EXPRESSION_TIMEOUT_MS';
 
-let schemaJson: Record<string, unknown> | undefined;
-function mappingSchema(): Record<string, unknown> {
-  schemaJson ??= JSON.parse(readFileSync(MAPPING_SCHEMA_URL, 'utf8')) as Record<string, unknown>;
-  return schemaJson;
-}
-
 let validator: ValidateFunction | undefined;
 function mappingValidator(): ValidateFunction {
   if (!validator) {
     const ajv = new Ajv({ allErrors: true, verbose: true, strict: true });
-    validator = ajv.compile(mappingSchema());
+    validator = ajv.compile(schemaJson('mapping.schema.json') as object);
   }
   return validator;
-}
-
-let limitDefaults: MappingLimits | undefined;
-/** The `default` of each `limits:` property, read from schemas/mapping.schema.json (the one place they are written). */
-export function defaultLimits(): MappingLimits {
-  if (!limitDefaults) {
-    const props = ((mappingSchema().definitions as Obj | undefined)?.limits as Obj | undefined)?.properties as Obj | undefined;
-    const d = (props?.expressionTimeoutMs as Obj | undefined)?.default;
-    if (typeof d !== 'number' || !Number.isInteger(d) || d < 1) throw new Error('schemas/mapping.schema.json: #/definitions/limits/properties/expressionTimeoutMs has no valid `default`');
-    limitDefaults = { expressionTimeoutMs: d };
-  }
-  return { ...limitDefaults };
 }
 
 export interface LoadMappingOptions {

@@ -9,6 +9,7 @@
 import { stat } from 'node:fs/promises';
 import jsonata from 'jsonata';
 import { CareEtlError, type KnownIssueCode } from '../core/issues.js';
+import { redactValues } from '../core/secret.js';
 import { openSource, readHeader } from '../sources/open-source.js';
 import type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { registerFunctions, show } from './functions.js';
@@ -243,9 +244,10 @@ async function addRecord(spec: LookupFileSpec, item: SourceItem, key: Reader, va
     try {
       return { v: await read(r, item.data) };
     } catch (err) {
-      const e = err as { message?: string; code?: string };
+      const e = err as { message?: string; code?: string; value?: unknown; value2?: unknown };
       const src = r.kind === 'expr' ? r.src : '';
-      const reason = `${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`;
+      // JSONata's messages quote the offending value (`Unable to cast value to a number: "Okafor"`): a cell of the file
+      const reason = `${redactValues(e.message ?? String(err), [e.value, e.value2])}${e.code ? ` [${e.code}]` : ''}`;
       found.add(`${role} failed ${reason}`, { code: 'jsonata', message: `\`${spec.shown}\` ${at}: \`${role}\` failed: ${reason}`, at: role, offset: errorOffset(src, e as object) });
       return { failed: true };
     }

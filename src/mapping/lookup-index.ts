@@ -37,9 +37,11 @@ export class DiskLookup implements IndexedLookup {
   #size = 0;
   #closed = false;
   readonly #insert: Database.Statement;
-  readonly #existing: Database.Statement;
+  /** One value per code: the first value and origin of a code (to tell a duplicate from a repeat). */
+  readonly #existing: Database.Statement | undefined;
   #get: Database.Statement | undefined;
   #has: Database.Statement | undefined;
+  #sample: Database.Statement | undefined;
 
   private constructor(dir: string, db: Database.Database, many: boolean) {
     this.#dir = dir;
@@ -48,7 +50,6 @@ export class DiskLookup implements IndexedLookup {
     if (many) {
       db.exec('CREATE TABLE lookup (code TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (code, seq)) WITHOUT ROWID');
       this.#insert = db.prepare('INSERT INTO lookup VALUES (?, ?, ?)');
-      this.#existing = db.prepare('SELECT 1 FROM lookup WHERE code = ? LIMIT 1');
     } else {
       db.exec('CREATE TABLE lookup (code TEXT PRIMARY KEY, value TEXT NOT NULL, origin TEXT NOT NULL) WITHOUT ROWID');
       this.#insert = db.prepare('INSERT INTO lookup VALUES (?, ?, ?) ON CONFLICT (code) DO NOTHING');
@@ -88,15 +89,14 @@ export class DiskLookup implements IndexedLookup {
     if (this.#inTx === 0) this.#db.exec('BEGIN');
     try {
       if (this.#many) {
-        if (this.#existing.get(code) === undefined) this.#size++;
-        this.#insert.run(code, this.#seq++, json);
+        this.#insert.run(code, this.#seq++, json); // distinct codes are counted once, at `finish`
         return {};
       }
       if (this.#insert.run(code, json, origin).changes === 1) {
         this.#size++;
         return {};
       }
-      const first = this.#existing.get(code) as { value: string; origin: string };
+      const first = this.#existing!.get(code) as { value: string; origin: string };
       return first.value === json ? {} : { duplicateOf: first.origin };
     } finally {
       if (++this.#inTx >= BATCH) this.#commit();
@@ -106,10 +106,12 @@ export class DiskLookup implements IndexedLookup {
   /** Ends the build: commits, prepares the readers and unlinks the files (POSIX). */
   finish(): void {
     this.#commit();
+    if (this.#many) this.#size = this.#db.prepare('SELECT COUNT(DISTINCT code) FROM lookup').pluck().get() as number;
     this.#get = this.#many
       ? this.#db.prepare('SELECT value FROM lookup WHERE code = ? ORDER BY seq').pluck()
       : this.#db.prepare('SELECT value FROM lookup WHERE code = ?').pluck();
     this.#has = this.#db.prepare('SELECT 1 FROM lookup WHERE code = ? LIMIT 1').pluck();
+    this.#sample = this.#db.prepare('SELECT DISTINCT code FROM lookup ORDER BY code LIMIT ?').pluck();
     if (process.platform !== 'win32') this.#removeFiles();
   }
 
@@ -132,7 +134,7 @@ export class DiskLookup implements IndexedLookup {
   }
 
   sampleCodes(n: number): string[] {
-    return this.#db.prepare('SELECT DISTINCT code FROM lookup ORDER BY code LIMIT ?').pluck().all(n) as string[];
+    return this.#reader(this.#sample).all(n) as string[];
   }
 
   close(): void {

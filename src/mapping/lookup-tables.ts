@@ -32,6 +32,16 @@ const RESERVED = new Set<string>([...JSONATA_BUILTINS, ...LIBRARY_FUNCTIONS]);
 export async function readLookups(raw: unknown, ctx: LookupStepContext): Promise<Record<string, LookupTable>> {
   const lookups: Record<string, LookupTable> = {};
   if (!isObj(raw)) return lookups;
+  try {
+    await readEach(raw, lookups, ctx);
+  } catch (err) {
+    closeLookups(lookups); // an unexpected failure (e.g. the disk is full) leaves no index of the earlier tables open
+    throw err;
+  }
+  return lookups;
+}
+
+async function readEach(raw: Record<string, unknown>, lookups: Record<string, LookupTable>, ctx: LookupStepContext): Promise<void> {
   for (const [name, l] of Object.entries(raw)) {
     const base: DocPath = ['lookups', name];
     if (RESERVED.has(name)) {
@@ -45,7 +55,6 @@ export async function readLookups(raw: unknown, ctx: LookupStepContext): Promise
     const table = typeof l.path === 'string' ? await fileTable(name, l, base, ctx) : inlineTable(name, l, base, ctx);
     if (table) lookups[name] = table;
   }
-  return lookups;
 }
 
 async function fileTable(name: string, l: Record<string, unknown>, base: DocPath, ctx: LookupStepContext): Promise<LookupTable | undefined> {

@@ -3,7 +3,7 @@
  * schema, which editors show, is the one place they are written.
  */
 import { schemaDefault } from '../schemas/schema-files.js';
-import { RECONCILE_POLICIES, type ReconcilePolicy, type ResourceMapping } from './types.js';
+import { RECONCILE_POLICIES, type MappingLimits, type ReconcilePolicy, type ResourceMapping } from './types.js';
 
 const MAPPING_SCHEMA = 'mapping.schema.json';
 
@@ -15,4 +15,13 @@ export function defaultReconcile(): ReconcilePolicy {
 /** `resources[].onMissing` when the file does not set it. */
 export function defaultOnMissing(): ResourceMapping['onMissing'] {
   return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/onMissing', (v): v is ResourceMapping['onMissing'] => v === 'ignore' || v === 'end');
+}
+
+let limits: MappingLimits | undefined;
+/** `limits:` when the file does not set them (a copy each call: the loader overrides its properties). */
+export function defaultLimits(): MappingLimits {
+  limits ??= {
+    expressionTimeoutMs: schemaDefault(MAPPING_SCHEMA, '/definitions/limits/properties/expressionTimeoutMs', (v): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1),
+  };
+  return { ...limits };
 }

@@ -5,7 +5,7 @@ import { CareEtlError, ExitCode, hasCode, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledMapping } from '../mapping/compile-mapping.js';
 import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
-import { loadMapping, type LoadedMapping } from '../mapping/load-mapping.js';
+import { closeLookups, loadMapping, type LoadedMapping } from '../mapping/load-mapping.js';
 import { openSource } from '../sources/open-source.js';
 import type { SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
@@ -13,7 +13,7 @@ import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from '../transform/reject-record.js';
 import { matchRuleOf } from '../load/server-index.js';
 import { toPointer } from '../mapping/yaml-positions.js';
-import { readFile } from 'node:fs/promises';
+import { readTextFile } from '../core/read-text-file.js';
 import { TODO_HINT, findTodoMarkers, todoIssue, type TodoMarker } from '../mapping/todo-markers.js';
 
 const MAX_MATCH_WARNINGS = 20;
@@ -54,6 +54,16 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
     if (!(err instanceof CareEtlError) || !todos.length) throw err;
     throw withTodos(err.issues, todos, mappingFile, err.hint);
   }
+  try {
+    return { mapping, compiled: checkLoaded(mapping, todos, mappingFile) };
+  } catch (err) {
+    closeLookups(mapping.lookups); // the on-disk index of a large lookup file is removed on this path too
+    throw err;
+  }
+}
+
+/** Compiles the loaded mapping and checks its sources; throws every problem found and every TODO marker. */
+function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: string): CompiledMapping {
   const issues: Issue[] = [];
   let compiled: CompiledMapping | undefined;
   try {
@@ -65,7 +75,8 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
   for (const [name, src] of Object.entries(mapping.sources)) {
     let ok = false;
     try {
-      ok = statSync(src.path).isFile() || statSync(src.path).isFIFO();
+      const st = statSync(src.path);
+      ok = st.isFile() || st.isFIFO();
     } catch {
       ok = false;
     }
@@ -84,7 +95,7 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
   if (issues.length || !compiled) {
     throw new CareEtlError(`mapping file ${mappingFile}: ${issues.length} problem(s)`, { issues, exitCode: ExitCode.config, hint });
   }
-  return { mapping, compiled };
+  return compiled;
 }
 
 /**
@@ -95,8 +106,17 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
 export async function validateMapping(file: string, opts: { sample?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ValidateReport> {
   const mappingFile = resolve(file);
   const { mapping, compiled } = await checkMapping(mappingFile, opts.env ?? process.env);
+  try {
+    return await sampleRows(mapping, compiled, mappingFile, opts.sample);
+  } finally {
+    closeLookups(mapping.lookups);
+  }
+}
+
+/** The report; with `sample`, the first rows of each source through transform and validation (offline). */
+async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, mappingFile: string, sample: number | undefined): Promise<ValidateReport> {
   const report: ValidateReport = { mappingFile, order: compiled.order, warnings: mapping.warnings };
-  if (opts.sample !== undefined) {
+  if (sample !== undefined) {
     report.samples = {};
     const rejected = new Map<string, Set<string>>();
     const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
@@ -119,7 +139,7 @@ export async function validateMapping(file: string, opts: { sample?: number; env
       const rule = matchRuleOf(res);
       const byMatch = new Map<string, { key: string; line?: number }>();
       let ambiguous = 0;
-      for await (const item of transformSource(res, firstN(openSource(source), opts.sample), { ctx, validate: validateResource, onRead: () => result.rows++ })) {
+      for await (const item of transformSource(res, firstN(openSource(source), sample), { ctx, validate: validateResource, onRead: () => result.rows++ })) {
         if (item.ok) {
           result.valid++;
           // Two keys with one match value cannot be told apart on the server once the state is lost.
@@ -154,11 +174,11 @@ export async function validateMapping(file: string, opts: { sample?: number; env
 async function todoMarkersOf(mappingFile: string): Promise<TodoMarker[]> {
   let text: string;
   try {
-    text = await readFile(mappingFile, 'utf8');
+    text = await readTextFile(mappingFile, mappingFile, 'mapping file');
   } catch {
     return [];
   }
-  return findTodoMarkers(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, mappingFile);
+  return findTodoMarkers(text, mappingFile);
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * The sandbox's capacity model (`--max-in-flight K`): at most K requests are served at once; the others wait in
  * a FIFO queue, so past saturation the latency grows while the throughput does not — what a loader's capacity
- * discovery must find. Unlimited by default; the counters (served at once, queued) run either way, so tests and
+ * discovery must find. A request whose client goes away while it waits leaves the queue (it is never served). Unlimited by default; the counters (served at once, queued) run either way, so tests and
  * benches can check what a client really had in flight.
  */
 import { FifoQueue } from '../core/fifo-queue.js';
@@ -18,10 +18,25 @@ export interface CapacityStats {
   /** Requests that had to wait for a slot. */
   queuedTotal: number;
 }
+/** A request waiting for a slot: `admitted` resolves true when its turn comes, false once it has `leave`n the queue. */
+export interface CapacityTurn {
+  admitted: Promise<boolean>;
+  /** The client went away: give up the place in the queue (no-op once admitted). */
+  leave(): void;
+}
+
+interface Waiter {
+  resolve: (admitted: boolean) => void;
+  /** Admitted or left: no longer waiting (left ones stay in the FIFO until their turn, then are skipped). */
+  done: boolean;
+}
+
 export class CapacityGate {
   private limit = Infinity;
   private serving = 0;
-  private readonly waiting = new FifoQueue<() => void>();
+  private readonly waiting = new FifoQueue<Waiter>();
+  /** Waiters still waiting (those that left are in `waiting` until skipped). */
+  private queued = 0;
   private maxServing = 0;
   private maxWaiting = 0;
   private waitedTotal = 0;
@@ -32,20 +47,26 @@ export class CapacityGate {
     while (this.queued > 0 && this.serving < this.limit) this.admitNext();
   }
 
-  private get queued(): number {
-    return this.waiting.size;
-  }
-
-  /** Takes a slot: undefined when one was free (no wait), else a promise settled when the request's turn comes. */
-  acquire(): Promise<void> | undefined {
+  /** Takes a slot: undefined when one was free (no wait), else the request's place in the queue. */
+  acquire(): CapacityTurn | undefined {
     if (this.serving < this.limit && this.queued === 0) {
       this.admitted();
       return undefined;
     }
     this.waitedTotal++;
-    const turn = new Promise<void>((resolve) => this.waiting.push(resolve));
+    let resolve!: (admitted: boolean) => void;
+    const admitted = new Promise<boolean>((r) => (resolve = r));
+    const w: Waiter = { resolve, done: false };
+    this.waiting.push(w);
+    this.queued++;
     this.maxWaiting = Math.max(this.maxWaiting, this.queued);
-    return turn;
+    const leave = (): void => {
+      if (w.done) return;
+      w.done = true;
+      this.queued--;
+      resolve(false);
+    };
+    return { admitted, leave };
   }
 
   /** Gives the slot back: the oldest waiting request gets it. */
@@ -70,10 +91,14 @@ export class CapacityGate {
     };
   }
 
+  /** The oldest request still waiting gets a slot (`queued` > 0: there is one). */
   private admitNext(): void {
-    const resolve = this.waiting.shift()!;
+    let w = this.waiting.shift()!;
+    while (w.done) w = this.waiting.shift()!;
+    w.done = true;
+    this.queued--;
     this.admitted();
-    resolve();
+    w.resolve(true);
   }
 
   private admitted(): void {

@@ -44,13 +44,22 @@ function authenticate(ctx: SandboxContext, req: IncomingMessage, res: ServerResp
   return tenant as string;
 }
 
-/** One request, start to end. An authenticated request holds a capacity slot (waiting for one first) until answered. */
+/**
+ * One request, start to end. An authenticated request holds a capacity slot (waiting for one first, unless its client
+ * goes away meanwhile) until answered.
+ */
 export async function handle(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   ctx.stats.requests++;
   const tenant = authenticate(ctx, req, res);
   if (tenant === undefined) return;
   const turn = ctx.capacity.acquire();
-  if (turn) await turn;
+  if (turn) {
+    // A client that goes away while waiting gives its place up: it is never served, and holds no slot.
+    res.once('close', turn.leave);
+    const admitted = await turn.admitted;
+    res.off('close', turn.leave);
+    if (!admitted) return;
+  }
   try {
     if (ctx.closed) return void req.socket.destroy();
     if (ctx.faults && (await injectFaults(ctx, ctx.faults, req, res, tenant))) return;

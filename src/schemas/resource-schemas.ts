@@ -1,10 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { foreignCode, type Issue } from '../core/issues.js';
 import type { ResourceType } from './resource-types.js';
-import { SCHEMA_DIR } from './schema-files.js';
+import { schemaJson } from './schema-files.js';
 
 export const MAX_ISSUES = 50;
 
@@ -29,7 +27,7 @@ function load(): Record<ResourceType | 'Bundle', Validator> {
   // ajv-formats' CJS default export is not callable as typed under NodeNext (ajv-validator/ajv-formats#123).
   const addFormats = addFormatsImport as unknown as typeof addFormatsImport.default;
   addFormats(ajv, ['date-time']);
-  const read = (file: string): object => JSON.parse(readFileSync(join(SCHEMA_DIR, file), 'utf8')) as object;
+  const read = (file: string): object => schemaJson(file) as object;
   const common = read('common.schema.json') as { $defs: Record<string, { pattern?: string; description?: string }> };
   // Name the well-known regexes in messages: "must be a FHIR date ..." reads better than the bare regex.
   for (const def of Object.values(common.$defs)) {

@@ -2,7 +2,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { Parser, type Options as CsvParseOptions } from 'csv-parse';
 
 /*
- * Bounded recovery from broken quotes, upstream of csv-parse: fs → CsvQuoteGuard → ByteWindow → csv-parse.
+ * Bounded recovery from broken quotes, upstream of csv-parse: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse.
  *
  * csv-parse, once inside a quoted field, stays there until a quote followed by a delimiter or a line break: a
  * stray quote (`"ab" ,2`, `"ab,2`) makes every later line part of one record, rejected as a whole (or, past the
@@ -19,8 +19,8 @@ import { Parser, type Options as CsvParseOptions } from 'csv-parse';
  * lines (line numbers and byte offsets stay consistent for the reader) and reading resumes on the next line,
  * scanned again from a fresh state. The reader turns each cut (`cuts`, in file order) into one reject.
  *
- * The guard works on bytes like csv-parse — UTF-8 only since decode-stream.ts transcodes every file upstream (its
- * encoding and BOM handling mirror csv-parse's all the same) — and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
+ * The guard works on bytes like csv-parse, which only ever sees UTF-8 (decode-stream.ts transcodes every file
+ * upstream), and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
  * of an over-long line past that are discarded (a bounded excerpt is kept for the reject).
  */
 
@@ -93,17 +93,13 @@ interface NormalizedCsvOptions {
 
 const EMPTY = Buffer.alloc(0);
 const BOM_UTF8 = Buffer.from([0xef, 0xbb, 0xbf]);
-const BOM_UTF16LE = Buffer.from([0xff, 0xfe]);
 
 /** csv-parse's own normalisation of the options (throws on invalid options, like the parser would). */
-function lexOf(options: CsvParseOptions, bomEncoding?: BufferEncoding): Lex {
+function lexOf(options: CsvParseOptions): Lex {
   const base = new Parser(options);
-  // On a BOM, csv-parse re-normalises its options with the BOM's encoding but keeps its initial state.
-  const norm = bomEncoding === undefined ? base : new Parser({ ...options, encoding: bomEncoding });
-  const o = norm.options as unknown as NormalizedCsvOptions;
+  const o = base.options as unknown as NormalizedCsvOptions;
   const st = (base as unknown as { state: { timchars: Buffer[]; escapeIsQuote: boolean } }).state;
   base.destroy();
-  if (norm !== base) norm.destroy();
   const encoding = (o.encoding ?? 'utf8') as BufferEncoding;
   const timFirst = new Uint8Array(256);
   for (const t of st.timchars) timFirst[t[0]!] = 1;
@@ -221,13 +217,9 @@ export class CsvQuoteGuard extends Transform {
     if (this.lex === undefined) {
       const b = this.held;
       if (b.length < 3 && !eof) return;
-      let bom: BufferEncoding | undefined;
-      let bomLen = 0;
-      if (b.length >= 3) {
-        if (BOM_UTF8.compare(b, 0, 3) === 0) [bom, bomLen] = ['utf8', 3];
-        else if (BOM_UTF16LE.compare(b, 0, 2) === 0) [bom, bomLen] = ['utf16le', 2];
-      }
-      this.lex = lexOf(this.options, bom);
+      // the decoder upstream hands on UTF-8 only, its byte-order mark kept (UTF-16's is gone): skipped like csv-parse does
+      const bomLen = b.length >= 3 && BOM_UTF8.compare(b, 0, 3) === 0 ? 3 : 0;
+      this.lex = lexOf(this.options);
       this.p = this.rec = bomLen;
     }
     this.scan(eof);

@@ -121,11 +121,37 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /** Line breaks in b[from, to) — LF, CRLF once, a lone CR; `afterCR`: the byte before `from` was a CR. */
 function countLineBreaks(b: Buffer, from: number, to: number, afterCR: boolean): number {
+  const s = b.subarray(from, to); // no copy; bounds the searches
+  const end = s.length;
   let n = 0;
-  for (let i = b.indexOf(LF, from); i !== -1 && i < to; i = b.indexOf(LF, i + 1)) n++;
-  for (let i = b.indexOf(CR, from); i !== -1 && i < to; i = b.indexOf(CR, i + 1)) if (i + 1 >= to || b[i + 1] !== LF) n++;
-  if (afterCR && from < to && b[from] === LF) n--;
+  for (let i = s.indexOf(LF); i !== -1; i = s.indexOf(LF, i + 1)) n++;
+  for (let i = s.indexOf(CR); i !== -1; i = s.indexOf(CR, i + 1)) if (i + 1 >= end || s[i + 1] !== LF) n++;
+  if (afterCR && end > 0 && s[0] === LF) n--;
   return n;
+}
+
+/**
+ * The line of positions of one buffer, asked in increasing order: each byte is scanned once, however many
+ * invalid bytes a chunk holds (a Windows-1252 export read as UTF-8 has one on most lines).
+ */
+class LineCursor {
+  private pos = 0;
+  private line: number;
+
+  /** `line`: the line of b[0]; `afterCR`: the byte before b[0] was a CR. */
+  constructor(
+    private readonly b: Buffer,
+    line: number,
+    private readonly afterCR: boolean,
+  ) {
+    this.line = line;
+  }
+
+  lineAt(p: number): number {
+    this.line += countLineBreaks(this.b, this.pos, p, this.pos === 0 ? this.afterCR : this.b[this.pos - 1] === CR);
+    this.pos = p;
+    return this.line;
+  }
 }
 
 /**
@@ -162,7 +188,7 @@ export class DecodeToUtf8 extends Transform {
   readonly invalid: InvalidBytes[] = [];
   /** The encoding in use, once the first bytes were read (a byte-order mark overrides the declared one). */
   effective: TextEncoding | undefined;
-  /** Whether a byte-order mark chose `effective`. */
+  /** Whether a byte-order mark overrode the declared encoding (for the advice in messages). */
   bom = false;
   private head: Buffer | undefined;
   /** File offset of the first byte of the next chunk. */
@@ -206,15 +232,20 @@ export class DecodeToUtf8 extends Transform {
   }
 
   private begin(b: Buffer): Buffer {
-    let enc = this.declared;
-    let skip = 0;
-    if (b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) enc = UTF8;
-    else if (b.length >= 2 && b[0] === 0xff && b[1] === 0xfe) [enc, skip] = [UTF16LE, 2];
-    else if (b.length >= 2 && b[0] === 0xfe && b[1] === 0xff) [enc, skip] = [UTF16BE, 2];
-    else if (enc.kind === 'utf16') enc = guessUtf16(b);
-    // a mark that chose another encoding than the declared one (`utf-16` declares either byte order)
-    this.bom = (skip > 0 || enc === UTF8) && enc !== this.declared && !(this.declared.kind === 'utf16' && skip > 0);
-    this.effective = enc;
+    const mark =
+      b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf
+        ? UTF8
+        : b.length >= 2 && b[0] === 0xff && b[1] === 0xfe
+          ? UTF16LE
+          : b.length >= 2 && b[0] === 0xfe && b[1] === 0xff
+            ? UTF16BE
+            : undefined;
+    const declared = this.declared;
+    this.effective = mark ?? (declared.kind === 'utf16' ? guessUtf16(b) : declared);
+    // a mark that contradicts the declared encoding (`utf-16` declares either byte order)
+    this.bom = mark !== undefined && mark.kind !== declared.kind && !(declared.kind === 'utf16' && mark !== UTF8);
+    // the UTF-8 mark stays (the parsers drop it as before), a UTF-16 one goes
+    const skip = mark === UTF16LE || mark === UTF16BE ? 2 : 0;
     this.offset = skip;
     return b.subarray(skip);
   }
@@ -283,6 +314,7 @@ export class DecodeToUtf8 extends Transform {
       }
     }
     if (from < to && !isUtf8(chunk.subarray(from, to))) {
+      const cursor = new LineCursor(chunk, this.lines + 1, this.afterCR);
       for (let p = from; p < to; ) {
         const r = utf8SequenceAt(chunk, p, to);
         if (r > 0) {
@@ -290,7 +322,7 @@ export class DecodeToUtf8 extends Transform {
           continue;
         }
         const len = r === 0 ? to - p : -r;
-        this.mark(this.offset + p, this.lines + countLineBreaks(chunk, 0, p, this.afterCR) + 1, chunk.subarray(p, p + len), 'not valid UTF-8');
+        this.mark(this.offset + p, cursor.lineAt(p), chunk.subarray(p, p + len), 'not valid UTF-8');
         p += len;
       }
     }
@@ -329,10 +361,13 @@ export class DecodeToUtf8 extends Transform {
       const re = unit === 1 ? /\ufffd/g : LONE_SURROGATE;
       re.lastIndex = 0;
       const reason = unit === 1 ? `not defined in ${this.effective!.label}` : `a lone ${this.effective!.label} surrogate (half of a character)`;
+      const cursor = new LineCursor(out, this.lines + 1, this.afterCR);
+      let index = 0; // of `text`, at byte `at` of `out`
+      let at = 0;
       for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-        const at = Buffer.byteLength(text.slice(0, m.index), 'utf8');
-        const line = this.lines + countLineBreaks(out, 0, at, this.afterCR) + 1;
-        this.mark(base + m.index * unit, line, src.subarray(m.index * unit, (m.index + 1) * unit), reason);
+        at += Buffer.byteLength(text.slice(index, m.index), 'utf8');
+        index = m.index;
+        this.mark(base + m.index * unit, cursor.lineAt(at), src.subarray(m.index * unit, (m.index + 1) * unit), reason);
       }
     }
     this.pass(out);

@@ -117,8 +117,9 @@ export async function* readJson(cfg: SourceConfig, signal?: AbortSignal, bytes?:
     }
   } catch (err) {
     // The streamed path only steps through objects; `entry.resource` of a FHIR Bundle maps over the `entry`
-    // array, which JSONata does: nothing was read yet, so the whole-document evaluation can take over.
-    if (yielded || cfg.records === undefined || !isRecordsNotFound(err) || opened.size > JSON_MAX_WHOLE_FILE_BYTES) throw err;
+    // array, which JSONata does: nothing was yielded yet, so the whole-document evaluation can take over — on a
+    // regular file only (a FIFO is read once: opening it again would wait for a writer that is gone).
+    if (yielded || cfg.records === undefined || !opened.isFile || !isRecordsNotFound(err) || opened.size > JSON_MAX_WHOLE_FILE_BYTES) throw err;
     // The document is in memory either way; the records are taken only if at least one is an object.
     const items: SourceItem[] = [];
     try {

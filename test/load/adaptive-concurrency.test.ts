@@ -431,7 +431,8 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
       const xs = rtts.filter((r) => r.at >= from && r.at < to).map((r) => r.ms).sort((a, b) => a - b);
       return xs[xs.length >> 1]!;
     };
-    return { failed, rejected, maxServing, limits, throughput, medianRtt, stats: lim.stats() };
+    // Timers still pending once every task settled (the limiter's wake-ups): none, or the process would wait for them.
+    return { failed, rejected, maxServing, limits, throughput, medianRtt, stats: lim.stats(), timersLeft: vi.getTimerCount() };
   }
 
   const discovering = (max: number, initial = 4) => new AdaptiveLimiter({ initial, max, growth: 'gradient', now: clock });
@@ -503,6 +504,32 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(r.throughput(2000) / 100).toBeGreaterThanOrEqual(0.9);
     expect(r.rejected).toBeLessThan(3000 * 0.02);
     expect(r.stats.max).toBeLessThanOrEqual(32);
+  });
+
+  it('against a server answering in seconds, settles near its capacity instead of creeping up to the ceiling', async () => {
+    // 24 at once × 5 s = 4.8 req/s. 10 s of baseline would be two rounds: it expired before a drain re-measured it,
+    // and the window crept up towards the ceiling (57 of 64 after 2 minutes), with round trips 2.4× the server's.
+    const r = await discover({ capacity: () => 24, serviceMs: 5000, tasks: 600, limiter: discovering(64) });
+    expect(r.failed).toBe(0);
+    expect(r.stats.settled).toBeGreaterThanOrEqual(24);
+    expect(r.stats.settled).toBeLessThanOrEqual(36);
+    expect(r.stats.max).toBeLessThanOrEqual(40);
+    expect(r.throughput(60_000) / 4.8).toBeGreaterThanOrEqual(0.9);
+    expect(r.medianRtt(60_000)).toBeLessThanOrEqual(5000 * 1.5);
+  });
+
+  it('runs to the end with few round-trip times: a run smaller than the window, a server answering in 0 ms', async () => {
+    const tiny = await discover({ capacity: () => 24, serviceMs: 50, tasks: 3, limiter: discovering(32) });
+    expect(tiny).toMatchObject({ failed: 0, timersLeft: 0, stats: { settled: 4, maxInFlight: 3 } });
+    const instant = await discover({ capacity: () => Infinity, serviceMs: 0, tasks: 2000, limiter: discovering(32) });
+    expect(instant).toMatchObject({ failed: 0, timersLeft: 0 });
+    expect(instant.stats.max).toBeLessThanOrEqual(32);
+  });
+
+  it('leaves no timer behind once every task settled, paced or not', async () => {
+    const paced = await discover({ capacity: () => Infinity, serviceMs: 20, rate: 100, tasks: 500, limiter: discovering(32) });
+    expect(paced.rejected).toBeGreaterThan(0); // the pacer and the Retry-After pause were at work
+    expect(paced.timersLeft).toBe(0);
   });
 
   it('halves on 503 (onUnavailable) and grows back while the latency stays flat', async () => {

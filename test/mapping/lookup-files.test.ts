@@ -150,6 +150,33 @@ describe('lookup file errors name the file, its line and the mapping line:col', 
     });
   }
 
+  it('a load that fails leaves no on-disk index behind (the tables built before the failure included)', async () => {
+    const temp = await mkdtemp(join(tmpdir(), 'care-etl-lookup-test-'));
+    try {
+      await issuesOf(() => loadMapping(file, { lookupMemoryMaxBytes: 0, lookupTempDir: temp }));
+      expect(await readdir(temp)).toEqual([]);
+    } finally {
+      await rm(temp, { recursive: true, force: true });
+    }
+  });
+
+  it('a key expression that fails on records is one problem naming the first line, never quoting a value of the file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'care-etl-lookup-test-'));
+    try {
+      const { writeFile } = await import('node:fs/promises');
+      // `$number` fails on every family name, quoting it in JSONata's message ("Unable to cast value to a number: \"Okafor\"")
+      const text = `version: 1\nsources:\n  rows: { path: ${DIR}rows.csv }\nlookups:\n  byName: { path: ${DIR}practitioners.ndjson, key: '$number(name[0].family)' }\nresources:\n  - { name: practitioner, type: Practitioner, from: rows, key: NPI, map: '{}' }\n`;
+      await writeFile(join(dir, 'm.yaml'), text);
+      const { issues } = await issuesOf(() => loadMapping(join(dir, 'm.yaml')));
+      expect(issues).toHaveLength(1);
+      expect(issues[0]).toMatchObject({ code: 'jsonata', path: '/lookups/byName/key', location: { line: 5 } });
+      expect(issues[0]!.message).toMatch(/^lookup `byName`: `[^`]*practitioners\.ndjson` line 1: `key` failed: .*\[D3030\] \(and 3 more records like it\)$/);
+      for (const name of ['Okafor', 'Lindqvist', 'Without-Npi']) expect(issues[0]!.message).not.toContain(name);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('suggests the modeline only to a file without one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'care-etl-lookup-test-'));
     try {

@@ -3,7 +3,7 @@
  * found through an NDJSON lookup of practitioners by NPI — a dry run, then a load into the real sandbox. The
  * expected members are worked out here from the NDJSON files with plain code, not with the mapping's lookups.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,6 +62,37 @@ describe('mappings/synthea-fhir: care teams from encounters, members joined by N
         const want = [...expected.get(patient!)!].map((n) => `Practitioner/${placeholderId(sourceIdByNpi.get(n)!, 'dryrun')}`).sort();
         expect(members, patient).toEqual(want);
       }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a patient deceased without a date (`deceasedBoolean`) is inactive, and so is its care team, which has no end', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-synthea-fhir-'));
+    try {
+      const dead = '261ad2a4-7c6f-da54-6a5b-3441beab9a6a';
+      for (const f of ['Patient', 'Practitioner', 'PractitionerRole', 'Encounter']) {
+        let text = readFileSync(join(SAMPLE, `${f}.ndjson`), 'utf8');
+        if (f === 'Patient') {
+          text = text.split('\n').map((l) => {
+            if (!l.includes(`"id":"${dead}"`)) return l;
+            const { deceasedDateTime: _date, ...p } = JSON.parse(l) as Json;
+            return JSON.stringify({ ...p, deceasedBoolean: true });
+          }).join('\n');
+        }
+        writeFileSync(join(dir, `${f}.ndjson`), text);
+      }
+      const out = join(dir, 'out');
+      const report = await runPipeline({ mappingFile: MAPPING, env: { ...env, SYNTHEA_FHIR_DIR: dir }, dryRun: true, outDir: out, rejectsFile: join(dir, 'rejects.ndjson') });
+      expect(report.exitCode).toBe(0);
+      const rows = (file: string) => readFileSync(join(out, file), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Json);
+      const ref = `Patient/${placeholderId(dead, 'dryrun')}`;
+      const team = rows('CareTeam.ndjson').find((t) => t.subject.reference === ref)!;
+      expect(team.status).toBe('inactive');
+      expect(team.period.end).toBeUndefined();
+      for (const p of team.participant as Json[]) expect(p.period.end).toBeUndefined();
+      // the other deceased patient still ends on its date of death
+      expect(rows('CareTeam.ndjson').filter((t) => t.status === 'inactive').map((t) => t.period.end).sort()).toEqual(['2004-03-21', undefined]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

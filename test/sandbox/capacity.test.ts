@@ -87,6 +87,34 @@ describe('capacity (maxInFlight)', () => {
     expect(sb.stats().capacity).toMatchObject({ limit: null, inFlight: 0, queued: 0 });
   });
 
+  test('a client that goes away while waiting frees its place: it is never served', async () => {
+    const own = await startSandbox({ observationsPerPatient: 0, faults: { maxInFlight: 1, latencyMs: 200 } });
+    const oc = client(own);
+    try {
+      const first = oc.call('GET', '/Patient?_count=1');
+      await until(() => own.stats().capacity.inFlight === 1);
+      const gone = new AbortController();
+      const second = oc.call('GET', '/Patient?_count=1', { signal: gone.signal }).then(
+        () => 'answered',
+        (e: { name?: string }) => e.name,
+      );
+      await until(() => own.stats().capacity.queued === 1);
+      gone.abort();
+      // Out of the queue while the first is still being served, not when its turn would have come.
+      await until(() => own.stats().capacity.queued === 0);
+      expect(own.stats().capacity.inFlight).toBe(1);
+      expect(await second).toBe('AbortError');
+      expect((await first).status).toBe(200);
+      await until(() => own.stats().capacity.inFlight === 0);
+      // Only the first was served (an abandoned request admitted later would be answered 200 to nobody).
+      expect(own.stats().byStatus).toEqual({ 200: 1 });
+      expect(own.stats().capacity).toMatchObject({ inFlight: 0, queued: 0, maxInFlight: 1, queuedTotal: 1 });
+    } finally {
+      await oc.close();
+      await own.close();
+    }
+  });
+
   test('K must be an integer ≥ 1', () => {
     expect(() => sb.setFaults({ maxInFlight: 0 })).toThrow('Expected `maxInFlight` to be an integer ≥ 1, got `0`');
     expect(() => sb.setFaults({ maxInFlight: 2.5 })).toThrow('Expected `maxInFlight` to be an integer ≥ 1, got `2.5`');

@@ -63,6 +63,8 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** Replace the auth headers entirely (to test 401/403). */
   auth?: Record<string, string>;
+  /** Aborts the request (the client goes away). */
+  signal?: AbortSignal;
 }
 
 /** A keep-alive client for one sandbox; `path` may be relative ("/Patient") or an absolute link URL. */
@@ -84,6 +86,7 @@ export function client(sb: Sandbox) {
       headers,
       body,
       dispatcher: agent,
+      signal: o.signal,
     });
     const text = await res.body.text();
     let parsed: unknown;

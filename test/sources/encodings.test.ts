@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, test } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
-import { DecodeToUtf8, resolveEncoding, type InvalidBytes } from '../../src/sources/decode-stream.js';
+import { schemaJson } from '../../src/schemas/schema-files.js';
+import { ACCEPTED_ENCODINGS, DecodeToUtf8, resolveEncoding, type InvalidBytes } from '../../src/sources/decode-stream.js';
 import { checkSource, readHeader } from '../../src/sources/open-source.js';
 import { brief, collect, fixture, tempDir } from './helpers.js';
 
@@ -76,6 +77,23 @@ describe('Windows exports read with their exact characters', () => {
   test('a UTF-8 byte-order mark decides over `csv.encoding`', async () => {
     const path = tmp.write('bom8.csv', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('id,v\n1,José\n')]));
     expect(brief(await collect({ name: 'p', path, csv: { encoding: 'windows-1252' } }))).toEqual([{ ok: true, line: 2, record: 1, data: { id: '1', v: 'José' } }]);
+  });
+
+  test('a UTF-16 byte-order mark decides over `csv.encoding` too, and an invalid byte then names the mark', async () => {
+    const body = Buffer.from('id,v\r\n1,Zoë\r\n2,a\ud800\r\n', 'utf16le');
+    const items = brief(await collect({ name: 'p', path: tmp.write('bom16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), body])), csv: { encoding: 'windows-1252' } }));
+    expect(items).toEqual([
+      { ok: true, line: 2, record: 1, data: { id: '1', v: 'Zoë' } },
+      {
+        ok: false,
+        line: 3,
+        record: 2,
+        code: 'encoding-invalid',
+        message:
+          'bytes 0x00 0xD8 at offset 34 (line 3): a lone UTF-16LE surrogate (half of a character); the file starts with a UTF-16LE byte-order mark, which decides over `csv.encoding` `windows-1252`: it is damaged, or not UTF-16LE throughout',
+        raw: '2,a\ufffd',
+      },
+    ]);
   });
 
   test('without `csv.encoding` a file is UTF-8: the same bytes as before, a BOM dropped', async () => {
@@ -177,12 +195,38 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
     expect(brief(await collect({ name: 'p', path, csv: { comment: '#' } }))).toEqual([{ ok: true, line: 3, record: 1, data: { id: '1', v: 'a' } }]);
   });
 
+  test('a Windows-1252 export read as UTF-8: every row rejected, each with its own line (one chunk holds thousands)', async () => {
+    // every third record is quoted over two lines, the byte on its second
+    const rows = Array.from({ length: 3000 }, (_, i) => Buffer.from(i % 3 === 0 ? `${i},"a\r\nJos\xe9"\r\n` : `${i},Jos\xe9\r\n`, 'latin1'));
+    const items = await collect({ name: 'p', path: tmp.write('cp1252-as-utf8.csv', Buffer.concat([Buffer.from('id,v\r\n'), ...rows])) });
+    let line = 2;
+    let offset = 6;
+    const expected = rows.map((row, i) => {
+      const lines = i % 3 === 0 ? 2 : 1;
+      const at = `${line}: byte 0xE9 at offset ${offset + row.indexOf(0xe9)} (line ${line + lines - 1}): not valid UTF-8;`;
+      offset += row.length;
+      line += lines;
+      return at;
+    });
+    expect(items.map((i) => (i.ok ? 'ok' : `${i.origin.line}: ${i.issues[0].message.split(' UTF-8 is')[0]}`))).toEqual(expected);
+  });
+
   test('an unknown encoding name is a configuration error naming the source and the accepted names', async () => {
     const err = await fatal({ name: 'patients', path: enc('patients-windows-1252.csv'), csv: { encoding: 'ebcdic' } });
     expect(err.message).toContain('Source `patients`');
     expect(err.message).toContain('`encoding` "ebcdic" is not a Node.js encoding or code page care-etl reads (expected one of utf-8, utf8, utf-16, utf-16le, utf-16be, windows-1252, cp1252, latin1, iso-8859-1,');
     expect(err.issues[0]?.code).toBe('source-config');
   });
+});
+
+test('the mapping schema lists the encodings the reader accepts', () => {
+  type Props = { properties: Record<string, { enum?: string[]; properties?: Props['properties'] }> };
+  const find = (node: unknown): string[] | undefined => {
+    if (node === null || typeof node !== 'object') return undefined;
+    const csv = (node as Props).properties?.csv?.properties?.encoding?.enum;
+    return csv ?? Object.values(node).map(find).find((e) => e !== undefined);
+  };
+  expect(find(schemaJson('mapping.schema.json'))).toEqual([...ACCEPTED_ENCODINGS]);
 });
 
 describe('NDJSON and JSON: UTF-8, or UTF-16 with a byte-order mark', () => {

@@ -1,3 +1,4 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, test } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
 import { parsePlainPath } from '../../src/sources/json-records-path.js';
@@ -62,6 +63,18 @@ describe('JSON: streamed paths', () => {
       { ok: true, line: undefined, record: 1, data: { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ng' }] } },
       { ok: true, line: undefined, record: 2, data: { resourceType: 'Patient', id: 'p2', gender: 'female' } },
     ]);
+  });
+
+  test('`entry.resource` from a FIFO: read once (a second open would wait for a writer that is gone), so it says not found', async () => {
+    const path = tmp.path('bundle-pipe.json');
+    if (spawnSync('mkfifo', [path]).status !== 0) return; // no mkfifo on this platform
+    const writer = spawn('sh', ['-c', 'cat "$0" > "$1"', fixture('bundle.json'), path], { stdio: 'ignore' });
+    try {
+      const err = await fatal({ name: 'p', path, records: 'entry.resource' });
+      expect(err.message).toContain('`records: entry.resource` not found in the document');
+    } finally {
+      writer.kill();
+    }
   });
 
   test('a path that really is missing still says so', async () => {

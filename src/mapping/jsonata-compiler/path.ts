@@ -138,7 +138,12 @@ export function groupFn(pairs: [Fn, Fn][]): GroupFn {
     const result: Record<string, unknown> = Object.create(null);
     const groups: Record<string, { data: unknown; exprIndex: number }> = Object.create(null);
     const items = (Array.isArray(input) ? input : seq1(input)) as unknown[];
-    if (items.length === 0) items.push(undefined);
+    if (items.length === 0) {
+      // JSONata pushes that `undefined` into the input array itself: a record's own `[]` becomes `[undefined]`, and
+      // which sibling values see it depends on the interpreter's interleaved evaluation (`{"n": $count(e), "g": e{…}}`).
+      if (!isSequence(items)) bail();
+      items.push(undefined);
+    }
     for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
       const item = items[itemIndex];
       for (let pairIndex = 0; pairIndex < pairs.length; pairIndex++) {
@@ -146,7 +151,6 @@ export function groupFn(pairs: [Fn, Fn][]): GroupFn {
         if (key === undefined) continue;
         if (typeof key !== 'string') bail(); // T1003
         if (key === '_jsonata_lambda' || key === '_jsonata_function') bail(); // D1013
-        
         if (Object.prototype.hasOwnProperty.call(groups, key)) {
           if (groups[key]!.exprIndex !== pairIndex) bail(); // D1009
           groups[key]!.data = append(groups[key]!.data, item);

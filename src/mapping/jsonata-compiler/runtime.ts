@@ -6,7 +6,7 @@
  * by the interpreter, which produces the real error (code, position, message).
  */
 
-/** Thrown by compiled code for anything it does not handle; never escapes `run` in compiled.ts. */
+/** Thrown by compiled code for anything it does not handle; caught by its caller, which then runs the interpreter. */
 export const BAIL: unique symbol = Symbol('jsonata-compiler bail');
 
 export function bail(): never {

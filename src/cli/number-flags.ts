@@ -1,0 +1,26 @@
+import { Flags } from '@oclif/core';
+
+/**
+ * Numeric flags whose errors say what was expected and what was given, p-queue style:
+ * "Expected `--max-in-flight` to be an integer ≥ 1, got `x`" (exit 2 through CareCommand's usage errors).
+ */
+function numberFlag(name: string, description: string, expected: string, ok: (n: number, input: string) => boolean) {
+  return Flags.custom<number>({
+    description,
+    parse: async (input) => {
+      const n = Number(input);
+      if (input.trim() === '' || !ok(n, input)) throw new Error(`Expected \`--${name}\` to be ${expected}, got \`${input}\``);
+      return n;
+    },
+  })();
+}
+
+/** An integer ≥ 1 (digits only: `1e3`, `0x10`, `2.0` are refused). */
+export const positiveIntFlag = (name: string, description: string) =>
+  numberFlag(name, description, 'an integer ≥ 1', (n, input) => /^\d+$/.test(input.trim()) && Number.isSafeInteger(n) && n >= 1);
+
+/** A finite number ≥ 0. */
+export const nonNegativeFlag = (name: string, description: string) => numberFlag(name, description, 'a number ≥ 0', (n) => Number.isFinite(n) && n >= 0);
+
+/** A share between 0 and 1. */
+export const rateFlag = (name: string, description: string) => numberFlag(name, description, 'a number between 0 and 1', (n) => Number.isFinite(n) && n >= 0 && n <= 1);
