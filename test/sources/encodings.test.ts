@@ -226,7 +226,10 @@ test('the mapping schema lists the encodings the reader accepts', () => {
     const csv = (node as Props).properties?.csv?.properties?.encoding?.enum;
     return csv ?? Object.values(node).map(find).find((e) => e !== undefined);
   };
-  expect(find(schemaJson('mapping.schema.json'))).toEqual([...ACCEPTED_ENCODINGS]);
+  const listed = find(schemaJson('mapping.schema.json'))!;
+  // the lower-case names exactly, then usual upper-case spellings of some of them (the reader ignores case)
+  expect(listed.slice(0, ACCEPTED_ENCODINGS.length)).toEqual([...ACCEPTED_ENCODINGS]);
+  for (const extra of listed.slice(ACCEPTED_ENCODINGS.length)) expect(ACCEPTED_ENCODINGS).toContain(extra.toLowerCase());
 });
 
 describe('NDJSON and JSON: UTF-8, or UTF-16 with a byte-order mark', () => {
