@@ -196,3 +196,22 @@ export async function runJsonChild(args) {
     c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`child ${args.join(' ')} exited ${code}`))));
   });
 }
+
+/**
+ * The `--sandbox` child of the export benches (`startScriptSandbox`'s other half): an in-process sandbox holding
+ * `cfg.n` Observations made by `observationOf(i)` (added in batches of 5,000), optional `cfg.latencyMs`; prints its
+ * URL as one JSON line and closes when its stdin ends.
+ */
+export async function serveObservations(cfg, observationOf) {
+  const { startSandbox } = await import('../dist/sandbox/server.js');
+  const sb = await startSandbox({ observationsPerPatient: 0 });
+  for (let done = 0; done < cfg.n; ) {
+    const batch = [];
+    for (let i = 0; i < 5000 && done < cfg.n; i++, done++) batch.push(observationOf(done));
+    sb.addObservations('demo-clinic', batch);
+  }
+  if (cfg.latencyMs) sb.setFaults({ latencyMs: cfg.latencyMs });
+  console.log(JSON.stringify({ url: sb.url }));
+  process.stdin.resume();
+  process.stdin.on('end', () => void sb.close().then(() => process.exit(0)));
+}

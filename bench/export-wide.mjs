@@ -15,10 +15,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const PATIENTS = 5000;
-import { median, startScriptSandbox } from './_patients-fixture.mjs';
+import { median, serveObservations, startScriptSandbox } from './_patients-fixture.mjs';
 const here = fileURLToPath(import.meta.url);
 
-if (process.argv[2] === '--sandbox') await sandboxChild(JSON.parse(process.argv[3]));
+if (process.argv[2] === '--sandbox') await serveObservations(JSON.parse(process.argv[3]), observationOf);
 else if (process.argv[2] === '--export') await exportChild(JSON.parse(process.argv[3]));
 else await parent();
 
@@ -97,19 +97,6 @@ function observationOf(i) {
     performer: [{ reference: `Patient/pat-${p}` }],
     valueInteger: i % 22,
   };
-}
-
-async function sandboxChild(cfg) {
-  const { startSandbox } = await import('../dist/sandbox/server.js');
-  const sb = await startSandbox({ observationsPerPatient: 0 });
-  for (let done = 0; done < cfg.n; ) {
-    const batch = [];
-    for (let i = 0; i < 5000 && done < cfg.n; i++, done++) batch.push(observationOf(done));
-    sb.addObservations('demo-clinic', batch);
-  }
-  console.log(JSON.stringify({ url: sb.url }));
-  process.stdin.resume();
-  process.stdin.on('end', () => void sb.close().then(() => process.exit(0)));
 }
 
 async function exportChild(cfg) {
