@@ -42,6 +42,7 @@ function section<T>(out: string[], items: T[], limit: number, what: string, rend
 function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
   const c = m.counts;
   const parts = [
+    c.skipped && `${c.skipped} skipped`,
     c.creates && `${c.creates} to create`,
     c.updates && `${c.updates} to update`,
     c.ends && `${c.ends} to end`,
@@ -77,18 +78,19 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
 
 /** The plan for a terminal: table, bounded details per mapping (`limit` items per kind; 0: the table only), verdict. */
 export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): string {
-  const head = ['mapping', 'type', 'read', 'create', 'update', 'unchanged', 'adopt', 'end', 'reject', 'drifted'];
+  const skips = doc.totals.skipped > 0; // a `skipped` column only when rows would be skipped (where:, empty map)
+  const head = ['mapping', 'type', 'read', ...(skips ? ['skipped'] : []), 'create', 'update', 'unchanged', 'adopt', 'end', 'reject', 'drifted'];
   const rows = doc.order.map((n) => {
     const m = doc.mappings[n];
     const c = m?.counts;
-    return [n, m?.resourceType ?? '', c?.read ?? 0, c?.creates ?? 0, c?.updates ?? 0, c?.unchanged ?? 0, c?.adoptions ?? 0, c?.ends ?? 0, c?.rejects ?? 0, c?.drifted ?? 0];
+    return [n, m?.resourceType ?? '', c?.read ?? 0, ...(skips ? [c?.skipped ?? 0] : []), c?.creates ?? 0, c?.updates ?? 0, c?.unchanged ?? 0, c?.adoptions ?? 0, c?.ends ?? 0, c?.rejects ?? 0, c?.drifted ?? 0];
   });
   const out = [table(head, rows)];
   for (const n of doc.order) if (doc.mappings[n]) out.push(...mappingSection(n, doc.mappings[n], limit));
   out.push('');
   for (const w of doc.warnings) out.push(`warning: ${w}`);
   const t = doc.totals;
-  out.push(`Plan: ${t.creates} to create, ${t.updates} to update, ${t.ends} to end; ${t.adoptions} adopted from the server, ${t.unchanged} unchanged, ${t.rejects} row(s) would be rejected. Nothing was written.`);
+  out.push(`Plan: ${t.creates} to create, ${t.updates} to update, ${t.ends} to end; ${t.adoptions} adopted from the server, ${t.unchanged} unchanged, ${t.rejects} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`);
   if (exitCode === PLAN_CHANGES_EXIT) out.push(`Exit code ${PLAN_CHANGES_EXIT}: the run would write to the server.`);
   else if (doc.interrupted) out.push('Interrupted: the plan is incomplete.');
   else if (t.rejects) out.push(`No changes to the server${t.adoptions ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejects, 'row')} would be rejected (exit code 1).`);
@@ -102,8 +104,8 @@ export function planProgress(write: (line: string) => void, maxRejectLines = 20)
   let hidden = 0;
   const interval = 2000;
   const last = new Map<string, number>();
-  const line = (c: { created: number; updated: number; unchanged: number; adopted: number; rejected: number; ended: number; read: number }) =>
-    `read ${c.read} · to create ${c.created} · to update ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''}${c.ended ? ` · to end ${c.ended}` : ''} · rejected ${c.rejected}`;
+  const line = (c: { created: number; updated: number; unchanged: number; adopted: number; rejected: number; ended: number; read: number; skipped: number }) =>
+    `read ${c.read}${c.skipped ? ` · skipped ${c.skipped}` : ''} · to create ${c.created} · to update ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''}${c.ended ? ` · to end ${c.ended}` : ''} · rejected ${c.rejected}`;
   return {
     onEvent(e) {
       if (e.type === 'target') write(`Planning against ${e.embedded ? 'the embedded sandbox ' : ''}${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''}): reads only, nothing is written`);

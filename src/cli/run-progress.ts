@@ -83,7 +83,7 @@ export interface ProgressOptions {
 }
 
 const summary = (c: MappingCounts) =>
-  `read ${c.read}${c.notSelected ? ` · not selected ${c.notSelected}` : ''} · created ${c.created} · updated ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''} · rejected ${c.rejected}${c.ended ? ` · ended ${c.ended}` : ''}${c.written ? ` · written ${c.written}` : ''}`;
+  `read ${c.read}${c.skipped ? ` · skipped ${c.skipped}` : ''}${c.notSelected ? ` · not selected ${c.notSelected}` : ''} · created ${c.created} · updated ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''} · rejected ${c.rejected}${c.ended ? ` · ended ${c.ended}` : ''}${c.written ? ` · written ${c.written}` : ''}`;
 
 /**
  * Turns pipeline events into terminal output (stderr). Only locations, keys and counts are printed, never row
@@ -120,7 +120,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
     );
     const byMapping = new Map<string, ReturnType<InstanceType<typeof MultiBar>['create']>>();
     const update = (mapping: string, c: MappingCounts, b: ByteProgress | undefined) => {
-      const done = c.created + c.updated + c.unchanged + c.rejected + c.written + (c.notSelected ?? 0); // adopted: counted in those
+      const done = c.created + c.updated + c.unchanged + c.rejected + c.written + c.skipped + (c.notSelected ?? 0); // adopted: counted in those
       const bar = byMapping.get(mapping);
       // The source's size is known: the bar is the share of it read; else (a FIFO, or no source open yet) rows done of rows read.
       const bytes = b?.total ? b : undefined;

@@ -106,11 +106,12 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     if (flags.report) writePrivateFileAtomic(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
     if (!this.jsonEnabled()) {
       const sel = report.selection;
+      const skips = report.totals.skipped > 0; // a `skipped` column only when rows were skipped (where:, empty map)
       const rows = report.order.map((name) => {
         const c = report.mappings[name];
-        return [name, c.read, ...(sel ? [c.notSelected ?? 0] : []), c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
+        return [name, c.read, ...(skips ? [c.skipped] : []), ...(sel ? [c.notSelected ?? 0] : []), c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
       });
-      const head = ['mapping', 'read', ...(sel ? ['not selected'] : []), 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
+      const head = ['mapping', 'read', ...(skips ? ['skipped'] : []), ...(sel ? ['not selected'] : []), 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       for (const w of report.warnings) this.log(`warning: ${w}`);

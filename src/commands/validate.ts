@@ -28,7 +28,7 @@ Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping h
         for (const w of report.warnings) this.log(formatIssue(w));
         this.log(`${args.mapping}: valid (load order: ${report.order.join(' → ')})`);
         if (report.samples) {
-          this.log(table(['mapping', 'rows', 'valid', 'rejected'], Object.entries(report.samples).map(([n, s]) => [n, s.rows, s.valid, s.rejects.length])));
+          this.log(table(['mapping', 'rows', 'skipped', 'valid', 'rejected'], Object.entries(report.samples).map(([n, s]) => [n, s.rows, s.skipped, s.valid, s.rejects.length])));
           for (const s of Object.values(report.samples)) for (const r of s.rejects) this.log(`  rejected ${describeReject(r)}`);
         }
       }

@@ -6,6 +6,7 @@
  * - evaluate rows one after another with `await` (not Promise.all over many rows: ~12× slower);
  * - `evalKey` / `evalGroupKey` take one record; for a grouped resource call `evalKey` with the group's
  *   first record (its `key` defaults to the groupBy expression);
+ * - `evalWhere` (only with `where:`) takes one record, before its key or group key: false = skip the record;
  * - `evalMap` takes a record, or with `groupBy` the array of the group's records (`$` is that array);
  *   it returns the pruned resource, or `undefined` when the map produced nothing (the record is skipped);
  * - every row-level failure is a `MappingEvalError` (one Issue, exit code 1): reject the row, go on.
@@ -28,6 +29,7 @@ import {
   type ExprMeta,
   type MappingExpressionCompiler,
 } from './expression-evaluator.js';
+import { boolize } from './jsonata-compiler/index.js';
 import { analyse, errorOffset, nodeStart, type AstFacts, type RefCall } from './jsonata-ast.js';
 import { defaultLimits } from './load-mapping.js';
 import { toPointer } from './yaml-positions.js';
@@ -44,6 +46,8 @@ export interface CompiledResource {
   refs: string[];
   evalKey(row: unknown): Promise<string>;
   evalGroupKey?(row: unknown): Promise<string>;
+  /** `where:` on one record: false (JSONata `$boolean`) = the record is skipped. Absent without `where:`. */
+  evalWhere?(row: unknown): Promise<boolean>;
   evalMap(input: unknown, ctx: EvalContext): Promise<unknown>;
   /** Match string of a (mapped or server) resource; undefined when it has none. */
   evalMatch?(resource: unknown): Promise<string | undefined>;
@@ -104,6 +108,7 @@ interface Pending {
   def: ResourceMapping;
   key?: ExpressionEvaluator;
   groupBy?: ExpressionEvaluator;
+  where?: ExpressionEvaluator;
   map?: ExpressionEvaluator;
   match?: ExpressionEvaluator;
   refCalls: RefCall[];
@@ -264,6 +269,9 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   if (def.groupBy !== undefined && def.paths.groupBy) {
     p.groupBy = compileChecked(cx, { src: def.groupBy, path: def.paths.groupBy, role: 'groupBy', owner }).ev;
   }
+  if (def.where !== undefined && def.paths.where) {
+    p.where = compileChecked(cx, { src: def.where, path: def.paths.where, role: 'where', owner }).ev;
+  }
   const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
   p.map = map.ev;
   p.refCalls = map.refs;
@@ -372,6 +380,11 @@ function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
   if (p.groupBy) {
     const gEv = p.groupBy;
     compiled.evalGroupKey = async (row) => keyOf(await gEv.evaluate(row, undefined, def.name), gEv.meta, def.name, cx.at);
+  }
+  if (p.where) {
+    const wEv = p.where;
+    // JSONata's own truthiness (`$boolean`; nothing = false), so `where: STATUS != "deleted"` reads as in a condition.
+    compiled.evalWhere = async (row) => boolize(await wEv.evaluate(row, undefined, def.name));
   }
   const evalMatch = matchEvaluator(cx, p);
   if (evalMatch) compiled.evalMatch = evalMatch;

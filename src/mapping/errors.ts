@@ -34,7 +34,7 @@ export class RefError extends Error {
   }
 }
 
-export type ExpressionRole = 'key' | 'groupBy' | 'map' | 'match' | 'records' | 'column';
+export type ExpressionRole = 'key' | 'groupBy' | 'where' | 'map' | 'match' | 'records' | 'column';
 
 /**
  * A row-level evaluation failure (JSONata runtime error, function error, missing key…): the row is

@@ -288,6 +288,11 @@ function resourceMapping(r: Obj, index: number, ctx: LoadContext): ResourceMappi
     res.locations.groupBy = at([...base, 'groupBy']);
     res.paths.groupBy = [...base, 'groupBy'];
   }
+  if (typeof r.where === 'string') {
+    res.where = r.where;
+    res.locations.where = at([...base, 'where']);
+    res.paths.where = [...base, 'where'];
+  }
   return res;
 }
 

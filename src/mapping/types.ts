@@ -42,6 +42,8 @@ export interface ResourceMapping {
   /** JSONata: stable source key. With `groupBy` and no `key` in the file, it is the groupBy expression. */
   key: string;
   groupBy?: string;
+  /** JSONata row filter: rows for which it is false (`$boolean`) are skipped — not rejected, not sent. With `groupBy`: evaluated per row, before grouping. */
+  where?: string;
   map: string;
   /** `identifier` / `references` (keywords) or a JSONata expression over a resource. Defaults: Patient and Practitioner `identifier`, CareTeam `references`. */
   match: string;
@@ -51,12 +53,12 @@ export interface ResourceMapping {
   /** Index in `resources:` (YAML path `['resources', index, …]`). */
   index: number;
   /** Where each expression string starts in the YAML, for error positions. */
-  locations: { key: Location; map: Location; groupBy?: Location; match: Location };
+  locations: { key: Location; map: Location; groupBy?: Location; match: Location; where?: Location };
   /**
    * YAML path of each expression (for `LoadedMapping.positionOf(path, offset)`): `key` points at `groupBy`
    * when the key defaults to it, `match` at `type` when it is the default `identifier`.
    */
-  paths: { key: YamlPath; map: YamlPath; groupBy?: YamlPath; match: YamlPath };
+  paths: { key: YamlPath; map: YamlPath; groupBy?: YamlPath; match: YamlPath; where?: YamlPath };
 }
 
 export type YamlPath = readonly (string | number)[];

@@ -37,6 +37,8 @@ export const PLAN_PLACEHOLDER = 'plan';
 export interface PlanCounts {
   /** Source rows read (rejected ones included). */
   read: number;
+  /** Rows the run would skip (`where:` false, or a map producing nothing): neither sent nor rejected. */
+  skipped: number;
   creates: number;
   updates: number;
   unchanged: number;
@@ -132,14 +134,14 @@ export interface PlanDocument {
   interrupted?: boolean;
 }
 
-const emptyPlanCounts = (): PlanCounts => ({ read: 0, creates: 0, updates: 0, unchanged: 0, adoptions: 0, ends: 0, rejects: 0, drifted: 0 });
+const emptyPlanCounts = (): PlanCounts => ({ read: 0, skipped: 0, creates: 0, updates: 0, unchanged: 0, adoptions: 0, ends: 0, rejects: 0, drifted: 0 });
 
 function emptyMappingPlan(resourceType: WritableType, reconcile: ReconcilePolicy): MappingPlan {
   return { resourceType, reconcile, counts: emptyPlanCounts(), creates: [], updates: [], adoptions: [], ends: [], rejects: [], drifted: [] };
 }
 
 function countsOf(c: MappingCounts, drifted: number): PlanCounts {
-  return { read: c.read, creates: c.created, updates: c.updated, unchanged: c.unchanged, adoptions: c.adopted, ends: c.ended, rejects: c.rejected, drifted };
+  return { read: c.read, skipped: c.skipped, creates: c.created, updates: c.updated, unchanged: c.unchanged, adoptions: c.adopted, ends: c.ended, rejects: c.rejected, drifted };
 }
 
 /** 3 interrupted; 4 the run would write to the server; 1 it would write nothing but reject rows; 0 nothing to do. */
@@ -247,7 +249,7 @@ export async function planPhase(res: CompiledResource, sync: ResourceSync, repor
   };
 
   try {
-    for await (const item of transformSource(res, openSource(x.source, { signal: x.signal }), { ctx: x.ctx, validate: validateResource, onRead: () => counts.read++ })) {
+    for await (const item of transformSource(res, openSource(x.source, { signal: x.signal }), { ctx: x.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => (counts.skipped += n) })) {
       if (x.signal?.aborted) break;
       if (!item.ok) {
         reject(item);

@@ -30,6 +30,11 @@ import { openTarget, type Target } from '../target/open-target.js';
 export interface MappingCounts {
   /** Source rows read (rejected ones included). */
   read: number;
+  /**
+   * Source rows left out on purpose — `where:` false, or a map that produced nothing (every row of such a
+   * `groupBy` group) — neither sent, written nor rejected; their keys are not "seen" (so `onMissing: end` ends them).
+   */
+  skipped: number;
   created: number;
   updated: number;
   unchanged: number;
@@ -219,7 +224,7 @@ const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, found
 /** Vanished keys listed in the report at most (the count is always complete). */
 const MAX_VANISHED_LISTED = 1000;
 
-const emptyCounts = (): MappingCounts => ({ read: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
+const emptyCounts = (): MappingCounts => ({ read: 0, skipped: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
 
 
 
@@ -674,7 +679,7 @@ async function loadPhase(ph: Phase, sh: RunShared): Promise<void> {
     return true;
   };
   try {
-    for await (const item of transformSource(ph.res, openSource(ph.source, { signal, bytes: ph.bytes }), { ctx: sh.ctx, validate: validateResource, onRead: () => counts.read++ })) {
+    for await (const item of transformSource(ph.res, openSource(ph.source, { signal, bytes: ph.bytes }), { ctx: sh.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => { counts.skipped += n; ph.progress(); } })) {
       if (fatal || interrupted()) break;
       const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
       if (selection && chosen) report.selection!.selected++;
@@ -782,7 +787,7 @@ async function inspectPhase(
   x.foundIds.set(name, found);
   const keys = new Set<string>();
   const matched = new Set<string>();
-  for await (const item of transformSource(res, openSource(source, { signal: x.signal, bytes: x.bytes }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++ })) {
+  for await (const item of transformSource(res, openSource(source, { signal: x.signal, bytes: x.bytes }), { ctx: x.ctx, validate: validateResource, onRead: () => x.counts.read++, onSkip: (n) => (x.counts.skipped += n) })) {
     if (!item.ok) {
       if (item.key !== undefined && !hasCode(item.issues[0], 'duplicate-key')) keys.add(item.key);
       c.rejected++;

@@ -20,6 +20,8 @@ const MAX_MATCH_WARNINGS = 20;
 
 export interface SampleResult {
   rows: number;
+  /** Rows a run would skip (`where:` false, or a map producing nothing). */
+  skipped: number;
   valid: number;
   rejects: Omit<RejectRecord, 'row' | 'raw'>[];
 }
@@ -132,14 +134,14 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
     };
     for (const name of compiled.order) {
       const res = compiled.resources.get(name)!;
-      const result: SampleResult = { rows: 0, valid: 0, rejects: [] };
+      const result: SampleResult = { rows: 0, skipped: 0, valid: 0, rejects: [] };
       const keys = new Set<string>();
       rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
       const rule = matchRuleOf(res);
       const byMatch = new Map<string, { key: string; line?: number }>();
       let ambiguous = 0;
-      for await (const item of transformSource(res, firstN(openSource(source), sample), { ctx, validate: validateResource, onRead: () => result.rows++ })) {
+      for await (const item of transformSource(res, firstN(openSource(source), sample), { ctx, validate: validateResource, onRead: () => result.rows++, onSkip: (n) => (result.skipped += n) })) {
         if (item.ok) {
           result.valid++;
           // Two keys with one match value cannot be told apart on the server once the state is lost.

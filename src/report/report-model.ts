@@ -22,13 +22,14 @@ export interface RunReportInput {
   title?: string;
 }
 
-/** Row outcomes of a mapping, in chart order. Each row read ends in exactly one of them (a `groupBy` group: one per group). */
+/** Row outcomes of a mapping, in chart order. Each row read ends in exactly one of them (a `groupBy` group: one per group; `skipped` counts rows). */
 export const OUTCOMES = [
   { key: 'created', label: 'created' },
   { key: 'updated', label: 'updated' },
   { key: 'unchanged', label: 'unchanged' },
   { key: 'written', label: 'written (dry run)' },
   { key: 'notSelected', label: 'not selected' },
+  { key: 'skipped', label: 'skipped' },
   { key: 'rejected', label: 'rejected' },
 ] as const satisfies readonly { key: keyof MappingCounts; label: string }[];
 export type OutcomeKey = (typeof OUTCOMES)[number]['key'];
@@ -99,6 +100,8 @@ export interface ReportModel {
   mappings: { name: string; counts: MappingCounts }[];
   /** Whether the run had `--only-rejected` (a `not selected` column). */
   hasNotSelected: boolean;
+  /** Whether rows were skipped (`where:`, a map producing nothing): a `skipped` column. */
+  hasSkipped: boolean;
   groups: RejectGroup[];
   /** Rejects given (the rejects file's lines); may differ from `report.totals.rejected` when the file was cut or edited. */
   rejectCount: number;
@@ -335,6 +338,7 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     duration: formatDuration(report.durationMs),
     mappings,
     hasNotSelected: report.selection !== undefined || mappings.some((m) => m.counts.notSelected !== undefined),
+    hasSkipped: mappings.some((m) => (m.counts.skipped ?? 0) > 0),
     groups: groupRejects(input.rejects, { baseDir: base, includeRows }),
     rejectCount: input.rejects.length,
     ended: listed(report.ended ?? []),
@@ -382,9 +386,10 @@ export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): s
   return `settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
 }
 
-/** The count columns of the per-mapping table: `notSelected` only for an `--only-rejected` run that left rows out. */
+/** The count columns of the per-mapping table: `notSelected` only for an `--only-rejected` run that left rows out; `skipped` when rows were. */
 export function countColumns(m: ReportModel): (keyof MappingCounts)[] {
   const cols = [...COUNT_COLUMNS];
   if (m.hasNotSelected) cols.splice(1, 0, 'notSelected');
+  if (m.hasSkipped) cols.splice(1, 0, 'skipped');
   return cols;
 }

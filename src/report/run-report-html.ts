@@ -113,6 +113,7 @@ svg.chart text.in.light{fill:var(--fg)}
 .o-unchanged{fill:#78909c;background:#78909c}
 .o-written{fill:#6a1b9a;background:#6a1b9a}
 .o-notSelected{fill:#cfd8dc;background:#cfd8dc}
+.o-skipped{fill:#eceff1;background:#eceff1}
 .o-rejected{fill:#c62828;background:#c62828}
 .track{fill:#f0f3f6}
 details{margin:6px 0}
@@ -178,7 +179,7 @@ function countsSection(m: ReportModel): string {
   const t = m.report.totals;
   const foot = t ? `<tfoot><tr><td>total</td>${cols.map((c) => `<td class="num">${num(t[c] ?? 0)}</td>`).join('')}</tr></tfoot>` : '';
   return `<section id="counts"><h2>Counts per mapping</h2><table class="counts"><thead>${head}</thead><tbody>${rows}</tbody>${foot}</table>
-<p class="muted">read: source rows read (rejected ones included); adopted: found on the server by the match rule, also counted as created, updated or unchanged; ended: practitioner–patient associations ended; written: dry run, resources written to the output folder. A <code>groupBy</code> mapping loads one resource per group of rows.</p></section>`;
+<p class="muted">read: source rows read (rejected ones included);${m.hasSkipped ? ' skipped: rows left out by <code>where:</code> or by a map that produced nothing (not sent, not rejected);' : ''} adopted: found on the server by the match rule, also counted as created, updated or unchanged; ended: practitioner–patient associations ended; written: dry run, resources written to the output folder. A <code>groupBy</code> mapping loads one resource per group of rows.</p></section>`;
 }
 
 const BAR_LABEL_W = 160;
@@ -201,7 +202,7 @@ function chartSection(m: ReportModel): string {
         .map((o) => {
           const w = (o.value / max) * BAR_W;
           const rect = `<rect class="o-${o.key}" x="${x.toFixed(1)}" y="${y + 3}" width="${Math.max(w, 1).toFixed(1)}" height="${ROW_H - 8}"><title>${esc(`${name}: ${o.label} ${o.value}`)}</title></rect>`;
-          const text = w >= 8 + String(o.value).length * 7 ? `<text class="in${o.key === 'notSelected' ? ' light' : ''}" x="${(x + w / 2).toFixed(1)}" y="${y + ROW_H / 2 + 3}" text-anchor="middle">${num(o.value)}</text>` : '';
+          const text = w >= 8 + String(o.value).length * 7 ? `<text class="in${o.key === 'notSelected' || o.key === 'skipped' ? ' light' : ''}" x="${(x + w / 2).toFixed(1)}" y="${y + ROW_H / 2 + 3}" text-anchor="middle">${num(o.value)}</text>` : '';
           x += w;
           return rect + text;
         })

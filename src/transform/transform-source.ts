@@ -27,6 +27,11 @@ export interface TransformOptions {
   validate: (type: WritableType, resource: unknown) => Issue[];
   /** Called for every source item read (a counter: cheaper than another async generator layer per row). */
   onRead?: () => void;
+  /**
+   * Called with the number of source rows skipped: left out by `where:` (one row), or whose map produced nothing
+   * (one row, or every row of a `groupBy` group). A skipped row is neither yielded nor rejected: not sent, not written.
+   */
+  onSkip?: (rows: number) => void;
 }
 
 function reject(stage: RejectRecord['stage'], res: CompiledResource, origin: Origin, issues: Issue[], extra: Partial<RejectRecord>): { ok: false } & RejectRecord {
@@ -38,6 +43,8 @@ function reject(stage: RejectRecord['stage'], res: CompiledResource, origin: Ori
  * Evaluations are awaited one after another: JSONata runs ~12× faster that way than with many in flight.
  * A key seen twice is a reject of the later row (never two creates); with `groupBy` the rows of a key are
  * collected first (memory grows with the number of groups, which is why only grouped mappings buffer).
+ * Skipped rows (`where:` false, before the key or group key is read; a map producing nothing) are as if absent from
+ * the export: their key is neither yielded nor taken, so a later row of that key is no duplicate.
  */
 export async function* transformSource(res: CompiledResource, items: AsyncIterable<SourceItem>, opts: TransformOptions): AsyncGenerator<TransformItem> {
   const { def } = res;
@@ -51,6 +58,10 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
       }
       let gk: string;
       try {
+        if (res.evalWhere && !(await res.evalWhere(item.data))) {
+          opts.onSkip?.(1);
+          continue;
+        }
         gk = await res.evalGroupKey(item.data);
       } catch (err) {
         yield reject('transform', res, item.origin, issuesOf(err, { file: item.origin.file, line: item.origin.line }), { row: item.data });
@@ -64,7 +75,9 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     for (const [key, g] of groups) {
       const origin = g.origins[0];
       const lines = g.origins.map((o) => o.line ?? o.record);
-      yield await mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows });
+      const out = await mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows });
+      if (out === SKIPPED) opts.onSkip?.(g.rows.length);
+      else yield out;
     }
     return;
   }
@@ -78,6 +91,10 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     }
     let key: string;
     try {
+      if (res.evalWhere && !(await res.evalWhere(item.data))) {
+        opts.onSkip?.(1);
+        continue;
+      }
       key = await res.evalKey(item.data);
     } catch (err) {
       yield reject('transform', res, item.origin, issuesOf(err, { file: item.origin.file, line: item.origin.line }), { row: item.data });
@@ -86,6 +103,10 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     const where = item.origin.line ?? item.origin.record;
     const earlier = firstSeen.get(key);
     if (earlier !== undefined) {
+      if (await mapsToNothing(res, item.data, opts)) {
+        opts.onSkip?.(1);
+        continue;
+      }
       yield reject('transform', res, item.origin, [
         {
           severity: 'error',
@@ -95,8 +116,25 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
       ], { key, row: item.data });
       continue;
     }
+    const out = await mapOne(res, item.data, key, item.origin, opts, { row: item.data });
+    if (out === SKIPPED) {
+      opts.onSkip?.(1);
+      continue;
+    }
     firstSeen.set(key, where);
-    yield await mapOne(res, item.data, key, item.origin, opts, { row: item.data });
+    yield out;
+  }
+}
+
+/** `mapOne`'s answer for a map that produced nothing: the row (group) is skipped. */
+const SKIPPED: unique symbol = Symbol('skipped');
+
+/** A repeated key's row whose map produces nothing is a skip, not a duplicate; any failure leaves it a duplicate. */
+async function mapsToNothing(res: CompiledResource, row: unknown, opts: TransformOptions): Promise<boolean> {
+  try {
+    return (await res.evalMap(row, opts.ctx)) === undefined;
+  } catch {
+    return false;
   }
 }
 
@@ -107,13 +145,14 @@ async function mapOne(
   origin: Origin,
   opts: TransformOptions,
   extra: { lines?: number[]; row: unknown },
-): Promise<TransformItem> {
+): Promise<TransformItem | typeof SKIPPED> {
   let resource: unknown;
   try {
     resource = await res.evalMap(input, opts.ctx);
   } catch (err) {
     return reject('transform', res, origin, issuesOf(err, { file: origin.file, line: origin.line }), { key, ...extra });
   }
+  if (resource === undefined) return SKIPPED; // "a map that produces nothing skips the record"
   const issues = opts.validate(res.def.type, resource);
   if (issues.length) return reject('validate', res, origin, issues, { key, ...extra });
   return { ok: true, mapping: res.def.name, type: res.def.type, key, resource: resource as Resource, origin, lines: extra.lines };

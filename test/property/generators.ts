@@ -870,6 +870,7 @@ export function modelPatient(spec: MappingSpec, row: Record<string, unknown>): {
 
 export type Fate =
   | { kind: 'written'; key: string; resource: Record<string, unknown> }
+  | { kind: 'skipped' }
   | { kind: 'rejected'; stage: 'source' | 'transform' | 'validate'; code?: string; key?: string };
 
 export interface ModelResult {
@@ -881,7 +882,8 @@ export interface ModelResult {
         grouped: true;
         /** Per source record: a row-level reject, or the group key it joined. */
         rows: ({ kind: 'rejected'; stage: 'source' | 'transform'; code?: string } | { kind: 'member'; key: string })[];
-        groups: { key: string; size: number; fate: 'written' | 'rejected'; records: number[] }[];
+        /** `refRejected`: the group's patient key was rejected (`ref-rejected`), else it was never loaded (`ref-missing`). */
+        groups: { key: string; size: number; fate: 'written' | 'rejected'; records: number[]; refRejected: boolean }[];
       };
 }
 
@@ -901,19 +903,23 @@ export function model(spec: MappingSpec, records: ExpectedRecord[]): ModelResult
       patient.push({ kind: 'rejected', stage: 'transform', code: k.code });
       continue;
     }
+    const m = modelPatient(spec, r.data);
+    // A map that produces nothing skips the record (counted `skipped`): as if absent, so its key is not taken —
+    // a repeated key's row that maps to nothing is skipped too, not a duplicate.
+    if (!('threw' in m) && m.resource === undefined) {
+      patient.push({ kind: 'skipped' });
+      continue;
+    }
     if (seen.has(k.key)) {
       patient.push({ kind: 'rejected', stage: 'transform', code: 'duplicate-key', key: k.key });
       continue;
     }
     seen.add(k.key);
-    const m = modelPatient(spec, r.data);
     if ('threw' in m) {
       patient.push({ kind: 'rejected', stage: 'transform', key: k.key });
       rejected.add(k.key);
       continue;
     }
-    // A map that produces nothing is documented as "skips the record"; the pipeline validates `undefined`
-    // and rejects it (stage validate) — accounted for either way, never silently dropped.
     if (m.resource === undefined || validateResource('Patient', m.resource).length) {
       patient.push({ kind: 'rejected', stage: 'validate', key: k.key });
       rejected.add(k.key);
@@ -954,7 +960,7 @@ export function model(spec: MappingSpec, records: ExpectedRecord[]): ModelResult
   result.team = {
     grouped: true,
     rows,
-    groups: [...groups].map(([key, g]) => ({ key, size: g.size, records: g.records, fate: written.has(key) ? 'written' : 'rejected' })),
+    groups: [...groups].map(([key, g]) => ({ key, size: g.size, records: g.records, fate: written.has(key) ? 'written' : 'rejected', refRejected: rejected.has(key) })),
   };
   return result;
 }

@@ -17,7 +17,7 @@
  *
  * Invariants
  *  1. Nothing lost, nothing invented: `read` = the number of records the generator wrote; written (dry run) or
- *     created/updated/unchanged (live) + rejected = read — for `groupBy` mappings: row-level rejects + one outcome
+ *     created/updated/unchanged (live) + rejected + skipped (a map producing nothing) = read — for `groupBy` mappings: row-level rejects + one outcome
  *     per group, and the groups' rows add up to the rows read. The rejects file has one NDJSON line per reject,
  *     with non-empty `issues`, at the record, line (CSV/NDJSON) and stage the model expects and, for source
  *     rejects, the record's own `raw` text. The resources written are exactly those the model computes (in order).
@@ -206,7 +206,8 @@ function checkDryRun(src: SourceCase, spec: MappingSpec, m: ModelResult, report:
   const rejects = rejectsOf(cd.rejects);
   const p = report.mappings.patient!;
   expect(p.read, 'patient: rows read = records generated').toBe(expected.length);
-  expect(p.written + p.rejected, 'patient: written + rejected = read').toBe(p.read);
+  expect(p.written + p.rejected + p.skipped, 'patient: written + rejected + skipped = read').toBe(p.read);
+  expect(p.skipped, 'patient: rows whose map produced nothing are skipped').toBe(m.patient.filter((f) => f.kind === 'skipped').length);
   expect(p.created + p.updated + p.unchanged + p.adopted + p.ended, 'dry run loads nothing').toBe(0);
   const pRejects = rejects.filter((r) => r.mapping === 'patient');
   expect(pRejects.length, 'patient: one rejects line per rejected row').toBe(p.rejected);
@@ -217,7 +218,7 @@ function checkDryRun(src: SourceCase, spec: MappingSpec, m: ModelResult, report:
   expect(patients.length, 'patient: resources written = written').toBe(p.written);
   expect(patients, 'patient: the resources written are the mapped rows, in order').toEqual(JSON.parse(JSON.stringify(wantPatients)));
 
-  let outcomes = p.written + p.rejected;
+  let outcomes = p.written + p.rejected + p.skipped;
   if (spec.team && m.team) {
     const t = report.mappings.team!;
     const tRejects = rejects.filter((r) => r.mapping === 'team');
@@ -244,7 +245,7 @@ function checkDryRun(src: SourceCase, spec: MappingSpec, m: ModelResult, report:
         const g = rejectedGroups.find((x) => x.key === r.key)!;
         const where = g.records.map((rec) => expected[rec - 1]!.line ?? rec);
         expect(r.lines, `team: lines of group ${r.key}`).toEqual(where);
-        expect(r.issues[0]!.code).toBe('ref-rejected');
+        expect(r.issues[0]!.code).toBe(g.refRejected ? 'ref-rejected' : 'ref-missing');
       }
       // Every row read is in exactly one place: a row-level reject, a rejected group or a written group.
       const rowsInGroups = groupRejects.reduce((n, r) => n + r.lines!.length, 0) + written.reduce((n, g) => n + g.size, 0);
@@ -253,7 +254,7 @@ function checkDryRun(src: SourceCase, spec: MappingSpec, m: ModelResult, report:
     }
     outcomes += t.written + t.rejected;
   }
-  expect(report.totals.written + report.totals.rejected).toBe(outcomes);
+  expect(report.totals.written + report.totals.rejected + report.totals.skipped).toBe(outcomes);
   expect(rejects.length, 'the rejects file holds every reject and nothing else').toBe(report.totals.rejected);
   expect(report.exitCode).toBe(report.totals.rejected > 0 ? 1 : 0);
 }
@@ -272,6 +273,7 @@ function noteCase(t: Tally | undefined, src: SourceCase, spec: MappingSpec, m: M
   if (src.text.length > 50_000) note(t, 'file > 50 kB');
   if (m.team?.grouped && m.team.groups.some((g) => g.size > 1 && g.fate === 'written')) note(t, 'group of several rows written');
   if (spec.skip) note(t, 'map may produce nothing');
+  if (m.patient.some((f) => f.kind === 'skipped')) note(t, 'patient skipped');
 }
 function checkCoverage(t: Tally, runs: number, want: string[]): void {
   if (runs < 300) return; // small counts (e.g. CARE_PROPERTY_RUNS=100 while debugging) need not reach everything
@@ -313,7 +315,7 @@ async function dryRunProperty(src: SourceCase, spec: MappingSpec, rerun: boolean
 
 const params = (k: keyof typeof SHARE): fc.Parameters<unknown> => ({ seed: SEED + Object.keys(SHARE).indexOf(k), numRuns: runsOf(k) });
 
-const COMMON = ['written', 'transform/duplicate-key', 'transform/key-missing', 'transform/jsonata', 'validate/invalid', 'transform/ref-rejected', 'group of several rows written', 'file > 50 kB', 'map may produce nothing'];
+const COMMON = ['written', 'transform/duplicate-key', 'transform/key-missing', 'transform/jsonata', 'validate/invalid', 'transform/ref-rejected', 'group of several rows written', 'file > 50 kB', 'map may produce nothing', 'patient skipped'];
 
 describe('run invariants (dry run): every record accounted for exactly once, nothing altered, idempotent', () => {
   it(`CSV exports (${runsOf('csv')} cases)`, { timeout: timeoutOf('csv') }, async () => {
@@ -423,7 +425,7 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
       const check = async (r: RunReport, label: string) => {
         const p = r.mappings.patient!;
         expect(p.read, `${label}: patient rows read`).toBe(expected.length);
-        expect(p.created + p.updated + p.unchanged + p.rejected, `${label}: patient outcomes = read`).toBe(p.read);
+        expect(p.created + p.updated + p.unchanged + p.rejected + p.skipped, `${label}: patient outcomes = read`).toBe(p.read);
         expect(p.written, `${label}: nothing "written" in a live run`).toBe(0);
         const rejects = rejectsOf(cd.rejects);
         expect(rejects.length, `${label}: rejects lines`).toBe(r.totals.rejected);

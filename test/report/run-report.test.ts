@@ -29,7 +29,7 @@ const tagsOf = (html: string) => [...html.matchAll(/<[^>]*>/g)].map((m) => m[0])
 
 /** A synthetic report around some rejects (for escaping and grouping cases the example clinic does not have). */
 function syntheticReport(over: Partial<RunReport> = {}): RunReport {
-  const counts = { read: 10, created: 5, updated: 1, unchanged: 1, adopted: 1, rejected: 3, ended: 1, written: 0 };
+  const counts = { read: 10, skipped: 0, created: 5, updated: 1, unchanged: 1, adopted: 1, rejected: 3, ended: 1, written: 0 };
   return {
     mappingFile: '/clinic/mapping.yaml',
     dryRun: false,

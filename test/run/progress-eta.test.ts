@@ -11,7 +11,7 @@ import { copyTree, ROOT } from '../helpers/cli.js';
  * rows are not) and an ETA, per mapping (a phase reads one source). The clock is injected: no timing here.
  */
 
-const counts = (c: Partial<MappingCounts> = {}): MappingCounts => ({ read: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0, ...c });
+const counts = (c: Partial<MappingCounts> = {}): MappingCounts => ({ read: 0, skipped: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0, ...c });
 
 describe('byte progress formatting', () => {
   it('sizes in SI units, both sides of the slash in the unit of the total', () => {

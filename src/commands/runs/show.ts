@@ -39,7 +39,9 @@ export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {
     if (s.concurrency) this.log(`  requests  ${describeConcurrency(s.concurrency)}`);
     if (s.flags) this.log(`  flags     ${Object.entries(s.flags).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${String(v)}`).join(' ') || '(none)'}`);
     if (s.mappings) {
-      const cols = ['read', 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended'];
+      // `skipped` when rows were (runs recorded before it existed have none)
+      const skips = Object.values(s.mappings).some((c) => (c.skipped ?? 0) > 0);
+      const cols = ['read', ...(skips ? ['skipped'] : []), 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended'];
       this.log(table(['mapping', ...cols], Object.entries(s.mappings).map(([n, c]) => [n, ...cols.map((k) => c[k] ?? 0)])));
     }
     return run;

@@ -7,7 +7,7 @@ import { builtins } from './builtins.js';
 import type { CallableFunction } from './types.js';
 
 export { compileExpression, type CompileResult } from './compile.js';
-export { BAIL, bail } from './runtime.js';
+export { BAIL, bail, boolize } from './runtime.js';
 export { parseSignature, type Signature } from './signature.js';
 export type { CallableFunction, CompileOptions, CompiledExpression } from './types.js';
 
