@@ -5,7 +5,7 @@ import type { ValidateReport } from '../pipeline/validate-mapping.js';
 
 export default class Validate extends CareCommand<ValidateReport | ErrorJson> {
   static override summary = 'Check a mapping file: schema, expressions, sources, references — every problem with file:line:column.';
-  static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. Every \`$TODO("…")\` marker left by \`care-etl init\` is reported with its text and position (code \`todo\`), together with the other problems. With --sample N, also runs the first N rows of each source through transform and validation (offline: references resolve to placeholders) and prints the rejections.
+  static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. Every \`$TODO("…")\` marker left by \`care-etl init\` is reported with its text and position (code \`todo\`), together with the other problems. With --sample N, also runs the first N rows of each source through transform and validation (offline: references resolve to placeholders) and prints the rejections and how many rows a run would skip (where:, or a map producing nothing).
 
 Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping has problems (or a usage error).`;
   static override examples = ['<%= config.bin %> validate examples/clinic/mapping.yaml', '<%= config.bin %> validate mapping.yaml --sample 100 --json'];
