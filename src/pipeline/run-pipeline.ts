@@ -541,7 +541,7 @@ function refContext(compiled: CompiledMapping, opts: PhaseOptions, st: PhaseStat
         const id = planned ?? st.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
         if (id) return `${type}/${id}`;
       }
-      throw new RefError(name, key, `no ${name} with key \`${key}\` has been loaded (not in its source, or not yet loaded)`, 'ref-missing');
+      throw new RefError(name, key, `no ${name} with key \`${key}\` has been loaded (not in its source, skipped by its \`where:\` or a map producing nothing, or not yet loaded)`, 'ref-missing');
     },
     sourceKey(reference) {
       const [type, id] = reference.split('/');
