@@ -141,6 +141,19 @@ describe('transformSource', () => {
       expect(rej.issues[0].message).not.toContain('active');
     });
 
+    it('where is checked before anything runs: syntax, $ref and unknown names are configuration errors at file:line:col', async () => {
+      const err = await transform(rows, patient.replace('    map:', '    where: $ref("patient", MRN) and STATUS = = 1 or $nope(STATUS)\n    map:')).catch((e: unknown) => e);
+      expect(err).toMatchObject({ exitCode: 2 });
+      const issues = (err as { issues: { code: string; path: string; location: { line: number } }[] }).issues;
+      expect(issues.map((i) => [i.code, i.path, i.location.line])).toEqual([['jsonata-syntax', '/resources/0/where', 9]]);
+      const refErr = await transform(rows, patient.replace('    map:', '    where: $ref("patient", MRN) and $nope(STATUS)\n    map:')).catch((e: unknown) => e);
+      const refIssues = (refErr as { issues: { code: string; path: string; location: { line: number; column: number } }[] }).issues;
+      expect(refIssues.map((i) => [i.code, i.path, i.location.line, i.location.column])).toEqual([
+        ['ref-context', '/resources/0/where', 9, 17], // at the call's first argument, as for the other expressions
+        ['function-unknown', '/resources/0/where', 9, 37],
+      ]);
+    });
+
     it('a skipped row is as if absent: its key is not taken, and a repeated key that maps to nothing is skipped, not a duplicate', async () => {
       const skipped: number[] = [];
       const map = patient.replace(`map: '{`, `map: 'STATUS != "deleted" ? {`);
