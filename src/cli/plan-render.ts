@@ -8,11 +8,11 @@ import { describeReject } from '../pipeline/rejects.js';
 import type { MappingPlan, PlanDocument } from '../pipeline/plan.js';
 import { PLAN_CHANGES_EXIT } from '../pipeline/plan.js';
 import { ExitCode } from '../core/issues.js';
-
-const ENDING_REFUSED_EXIT = ExitCode.endingRefused;
 import type { RunEvent } from '../pipeline/run-pipeline.js';
 import { describeIndex } from './run-progress.js';
 import { table } from './render.js';
+
+const ENDING_REFUSED_EXIT = ExitCode.endingRefused;
 
 /** Field lines shown per update or end before "… and N more field(s)". */
 export const PLAN_FIELDS_SHOWN = 8;
