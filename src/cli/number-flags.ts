@@ -1,4 +1,5 @@
 import { Flags } from '@oclif/core';
+import { allowanceError, parseAllowance } from '../load/ending-guard.js';
 
 /**
  * Numeric flags whose errors say what was expected and what was given, p-queue style:
@@ -24,3 +25,13 @@ export const nonNegativeFlag = (name: string, description: string) => numberFlag
 
 /** A share between 0 and 1. */
 export const rateFlag = (name: string, description: string) => numberFlag(name, description, 'a number between 0 and 1', (n) => Number.isFinite(n) && n >= 0 && n <= 1);
+
+/** `--allow-ending N|P%`: kept as given (a count or a percentage); the pipeline parses it with the mapping's setting. */
+export const allowEndingFlag = (description: string) =>
+  Flags.custom<string>({
+    description,
+    parse: async (input) => {
+      if (!parseAllowance(input)) throw new Error(allowanceError('--allow-ending', input));
+      return input.trim();
+    },
+  })();

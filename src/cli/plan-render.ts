@@ -7,9 +7,12 @@ import type { FieldChange } from '../load/identity.js';
 import { describeReject } from '../pipeline/rejects.js';
 import type { MappingPlan, PlanDocument } from '../pipeline/plan.js';
 import { PLAN_CHANGES_EXIT } from '../pipeline/plan.js';
+import { ExitCode } from '../core/issues.js';
 import type { RunEvent } from '../pipeline/run-pipeline.js';
 import { describeIndex } from './run-progress.js';
 import { table } from './render.js';
+
+const ENDING_REFUSED_EXIT = ExitCode.endingRefused;
 
 /** Field lines shown per update or end before "… and N more field(s)". */
 export const PLAN_FIELDS_SHOWN = 8;
@@ -50,8 +53,10 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
     c.rejects && `${c.rejects} rejected`,
     c.drifted && `${c.drifted} drifted`,
   ].filter(Boolean);
-  if (!parts.length) return [];
-  const out = [``, `${name} (${m.resourceType}): ${parts.join(', ')}`];
+  // The ending guard: shown whenever the run would end something, or refuse to (its message has counts only).
+  const guard = m.endingGuard && m.endingGuard.wouldEnd > 0 ? [`  ${m.endingGuard.allowed ? '' : '✗ '}onMissing: end — ${safe(m.endingGuard.message ?? '')}`] : [];
+  if (!parts.length && !guard.length) return [];
+  const out = [``, `${name} (${m.resourceType}): ${parts.join(', ') || 'nothing to change'}`, ...guard];
   if (limit === 0) return out;
   section(out, m.updates, limit, 'update(s)', (u) => [
     `~ update ${safe(u.key)} ${m.resourceType}/${u.serverId}${u.adopted ? ' (adopted)' : ''}${at(u.line, u.lines)}`,
@@ -91,7 +96,8 @@ export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): 
   for (const w of doc.warnings) out.push(`warning: ${w}`);
   const t = doc.totals;
   out.push(`Plan: ${t.creates} to create, ${t.updates} to update, ${t.ends} to end; ${t.adoptions} adopted from the server, ${t.unchanged} unchanged, ${t.rejects} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`);
-  if (exitCode === PLAN_CHANGES_EXIT) out.push(`Exit code ${PLAN_CHANGES_EXIT}: the run would write to the server.`);
+  if (exitCode === ENDING_REFUSED_EXIT) out.push(`Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.creates + t.updates + t.ends ? ', and it would write to the server' : ''}.`);
+  else if (exitCode === PLAN_CHANGES_EXIT) out.push(`Exit code ${PLAN_CHANGES_EXIT}: the run would write to the server.`);
   else if (doc.interrupted) out.push('Interrupted: the plan is incomplete.');
   else if (t.rejects) out.push(`No changes to the server${t.adoptions ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejects, 'row')} would be rejected (exit code 1).`);
   else out.push(`No changes: the run would send nothing${t.adoptions ? ' (it would only record the adopted resources in its state)' : ''}.`);

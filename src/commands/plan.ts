@@ -1,6 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
+import { allowEndingFlag } from '../cli/number-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { PlanDocument } from '../pipeline/plan.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
@@ -11,7 +12,7 @@ export default class Plan extends CareCommand<PlanDocument | ErrorJson> {
 
 The terminal shows a table and the first changes of each mapping (--limit); --out writes the whole plan as JSON (mode 0600: it holds patient values), --json prints it.
 
-Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run would send nothing (it may still record adopted resources in its state); 4 changes — the run would create, update or end something (rows that would be rejected may be listed too); 1 no changes, but rows would be rejected; 2 usage, mapping, configuration or authentication error; 3 could not complete (server unreachable or failing, state file in use by a run, interrupted).`;
+Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run would send nothing (it may still record adopted resources in its state); 4 changes — the run would create, update or end something (rows that would be rejected may be listed too); 1 no changes, but rows would be rejected; 2 usage, mapping, configuration or authentication error; 3 could not complete (server unreachable or failing, state file in use by a run, interrupted); 5 the run's ending guard would refuse to end a mapping's resources (onMissing: end; see --allow-ending) — the other changes are still listed.`;
   static override examples = [
     '<%= config.bin %> plan mapping.yaml',
     '<%= config.bin %> plan mapping.yaml --out plan.json',
@@ -24,6 +25,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
     state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
     reconcile: Flags.string({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`", options: [...RECONCILE_POLICIES] }),
     'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
+    'allow-ending': allowEndingFlag("the run's --allow-ending to plan for: how many resources of each onMissing: end mapping it may end (a count or a percentage like 25%; default: the mapping's allowEnding:, else 10%) — see `care-etl run --help`"),
     progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
     ...connectionFlags,
   };
@@ -47,6 +49,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
         statePath: flags.state,
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
         indexPageSize: flags['index-page-size'],
+        allowEnding: flags['allow-ending'],
         onEvent: progress?.onEvent,
         onRequest: this.requestLog,
         signal: this.signal,

@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
-import { positiveIntFlag } from '../cli/number-flags.js';
+import { allowEndingFlag, positiveIntFlag } from '../cli/number-flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
@@ -22,7 +22,7 @@ Rows that fail are written to the rejects file (NDJSON, mode 0600, the rows kept
 With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping.
 Ctrl+C / SIGTERM: no further row is read, requests in flight finish, the state and the rejects file are written (exit 3); a second one quits at once.
 
-Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted).`;
+Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
     '<%= config.bin %> run mapping.yaml --dry-run --out out/',
@@ -57,6 +57,9 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       options: [...RECONCILE_POLICIES],
     }),
     'index-page-size': Flags.integer({ description: 'page size (_count) asked for when listing the server; 0 = the server\'s own (default 1000; a server that refuses _count is asked without it)', min: 0 }),
+    'allow-ending': allowEndingFlag(
+      "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",
+    ),
     progress: Flags.string({ description: 'progress display', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
     ...connectionFlags,
   };
@@ -93,6 +96,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         onlyRejected: flags['only-rejected'],
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
         indexPageSize: flags['index-page-size'],
+        allowEnding: flags['allow-ending'],
         onEvent: progress?.onEvent,
         onRequest: this.requestLog,
         signal: this.signal,

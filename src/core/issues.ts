@@ -87,6 +87,8 @@ export const ExitCode = {
   incomplete: 3,
   /** `care-etl plan` only: the run would write to the server (terraform plan -detailed-exitcode's "2"). */
   changes: 4,
+  /** `run` and `plan`: the ending guard refused to end a mapping's resources (`onMissing: end`); the rows loaded. */
+  endingRefused: 5,
 } as const;
 
 export class CareEtlError extends Error {

@@ -538,13 +538,16 @@ export class ResourceSync {
    * before and after. One the server no longer has would fail (404); one already ended is only recorded by the
    * run (not listed).
    */
-  async planEnds(seen: ReadonlySet<string>): Promise<{ ends: PlannedEnd[]; failed: { key: string; issues: Issue[] }[] }> {
+  async planEnds(seen: ReadonlySet<string>): Promise<{ ends: PlannedEnd[]; failed: { key: string; issues: Issue[] }[]; wouldEnd: number }> {
     const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
     const end = this.deps.now.toISOString();
     const ends: PlannedEnd[] = [];
     const failed: { key: string; issues: Issue[] }[] = [];
+    /** What the run's `missingEntries` would count (the ending guard's number): already ended ones included. */
+    let wouldEnd = 0;
     for (const e of [...this.deps.scope.entries(this.res.def.name)]) {
       if (seen.has(e.key) || e.status !== 'synced' || e.endedAt || !e.serverId) continue;
+      wouldEnd++;
       const listed = index.body(e.serverId);
       if (!listed) {
         failed.push({ key: e.key, issues: issue('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`) });
@@ -554,7 +557,7 @@ export class ResourceSync {
       const after = endedBody(this.#type, current, end);
       if (contentHash(after) !== contentHash(current)) ends.push({ key: e.key, serverId: e.serverId, before: listed, after });
     }
-    return { ends, failed };
+    return { ends, failed, wouldEnd };
   }
 
   /**
@@ -646,19 +649,23 @@ export class ResourceSync {
     return outcome.kind === 'deferred' ? undefined : { item: d.item, outcome };
   }
 
+  /** Loaded, not ended entries whose key this run did not see: what `endMissing` would end (the ending guard counts them first). */
+  missingEntries(): LedgerEntry[] {
+    this.flush(); // "not seen" must see every key this run recorded
+    return this.deps.scope.notSeenSince(this.res.def.name, this.deps.runId).filter((e) => e.serverId);
+  }
+
   /**
    * onMissing: end — a care team loaded earlier whose key is no longer in the export gets `period.end` = run
    * date (and so do its open participants); a Patient/Practitioner gets `active: false`. Nothing is deleted.
    */
-  async endMissing(): Promise<{ ended: { key: string; serverId: string }[]; failed: { key: string; issues: Issue[] }[] }> {
-    this.flush(); // "not seen" must see every key this run recorded
-    const { scope, client, runId, now } = this.deps;
+  async endMissing(missing: LedgerEntry[] = this.missingEntries()): Promise<{ ended: { key: string; serverId: string }[]; failed: { key: string; issues: Issue[] }[] }> {
+    const { scope, client, now } = this.deps;
     const ended: { key: string; serverId: string }[] = [];
     const failed: { key: string; issues: Issue[] }[] = [];
     const end = now.toISOString();
-    for (const entry of scope.notSeenSince(this.res.def.name, runId)) {
-      if (!entry.serverId) continue;
-      const id = entry.serverId;
+    for (const entry of missing) {
+      const id = entry.serverId!;
       try {
         const current = await this.#call(() => client.get(this.res.def.type, id));
         const body = endedBody(this.res.def.type, current, end);

@@ -283,6 +283,7 @@ function resourceMapping(r: Obj, index: number, ctx: LoadContext): ResourceMappi
     paths: { key: keyPath, map: [...base, 'map'], match: matchPath },
   };
   if (r.reconcile === 'auto' || r.reconcile === 'always' || r.reconcile === 'never') res.reconcile = r.reconcile;
+  if (typeof r.allowEnding === 'number' || typeof r.allowEnding === 'string') res.allowEnding = r.allowEnding;
   if (typeof r.groupBy === 'string') {
     res.groupBy = r.groupBy;
     res.locations.groupBy = at([...base, 'groupBy']);

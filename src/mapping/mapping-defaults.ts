@@ -17,6 +17,11 @@ export function defaultOnMissing(): ResourceMapping['onMissing'] {
   return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/onMissing', (v): v is ResourceMapping['onMissing'] => v === 'ignore' || v === 'end');
 }
 
+/** `resources[].allowEnding` when neither the file nor `--allow-ending` sets it (a count or `P%`). */
+export function defaultAllowEnding(): string | number {
+  return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/allowEnding', (v): v is string | number => typeof v === 'string' || typeof v === 'number');
+}
+
 let limits: MappingLimits | undefined;
 /** `limits:` when the file does not set them (a copy each call: the loader overrides its properties). */
 export function defaultLimits(): MappingLimits {

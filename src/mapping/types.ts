@@ -50,6 +50,8 @@ export interface ResourceMapping {
   /** Set in the file; the run's `--reconcile` flag wins over it (default `auto`). */
   reconcile?: ReconcilePolicy;
   onMissing: 'ignore' | 'end';
+  /** `onMissing: end`: how many one run may end — a count or `P%` of the loaded (the run's `--allow-ending` wins; default: the schema's). */
+  allowEnding?: number | string;
   /** Index in `resources:` (YAML path `['resources', index, …]`). */
   index: number;
   /** Where each expression string starts in the YAML, for error positions. */

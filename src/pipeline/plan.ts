@@ -24,6 +24,8 @@ import { transformSource, type MappedResource } from '../transform/transform-sou
 import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from '../transform/reject-record.js';
 import type { MappingCounts, RunReport } from './run-pipeline.js';
+import { guardEnding, type EndingSetting } from './ending-settings.js';
+import type { EndingGuardReport } from '../load/ending-guard.js';
 
 /**
  * `care-etl plan`'s exit code when the run would write to the server (create, update or end something), after
@@ -112,6 +114,8 @@ export interface MappingPlan {
   ends: PlannedEnd[];
   rejects: PlannedReject[];
   drifted: PlannedDrift[];
+  /** `onMissing: end`: the ending guard's numbers and verdict, as the run would decide (refused: `ends` holds no whole resource). */
+  endingGuard?: EndingGuardReport;
 }
 
 /** The plan, as `--json` prints it and `--out` writes it. */
@@ -147,6 +151,8 @@ function countsOf(c: MappingCounts, drifted: number): PlanCounts {
 /** 3 interrupted; 4 the run would write to the server; 1 it would write nothing but reject rows; 0 nothing to do. */
 export function planExitCode(report: RunReport): number {
   if (report.interrupted) return ExitCode.incomplete;
+  // The run would exit 5 too: its ending guard would refuse (the run's other writes are still listed).
+  if (Object.values(report.endingGuard ?? {}).some((g) => !g.allowed)) return ExitCode.endingRefused;
   const t = report.totals;
   if (t.created + t.updated + t.ended > 0) return PLAN_CHANGES_EXIT;
   return t.rejected > 0 ? ExitCode.rejected : ExitCode.ok;
@@ -188,6 +194,8 @@ export interface PlanPhaseContext {
   counts: MappingCounts;
   policy: ReconcilePolicy;
   signal?: AbortSignal;
+  /** `onMissing: end`: the ending guard's allowance and the loaded count (see src/pipeline/ending-settings.ts). */
+  ending?: EndingSetting;
 }
 
 /**
@@ -275,12 +283,17 @@ export async function planPhase(res: CompiledResource, sync: ResourceSync, repor
     if (keyless > 0) {
       report.warnings.push(`${name}: onMissing: end skipped — ${keyless} row(s) would be rejected before their key was known, so absent keys cannot be told apart from unread ones`);
     } else {
-      const { ends, failed } = await sync.planEnds(seen);
-      for (const e of ends) {
-        counts.ended++;
-        plan.ends.push({ key: e.key, serverId: e.serverId, diff: comparableDiff(e.before, e.after) });
+      const { ends, failed, wouldEnd } = await sync.planEnds(seen);
+      const members = plan.ends.length; // participants ended inside updates, listed above
+      const allowed = !x.ending || guardEnding(report, res, x.ending, { wouldEnd, sourceRows: counts.read, membersEnded: members });
+      if (report.endingGuard?.[name]) plan.endingGuard = report.endingGuard[name];
+      if (allowed) {
+        for (const e of ends) {
+          counts.ended++;
+          plan.ends.push({ key: e.key, serverId: e.serverId, diff: comparableDiff(e.before, e.after) });
+        }
+        for (const f of failed) reject({ stage: 'load', mapping: name, source: x.source.name, file: x.source.path, key: f.key, issues: f.issues });
       }
-      for (const f of failed) reject({ stage: 'load', mapping: name, source: x.source.name, file: x.source.path, key: f.key, issues: f.issues });
     }
   }
   if (plan.drifted.length) {
@@ -293,7 +306,7 @@ export async function planPhase(res: CompiledResource, sync: ResourceSync, repor
 }
 
 /** The read methods of a `LedgerScope` a plan may call; anything else throws (a plan writes nothing). */
-const READS = new Set<PropertyKey>(['baseUrl', 'tenantId', 'get', 'entries', 'pending', 'notSeenSince', 'keyOfServerId', 'serverIdOf', 'getWatermark', 'counts', 'recentRuns', 'deliveredVersion', 'deliveredCount']);
+const READS = new Set<PropertyKey>(['baseUrl', 'tenantId', 'get', 'entries', 'pending', 'notSeenSince', 'loadedCount', 'keyOfServerId', 'serverIdOf', 'getWatermark', 'counts', 'recentRuns', 'deliveredVersion', 'deliveredCount']);
 
 /** A view of `scope` that refuses every write: a plan's bug fails loudly instead of touching the state. */
 export function readOnlyScope(scope: LedgerScope): LedgerScope {

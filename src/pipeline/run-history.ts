@@ -54,8 +54,8 @@ export function readRunHistory(opts: RunHistoryOptions): RunHistory {
 
 /** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */
 export function runSummary(
-  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[]; concurrency?: object },
-  opts: { dryRun?: boolean; concurrency?: number; maxConcurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string; onlyRejected?: boolean },
+  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[]; concurrency?: object; endingGuard?: object },
+  opts: { dryRun?: boolean; concurrency?: number; maxConcurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string; onlyRejected?: boolean; allowEnding?: string | number },
   failure: unknown,
 ): object {
   const error = failure === undefined ? undefined : redactKnown(failure instanceof Error ? failure.message : String(failure)).slice(0, 1000);
@@ -70,7 +70,9 @@ export function runSummary(
     durationMs: report.durationMs,
     // what the run settled on (a discovered concurrency is not in the flags)
     concurrency: report.concurrency,
-    flags: { concurrency: opts.concurrency, maxConcurrency: opts.maxConcurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile, onlyRejected: opts.onlyRejected || undefined },
+    // the ending guard's counts and verdict per mapping (counts only, no key)
+    endingGuard: report.endingGuard,
+    flags: { concurrency: opts.concurrency, maxConcurrency: opts.maxConcurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile, onlyRejected: opts.onlyRejected || undefined, allowEnding: opts.allowEnding },
     host: hostname(),
     user: safeUser(),
     version: VERSION,

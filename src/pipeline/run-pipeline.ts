@@ -26,6 +26,8 @@ import { readRejectSelection, RejectsWriter, type RejectSelection } from './reje
 import type { RejectRecord } from '../transform/reject-record.js';
 import { openLedgerSnapshot, planExitCode, planPhase, readOnlyScope, type MappingPlan } from './plan.js';
 import { openTarget, type Target } from '../target/open-target.js';
+import { guardEnding, resolveAllowEnding, type EndingSetting } from './ending-settings.js';
+import type { EndingGuardReport } from '../load/ending-guard.js';
 
 export interface MappingCounts {
   /** Source rows read (rejected ones included). */
@@ -86,6 +88,8 @@ export interface RunReport {
    */
   vanished?: { mapping: string; key: string; serverId?: string }[];
   vanishedCount?: number;
+  /** `onMissing: end` mappings: what the ending guard counted and decided (src/load/ending-guard.ts). */
+  endingGuard?: Record<string, EndingGuardReport>;
   warnings: string[];
   /** Every listing of the server this run made to find resources the ledger did not know (see `--reconcile`). */
   indexes: IndexBuild[];
@@ -197,6 +201,11 @@ export interface RunOptions {
    * (default `auto`). See `ReconcilePolicy`.
    */
   reconcile?: ReconcilePolicy;
+  /**
+   * `--allow-ending`: how many resources of each `onMissing: end` mapping the run may end — a count or `P%` of
+   * the loaded ones; wins over each mapping's `allowEnding:` (default: the schema's). See src/load/ending-guard.ts.
+   */
+  allowEnding?: string | number;
   /** `_count` asked for when listing the server to reconcile (default 1000; 0 = the server's own page size). */
   indexPageSize?: number;
   retry?: RetryOptions;
@@ -273,6 +282,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
     throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
   }
+  resolveAllowEnding(opts.allowEnding); // a bad --allow-ending is a usage error before anything is read
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
   const dryRun = mode === 'run' && (opts.dryRun ?? false);
@@ -399,6 +409,7 @@ function closeRunReport(report: RunReport, mode: Mode, started: Date, selection:
     report.selection.fromState = selection.fromState;
   }
   report.exitCode = report.interrupted ? ExitCode.incomplete : report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
+  if (!report.interrupted && Object.values(report.endingGuard ?? {}).some((g) => !g.allowed)) report.exitCode = ExitCode.endingRefused;
   if (report.state && Object.values(report.state).some((c) => c.rejected > 0 || (mode === 'check' && c.syncedButAbsent > 0))) report.exitCode = ExitCode.rejected;
   if (mode === 'plan') report.exitCode = planExitCode(report);
 }
@@ -492,6 +503,8 @@ interface Phase {
   /** Bytes read of this phase's source (the file stream's own counter: read per event, nothing per row). */
   bytes: SourceBytes;
   policy: ReconcilePolicy;
+  /** `onMissing: end`: the ending guard's allowance and the mapping's loaded resources when the phase starts. */
+  ending?: EndingSetting;
   sync?: ResourceSync;
   progress(): void;
   phaseEnd(): void;
@@ -558,7 +571,7 @@ async function runPhase(name: string, sh: RunShared): Promise<'next' | 'stop'> {
   if (st.mode === 'plan') {
     const planned = new Map<string, string>();
     sh.foundIds.set(name, planned);
-    await planPhase(res, ph.sync!, report, { source, ctx: sh.ctx, onReject, planned, progress, counts, policy: ph.policy, signal: opts.signal });
+    await planPhase(res, ph.sync!, report, { source, ctx: sh.ctx, onReject, planned, progress, counts, policy: ph.policy, signal: opts.signal, ending: ph.ending });
     ph.phaseEnd();
     return report.interrupted ? 'stop' : 'next';
   }
@@ -598,6 +611,7 @@ function openPhase(name: string, sh: RunShared): Phase {
     keylessRejects: 0,
     bytes,
     policy,
+    ending: res.def.onMissing === 'end' && st.scope ? resolveAllowEnding(opts.allowEnding, res.def, st.scope.loadedCount(name)) : undefined,
     sync: st.client
       ? new ResourceSync(res, { client: st.client, scope: st.scope!, runId: st.runId ?? 0, limiter: sh.limiter, retry: opts.retry ?? {}, now: opts.now, indexes: sh.indexes!, policy })
       : undefined,
@@ -759,7 +773,9 @@ async function settlePhase(ph: Phase, sh: RunShared): Promise<void> {
     } else if (report.stoppedEarly || ph.keylessRejects > 0) {
       report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${ph.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
     } else {
-      const { ended, failed } = await sync.endMissing();
+      const missing = sync.missingEntries();
+      if (!guardEnding(report, res, ph.ending!, { wouldEnd: missing.length, sourceRows: counts.read, membersEnded: counts.ended })) return;
+      const { ended, failed } = await sync.endMissing(missing);
       counts.ended += ended.length;
       for (const e of ended) report.ended.push({ mapping: name, ...e });
       for (const f of failed) ph.onReject({ stage: 'load', mapping: name, source: ph.source.name, file: ph.source.path, key: f.key, issues: f.issues });

@@ -118,6 +118,7 @@ const EXIT_MEANINGS: Record<number, string> = {
   2: 'usage, mapping, configuration or authentication error: nothing was loaded',
   3: 'could not complete (interrupted, or the server unreachable or failing): the next run goes on where this one stopped',
   4: 'plan: the run would write to the server',
+  5: 'the ending guard refused: nothing was ended for a mapping whose export lost too many keys (see the warnings); the rows were loaded',
 };
 
 export function exitMeaning(code: number, dryRun: boolean): string {

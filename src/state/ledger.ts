@@ -139,6 +139,8 @@ export interface LedgerScope {
    * Only meaningful once the whole source has been read by that run.
    */
   notSeenSince(mapping: string, runId: number): LedgerEntry[];
+  /** Synced entries of `mapping` not ended: what it has loaded (the ending guard's base). */
+  loadedCount(mapping: string): number;
   markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void;
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined;
   serverIdOf(mapping: string, key: string): string | undefined;
@@ -636,6 +638,13 @@ class LedgerScopeImpl implements LedgerScope {
         .all(this.scopeId, mapping, runId),
     ) as EntryRow[];
     return rows.map(toEntry);
+  }
+
+  loadedCount(mapping: string): number {
+    const row = this.ledger.guard('counting loaded entries', () =>
+      this.ledger.stmt(`SELECT count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL`).get(this.scopeId, mapping),
+    ) as { n: number };
+    return row.n;
   }
 
   markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void {

@@ -4,7 +4,7 @@
  * participant row disappearing (the participant is kept, with `period.end` = run date). Checked on the
  * server and in the run's report.
  */
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '../../src/api/types.js';
 import { fnDateTime } from '../../src/mapping/functions.js';
@@ -17,7 +17,7 @@ type Team = Resource & { subject: { reference: string }; period?: { start?: stri
 let sb: Sandbox;
 beforeAll(async () => {
   // Bodies over 8 KiB are refused (413): a way to make one care team's update fail at the server.
-  sb = await startSandbox({ tenants: ['t-end', 't-end-refused'], observationsPerPatient: 0, maxBodyBytes: 8192 });
+  sb = await startSandbox({ tenants: ['t-end', 't-end-refused', 't-end-guard'], observationsPerPatient: 0, maxBodyBytes: 8192 });
 });
 afterAll(async () => {
   await sb.close();
@@ -159,5 +159,48 @@ describe('a care team whose last update was refused', () => {
     expect(team2.period?.end).toBe(day3.toISOString());
     for (const p of team2.participant) expect(p.period?.end).toBe(day3.toISOString());
     expect(report.ended).toEqual([{ mapping: 'careteam', key: mrn(2), serverId: team2.id }]);
+  });
+});
+
+describe('the ending guard (issue 22): the allowance from the mapping, the flag winning over it', () => {
+  it('refuses above the default 10 %, ends within allowEnding:, and --allow-ending wins', async () => {
+    const T = 't-end-guard';
+    const clinic = makeClinic(10, 3);
+    const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
+    const rows: Assignment[] = Array.from({ length: 10 }, (_, i) => ({ mrn: mrn(i + 1), npi: npi(1 + (i % 3)), role: 'Psychiatrist', start: '2025-01-01' }));
+    clinic.writeAssignments(rows);
+    expect((await run(sb, T, clinic.mapping, { ...opts, now: new Date('2026-01-01T00:00:00.000Z') })).exitCode).toBe(0);
+    const ended = async () => ((await listAll(sb, T, 'CareTeam')) as Team[]).filter((t) => t.period?.end).length;
+
+    // Three of ten patients leave: 10 % of 10 allows one.
+    clinic.writeAssignments(rows.slice(3));
+    const refused = await run(sb, T, clinic.mapping, opts);
+    expect(refused.exitCode).toBe(5);
+    expect(refused.endingGuard!.careteam).toEqual({
+      wouldEnd: 3, loaded: 10, sourceRows: 7, allowance: '10%', from: 'default', limit: 1, allowed: false, reason: 'above-limit',
+      message: 'careteam: would end 3 of 10 care teams (30 %), above the limit of 10% (1; the default) — nothing ended; if the clinic really closed these, re-run with --allow-ending 3 (or 100%)',
+    });
+    expect(refused.mappings.careteam).toMatchObject({ ended: 0, unchanged: 7 });
+    expect(await ended()).toBe(0);
+
+    // The flag wins over the mapping's setting: allowEnding: 3 in the file, --allow-ending 2 on the run.
+    const yaml = readFileSync(clinic.mapping, 'utf8');
+    writeFileSync(clinic.mapping, yaml.replace('    onMissing: end\n', '    onMissing: end\n    allowEnding: 3\n'));
+    const flagged = await run(sb, T, clinic.mapping, { ...opts, allowEnding: '2' });
+    expect(flagged.exitCode).toBe(5);
+    expect(flagged.endingGuard!.careteam).toMatchObject({ allowance: '2', from: 'flag', limit: 2, allowed: false });
+    expect(await ended()).toBe(0);
+
+    const allowed = await run(sb, T, clinic.mapping, opts);
+    expect(allowed.exitCode).toBe(0);
+    expect(allowed.endingGuard!.careteam).toMatchObject({ wouldEnd: 3, allowance: '3', from: 'mapping', limit: 3, allowed: true });
+    expect(allowed.mappings.careteam.ended).toBe(3);
+    expect(await ended()).toBe(3);
+
+    // A bad --allow-ending is a usage error before anything is read.
+    await expect(run(sb, T, clinic.mapping, { ...opts, allowEnding: '150%' })).rejects.toMatchObject({
+      exitCode: 2,
+      message: 'Expected `--allow-ending` to be a count ≥ 0 or a percentage like 25%, got `150%`',
+    });
   });
 });

@@ -239,7 +239,8 @@ describe('a kill, then the export changes before the next run', () => {
   it('an interrupted create whose rows were then removed is still found, and ended by onMissing: end', async () => {
     const T = 't-orphan';
     const c = makeClinic(120, 6, 'care-etl-sync-orphan-');
-    const runC = (extra: string[] = []) => spawnRun(extra, c.mapping, sb.url, T);
+    // Ending is what is tested here, not the ending guard (issue 22): its allowance is lifted.
+    const runC = (extra: string[] = []) => spawnRun(['--allow-ending', '100%', ...extra], c.mapping, sb.url, T);
     await killWhen(() => count('CareTeam', T) >= 30, { latencyMs: 25, seed: 21 }, () => runC(['--concurrency', '8']));
 
     // Which care-team creates were interrupted, and which of them reached the server anyway?
@@ -284,7 +285,8 @@ describe('a kill while onMissing: end is ending care teams', () => {
   it('the next run ends the rest and does not write again what the killed run already ended', async () => {
     const T = 't-end-kill';
     const c = makeClinic(60, 6, 'care-etl-sync-endkill-');
-    const runC = (extra: string[] = []) => spawnRun(extra, c.mapping, proxy.url, T);
+    // Half of the care teams end on purpose: the ending guard's allowance (issue 22) is lifted.
+    const runC = (extra: string[] = []) => spawnRun(['--allow-ending', '100%', ...extra], c.mapping, proxy.url, T);
     const first = await runC().done;
     expect(first.code, first.stderr).toBe(0);
     const teams1 = await listAll(sb, T, 'CareTeam');
