@@ -87,7 +87,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         connection: connectionFromFlags(flags),
         json,
         onTarget: (t) => {
-          if (t.embedded) err(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`);
+          // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
+          if (t.embedded) process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,

@@ -63,13 +63,14 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }] = await Promise.all([
+    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] = await Promise.all([
       import('../pipeline/run-pipeline.js'),
       import('../cli/run-progress.js'),
       import('../cli/render.js'),
       import('../core/secure-fs.js'),
       import('../core/secret.js'),
       import('../report/report-model.js'),
+      import('../cli/run-summary.js'),
     ]);
     const mode = this.progressMode(flags.progress);
     const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
@@ -127,6 +128,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
       if (report.concurrency) this.log(`Concurrency: ${describeConcurrency(report.concurrency)}`);
     }
+    this.notice(embeddedSandboxLine(report.target));
     return report;
   }
 }
