@@ -51,6 +51,9 @@ const AUTHORED: Readonly<Record<string, string>> = { D3137: '$error', D3141: '$a
  */
 const EXPRESSION_MESSAGE = /^((?:[a-z]+ `[^`\n]*` )+[A-Za-z]+): ([\s\S]*?)(?: \[([A-Z]\d{4})\])?$/;
 
+/** The hand-over text of an unknown property (applying `handOverIssue` twice changes nothing). */
+const UNKNOWN_PROPERTY = 'a property the schema does not allow';
+
 /** `mapping.yaml:12:5`: the file name is enough beside the summary's own `file` column. */
 function shortLocation(issue: Issue): string {
   const loc = issue.location;
@@ -75,10 +78,10 @@ export function handOverIssue(issue: Issue, opts: HandOverOptions = {}): Issue {
     }
     return { ...issue, message };
   }
-  if (issue.code === 'additionalProperties') {
+  if (issue.code === 'additionalProperties' && !message.startsWith(UNKNOWN_PROPERTY)) {
     // The property's name is in the path: a map that builds keys from cells (`{ LAST: … }`) names a patient there.
     const parent = issue.path?.replace(/\/[^/]*$/, '') || '/';
-    return { ...issue, path: parent, message: `a property the schema does not allow (its name is in ${where})` };
+    return { ...issue, path: parent, message: `${UNKNOWN_PROPERTY} (its name is in ${where})` };
   }
   if (issue.path === '/resourceType') {
     return { ...issue, message: message.replace(/, got `(?!undefined`|null`)[\s\S]*`$/, ', got another value') };

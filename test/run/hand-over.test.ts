@@ -12,6 +12,7 @@ describe('handOverIssue', () => {
     const e = handOverIssue(jsonata('mapping `patient` map: bad Moreau [D3137]'), { rejectsFile: '/clinic/.care-etl/rejects.ndjson' });
     expect(e.message).toBe("mapping `patient` map: the mapping's $error at mapping.yaml:12:5 (message in rejects.ndjson) [D3137]");
     expect(e.location).toEqual(at);
+    expect(handOverIssue(e, { rejectsFile: '/clinic/.care-etl/rejects.ndjson' })).toEqual(e);
     const a = handOverIssue(jsonata('mapping `patient` map: no: Tomas [D3141]'));
     expect(a.message).toBe("mapping `patient` map: the mapping's $assert at mapping.yaml:12:5 (message in the rejects file) [D3141]");
     // without the owner prefix, nothing of the text is kept either
@@ -38,6 +39,7 @@ describe('handOverIssue', () => {
     const e = handOverIssue({ severity: 'error', code: foreignCode('additionalProperties'), message: 'unknown property "Moreau" is not allowed', path: '/name/0/Moreau' });
     expect(e.path).toBe('/name/0');
     expect(JSON.stringify(e)).not.toContain('Moreau');
+    expect(handOverIssue(e)).toEqual(e); // idempotent: the terminal may word an already worded issue
   });
 
   it('a resourceType taken from a cell is not echoed; messages without values pass unchanged', () => {
