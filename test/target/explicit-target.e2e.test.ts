@@ -80,10 +80,12 @@ describe('a real target suggested but no base URL: refused, nothing created', ()
 describe('--sandbox, or nothing set: the embedded sandbox, and every output mode says so', () => {
   it('CARE_* set without a base URL, --sandbox --quiet: loads; the one stderr line says "embedded sandbox"', async () => {
     const { dir, mapping } = clinic();
-    const r = await runCli(['run', mapping, '--sandbox', '--quiet'], { env: { ...CARE_WITHOUT_BASE, CI: 'true' } });
+    const md = join(dir, 'report.md');
+    const r = await runCli(['run', mapping, '--sandbox', '--quiet', '--report', md], { env: { ...CARE_WITHOUT_BASE, CI: 'true' } });
     expect(r.code, r.stderr).toBe(1); // the example's deliberately bad rows
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('Target: the embedded sandbox');
+    expect(readFileSync(md, 'utf8')).toContain('embedded sandbox');
     expect(existsSync(join(dir, '.care-etl', 'sandbox.db'))).toBe(true);
     // --json --progress none: the report's target says embedded, and stderr still does
     const j = await runCli(['run', mapping, '--sandbox', '--json', '--progress', 'none'], { env: CARE_WITHOUT_BASE });
