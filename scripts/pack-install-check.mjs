@@ -213,7 +213,8 @@ function runInstalled(prefix) {
   mkdirSync(work);
   // The shipped example, as a user would copy it next to their own exports.
   cpSync(join(globalPackageDir(prefix), 'examples', 'clinic'), work, { recursive: true });
-  const env = Object.fromEntries(Object.entries(npmEnv()).filter(([k]) => !k.startsWith('CARE_')));
+  // Without CI too: under CI the CLI refuses the embedded sandbox unless --sandbox, and this is a user's first run.
+  const env = Object.fromEntries(Object.entries(npmEnv()).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI'));
   env.PATH = `${bin}${delimiter}${process.env.PATH ?? ''}`;
   env.NO_COLOR = '1';
   const careEtl = (argv) => {

@@ -60,6 +60,11 @@ export interface ConnectionInput {
   maxResponseBytes?: number;
   maxPages?: number;
   connections?: number;
+  /**
+   * `--sandbox` (command line only; `resolveConnection` ignores it): load into the embedded sandbox even when CARE_*
+   * variables, `CI` or the mapping's `target:` suggest a real server (src/target/open-target.ts).
+   */
+  embeddedSandbox?: boolean;
 }
 
 export const ENV = {

@@ -23,6 +23,8 @@ export interface CommandShell {
   signal: AbortSignal;
   onRequest?: (r: { method: string; path: string; status: number | 'error'; ms: number }) => void;
   log(line: string): void;
+  /** See `CareCommand.notice`. */
+  notice(line: string | undefined): void;
   fail(err: unknown): ErrorJson;
 }
 
@@ -142,12 +144,19 @@ export abstract class CareCommand<T> extends Command {
   }
 
   protected shell(progressFlag?: string): CommandShell {
-    return { json: this.jsonEnabled(), progress: this.progressMode(progressFlag), signal: this.signal, onRequest: this.requestLog, log: (l) => this.log(l), fail: (e) => this.fail(e) };
+    return { json: this.jsonEnabled(), progress: this.progressMode(progressFlag), signal: this.signal, onRequest: this.requestLog, log: (l) => this.log(l), notice: (l) => this.notice(l), fail: (e) => this.fail(e) };
   }
 
   /** Informational stderr line (not under `--json` or `--quiet`). */
   protected info(line: string): void {
     if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
+  }
+
+  /** A summary line that must never be silent: stdout with the summary, stderr under `--json` or `--quiet`. */
+  notice(line: string | undefined): void {
+    if (line === undefined) return;
+    if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(`${line}\n`);
+    else this.log(line);
   }
 
   /** Summary on stdout (not under `--json` or `--quiet`). */

@@ -26,6 +26,13 @@ export const connectionFlags = {
     helpGroup: 'CONNECTION',
   }),
   'max-pages': Flags.integer({ description: 'most pages one listing follows through next links (default 100000); more fails the command (exit 3)', min: 1, helpGroup: 'CONNECTION' }),
+  // Without it, CARE_* variables, CI or a `target:` with no base URL are refused (exit 2) rather than silently
+  // loading into the sandbox; with a base URL known it is a usage error (exit 2): one target, said once.
+  sandbox: Flags.boolean({
+    description: 'use the embedded sandbox (.care-etl/sandbox.db beside the mapping) even when CARE_* variables, CI or the mapping\'s target: are set; an error when a base URL is set',
+    exclusive: ['base-url'],
+    helpGroup: 'CONNECTION',
+  }),
 };
 
 export function connectionFromFlags(flags: {
@@ -38,6 +45,7 @@ export function connectionFromFlags(flags: {
   'connect-timeout'?: number;
   'max-response-bytes'?: number;
   'max-pages'?: number;
+  sandbox?: boolean;
 }): ConnectionInput {
   return {
     baseUrl: flags['base-url'],
@@ -49,5 +57,6 @@ export function connectionFromFlags(flags: {
     connectTimeoutMs: flags['connect-timeout'],
     maxResponseBytes: flags['max-response-bytes'],
     maxPages: flags['max-pages'],
+    embeddedSandbox: flags.sandbox,
   };
 }

@@ -18,3 +18,12 @@ export function describeRun(r: RunInfo): (string | number)[] {
     `${r.baseUrl ?? '?'} ${r.tenantId ?? ''}`.trim(),
   ];
 }
+
+/**
+ * The line saying a command used the embedded sandbox rather than a configured server: printed with the summary,
+ * and under `--quiet`, `--json` and `--progress none` too (`CareCommand.notice`), so it is never silent.
+ */
+export function embeddedSandboxLine(target: { embedded: boolean; dataFile?: string } | undefined): string | undefined {
+  if (!target?.embedded) return undefined;
+  return `Target: the embedded sandbox${target.dataFile ? ` (data in ${target.dataFile})` : ''}, not a configured server — set CARE_BASE_URL or target.baseUrl for a real one`;
+}

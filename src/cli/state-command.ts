@@ -17,7 +17,12 @@ type StateFlags = { state?: string; 'index-page-size'?: number; progress: string
 
 /** Runs `inspectState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
 export async function runStateCommand(cmd: CommandShell, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
-  const [{ inspectState }, { createRunProgress }, { table }] = await Promise.all([import('../pipeline/run-pipeline.js'), import('./run-progress.js'), import('./render.js')]);
+  const [{ inspectState }, { createRunProgress }, { table }, { embeddedSandboxLine }] = await Promise.all([
+    import('../pipeline/run-pipeline.js'),
+    import('./run-progress.js'),
+    import('./render.js'),
+    import('./run-summary.js'),
+  ]);
   const { json } = cmd;
   const progress = cmd.progress === 'none' ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
   let report: RunReport;
@@ -42,6 +47,7 @@ export async function runStateCommand(cmd: CommandShell, mapping: string, flags:
     if (record) cmd.log(`State ${report.statePath} rebuilt from the server (nothing was sent but reads). A run now creates "not on server" and updates "differing".`);
     else cmd.log(`Nothing was written. "by match": on the server but unknown to the state (\`state rebuild\` records them); "state but gone": recorded as loaded, missing on the server (the next run creates them again).`);
   }
+  cmd.notice(embeddedSandboxLine(report.target));
   process.exitCode = report.exitCode;
   return report;
 }

@@ -17,7 +17,7 @@ Formula injection: text cells starting with = + - @ tab or CR are prefixed with 
 --pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>.
-With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded).
+With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded); CARE_* variables, CI or a target: key without a base URL are refused (exit 2) unless --sandbox.
 
 Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to --out.`;
   static override examples = [
@@ -87,7 +87,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         connection: connectionFromFlags(flags),
         json,
         onTarget: (t) => {
-          if (t.embedded) err(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`);
+          // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
+          if (t.embedded) process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,

@@ -32,12 +32,13 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
 
   async run(): Promise<PlanDocument | ErrorJson> {
     const { args, flags } = await this.parse(Plan);
-    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }] = await Promise.all([
+    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }, { embeddedSandboxLine }] = await Promise.all([
       import('../pipeline/run-pipeline.js'),
       import('../pipeline/plan.js'),
       import('../cli/plan-render.js'),
       import('../core/secure-fs.js'),
       import('../core/secret.js'),
+      import('../cli/run-summary.js'),
     ]);
     const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress((l) => process.stderr.write(`${l}\n`));
     let doc: PlanDocument;
@@ -67,6 +68,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
       this.log(renderPlan(doc, flags.limit, exitCode));
       if (flags.out) this.log(doc.interrupted ? `Interrupted: ${flags.out} was not written.` : `The whole plan: ${flags.out}`);
     }
+    this.notice(embeddedSandboxLine(doc.target));
     return doc;
   }
 }

@@ -32,6 +32,8 @@ export const ISSUE_CODES = [
   'ref-missing', 'ref-rejected', 'ref-unresolved', 'value-too-large', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
   // load
   'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
+  // target (issue 22, part 4): no base URL although CARE_*, CI or `target:` suggest a server; --sandbox with one
+  'target-missing', 'target-conflict',
 ] as const;
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -90,6 +90,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
   const limitIssues: Issue[] = [];
   const limits = readLimits(data.limits, env, file, limitIssues);
   const target = readTarget(data.target, ctx);
+  if (Object.hasOwn(data, 'target')) target.declared = true; // even empty: a real server is meant (src/target/open-target.ts)
   const sources = await readSources(data.sources, ctx);
   const lookups = await readLookups(data.lookups, {
     ...ctx,

@@ -29,6 +29,8 @@ export interface TargetConfig {
   emrId?: string;
   tenantId?: string;
   updateMethod?: Partial<Record<WritableType, UpdateMethodConfig>>;
+  /** The file has a `target:` key (even empty or without `baseUrl`): the embedded sandbox is then refused. */
+  declared?: boolean;
 }
 
 /** Sources are configured with the types of src/sources (one definition; `path` is absolute after loading). */

@@ -7,6 +7,7 @@ import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
+import { handOverIssue } from './hand-over.js';
 
 /** A reject line longer than this drops its `row` (keeping an excerpt): one pathological row must not bloat the file. */
 export const REJECT_MAX_LINE_CHARS = 16 * 1024 * 1024;
@@ -129,9 +130,10 @@ function short(file: string): string {
   return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
 }
 
-export function describeReject(r: RejectRecord): string {
+/** A reject as one terminal line: where, mapping, key, stage and the first issue's hand-over text (`handOverIssue`). */
+export function describeReject(r: RejectRecord, rejectsFile?: string): string {
   const where = `${short(r.file)}${r.line !== undefined ? `:${r.line}` : r.record !== undefined ? `#${r.record}` : ''}`;
-  const first = r.issues[0];
+  const first = r.issues[0] && handOverIssue(r.issues[0], { rejectsFile });
   const more = r.issues.length > 1 ? ` (+${r.issues.length - 1} more)` : '';
   // Mapping-file positions (file:line:col of the expression) are worth more than the mapping's YAML path.
   const loc = first?.location;
@@ -157,18 +159,18 @@ const SUMMARY_OPTIONS = {
 
 /**
  * The summary rows of one reject: where (the file relative to `baseDir` when inside it; the line — every line of a
- * `groupBy` group — or, for JSON, the record), which mapping and key, the stage, and per issue its code and message.
- * Messages name keys, header names, lookup tables and formats, never field values (the transform and source stages
- * are written that way); the row and the raw text are not read.
+ * `groupBy` group — or, for JSON, the record), which mapping and key, the stage, and per issue its code and its
+ * hand-over text (`handOverIssue`: never a field value — a mapping's own `$error` text is named by its position, the
+ * message itself stays in `rejectsFile`); the row and the raw text are not read.
  */
-export function summaryRows(r: RejectRecord, baseDir?: string): (string | number | undefined)[][] {
+export function summaryRows(r: RejectRecord, baseDir?: string, rejectsFile?: string): (string | number | undefined)[][] {
   const rel = baseDir ? relative(baseDir, r.file) : '';
   const file = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : r.file;
   const many = (one: number | undefined) => (r.lines?.length ? r.lines.join(' ') : one);
   const line = r.line !== undefined ? many(r.line) : undefined;
   const record = r.line === undefined ? many(r.record) : undefined;
   const issues = r.issues?.length ? r.issues : [undefined];
-  return issues.map((i) => [file, line, record, r.mapping, r.key, r.stage, i?.code, i?.message].map((v) => csvCell(typeof v === 'string' ? redactKnown(v) : v)));
+  return issues.map((i) => [file, line, record, r.mapping, r.key, r.stage, i?.code, i && handOverIssue(i, { rejectsFile }).message].map((v) => csvCell(typeof v === 'string' ? redactKnown(v) : v)));
 }
 
 export interface RejectsWriterOptions {
@@ -218,7 +220,7 @@ export class RejectsWriter {
     if (this.#summary) {
       let text: string;
       try {
-        text = stringify(summaryRows(record, this.#baseDir), SUMMARY_OPTIONS);
+        text = stringify(summaryRows(record, this.#baseDir, this.path), SUMMARY_OPTIONS);
       } catch {
         // issues that are not plain text (never from the pipeline): the location, without them
         text = stringify([[record.file, record.line, record.record, record.mapping, undefined, record.stage, undefined, 'issues not writable as text'].map(csvCell)], SUMMARY_OPTIONS);

@@ -25,7 +25,7 @@ import { runSummary } from './run-history.js';
 import { readRejectSelection, RejectsWriter, type RejectSelection } from './rejects.js';
 import type { RejectRecord } from '../transform/reject-record.js';
 import { openLedgerSnapshot, planExitCode, planPhase, readOnlyScope, type MappingPlan } from './plan.js';
-import { openTarget, type Target } from '../target/open-target.js';
+import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-target.js';
 import { guardEnding, resolveAllowEnding, type EndingSetting } from './ending-settings.js';
 import type { EndingGuardReport } from '../load/ending-guard.js';
 
@@ -286,6 +286,8 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
   const dryRun = mode === 'run' && (opts.dryRun ?? false);
+  // A refused target (CARE_* or `target:` without a base URL) fails before any source is read or file written.
+  if (!dryRun) usesEmbeddedSandbox(mapping, opts);
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
   const careDir = join(mapping.dir, '.care-etl');

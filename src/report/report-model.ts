@@ -3,6 +3,7 @@ import { formatLocation, type Issue } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
 import type { MappingCounts, RunReport } from '../pipeline/run-pipeline.js';
 import { excerptOf, readRejectLines } from '../pipeline/rejects.js';
+import { handOverIssue } from '../pipeline/hand-over.js';
 import type { RejectRecord, RejectStage } from '../transform/reject-record.js';
 
 /**
@@ -237,9 +238,11 @@ interface GroupAcc {
 }
 
 /** The rejects grouped by reason (`groupKeyOf`), largest group first, then in order of first appearance. */
-export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; includeRows?: boolean }): RejectGroup[] {
+export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; includeRows?: boolean; rejectsFile?: string }): RejectGroup[] {
   const accs = new Map<string, GroupAcc>();
-  for (const r of rejects) {
+  for (const given of rejects) {
+    // The report is handed over: issues as `handOverIssue` words them (the full messages stay in the rejects file).
+    const r = { ...given, issues: (given.issues ?? []).map((i) => (i && typeof i === 'object' ? handOverIssue(i, { rejectsFile: opts.rejectsFile }) : i)) };
     const first = r.issues?.[0];
     const k = groupKeyOf(r);
     let a = accs.get(k);
@@ -340,7 +343,7 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     mappings,
     hasNotSelected: report.selection !== undefined || mappings.some((m) => m.counts.notSelected !== undefined),
     hasSkipped: mappings.some((m) => (m.counts.skipped ?? 0) > 0),
-    groups: groupRejects(input.rejects, { baseDir: base, includeRows }),
+    groups: groupRejects(input.rejects, { baseDir: base, includeRows, rejectsFile: report.rejectsFile }),
     rejectCount: input.rejects.length,
     ended: listed(report.ended ?? []),
     vanished: { items: (report.vanished ?? []).slice(0, MAX_LISTED), total: report.vanishedCount ?? 0 },

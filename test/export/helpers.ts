@@ -26,10 +26,10 @@ export function clientFor(sb: Sandbox, opts: ConstructorParameters<typeof CareCl
   return new CareClient(settings, opts);
 }
 
-/** CARE_* for the sandbox; every other CARE_* variable of the caller's environment removed. */
+/** CARE_* for the sandbox; every other CARE_* variable of the caller's environment removed, and `CI` (it refuses the embedded sandbox). */
 export function envFor(sb: Sandbox | undefined): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CARE_')) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CARE_') && k !== 'CI') env[k] = v;
   if (sb) Object.assign(env, { CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: TENANT });
   return env;
 }

@@ -14,9 +14,17 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the built CLI (`npm ci` builds it) with a clean CARE_* environment plus `env`. */
+/**
+ * The caller's environment without CARE_* and `CI`: both make the CLI refuse the embedded sandbox (a GitHub-style
+ * runner sets CI=true), so a test that wants them passes them in `env`.
+ */
+export function cleanEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI'));
+}
+
+/** Runs the built CLI (`npm ci` builds it) with a clean environment (`cleanEnv`) plus `env`. */
 export function runCli(args: string[], opts: { env?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARE_')));
+  const base = cleanEnv();
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd ?? ROOT, env: { ...base, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

@@ -23,6 +23,7 @@ describe('loadMapping: a valid file', () => {
       emrId: 'emr-default',
       tenantId: 'tenant-t1',
       updateMethod: { Patient: { method: 'PUT' }, CareTeam: { method: 'PATCH', path: '{type}/{id}' } },
+      declared: true,
     });
     expect(m.warnings).toEqual([]);
   });
@@ -104,7 +105,7 @@ describe('loadMapping: ${VAR} interpolation problems', () => {
     const m = await loadMapping(fixture('env.yaml'), {
       env: { CARE_BASE_URL: 'https://x.test', CARE_API_KEY: 'k', CARE_TENANT_ID: 't', DATA_DIR: '/data' },
     });
-    expect(m.target).toEqual({ baseUrl: 'https://x.test', apiKey: 'key-k', emrId: 'emr-1', tenantId: 't' });
+    expect(m.target).toEqual({ baseUrl: 'https://x.test', apiKey: 'key-k', emrId: 'emr-1', tenantId: 't', declared: true });
     expect(m.sources.patients!.path).toBe('/data/patients.csv');
   });
 
