@@ -17,7 +17,7 @@ let sb: Sandbox;
 const envFor = (tenant: string) => ({ CARE_BASE_URL: sb.url, CARE_API_KEY: API_KEY, CARE_EMR_ID: 'emr-gate', CARE_TENANT_ID: tenant });
 
 beforeAll(async () => {
-  sb = await startSandbox({ apiKey: API_KEY, emrId: 'emr-gate', tenants: ['t-gate', 't-collide'], observationsPerPatient: 0 });
+  sb = await startSandbox({ apiKey: API_KEY, emrId: 'emr-gate', tenants: ['t-gate', 't-collide', 't-known'], observationsPerPatient: 0 });
 });
 afterAll(async () => {
   await sb.close();
@@ -86,6 +86,22 @@ describe('the offline loop rejects what the run rejects', () => {
     expect(text.stdout).toMatch(/load: mapping `patient` match: `identifier\.value` must give text, got 2 values \(.*mapping\.yaml:14:12\)/);
     expect(text.stdout).toMatch(/validate: \/birthDate: must be a calendar date/);
     expect(text.stdout + text.stderr).not.toContain('1985-02-30');
+  });
+
+  it('a key the state already holds is checked too: the run rejects it as validate --sample does, whatever the state', async () => {
+    const dir = copyTree('test/fixtures/gate', 'care-etl-gate-known-');
+    const mapping = join(dir, 'mapping.yaml');
+    const text = readFileSync(mapping, 'utf8');
+    writeFileSync(mapping, text.replace('match: identifier.value', 'match: identifier[0].value'));
+    const first = await runCli(['run', mapping, '--json'], { env: envFor('t-known') });
+    expect((JSON.parse(first.stdout) as RunReport).mappings.patient).toMatchObject({ created: 3, rejected: 1 });
+    // The same resources, now with a match giving two values for 003: unchanged in the state, yet not matchable.
+    writeFileSync(mapping, text);
+    const second = await runCli(['run', mapping, '--json'], { env: envFor('t-known') });
+    expect(second.code, second.stderr).toBe(1);
+    expect((JSON.parse(second.stdout) as RunReport).mappings.patient).toMatchObject({ unchanged: 2, rejected: 2 });
+    const rejects = readRejects(join(dir, '.care-etl', 'rejects.ndjson'));
+    expect(rejects.map((r) => `${r.key}:${r.stage}:${r.issues[0]!.code}`)).toEqual(['002:validate:format', '003:load:match-invalid']);
   });
 
   it('source keys sharing a match value: loaded by the run with a warning, and the dry run says the same', async () => {
