@@ -1,17 +1,23 @@
 import { Args, Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { ExitCode } from '../core/issues.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { ValidateReport } from '../pipeline/validate-mapping.js';
 
 export default class Validate extends CareCommand<ValidateReport | ErrorJson> {
   static override summary = 'Check a mapping file: schema, expressions, sources, references — every problem with file:line:column.';
-  static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. Every \`$TODO("…")\` marker left by \`care-etl init\` is reported with its text and position (code \`todo\`), together with the other problems. With --sample N, also runs the first N rows of each source through transform and validation (offline: references resolve to placeholders) and prints the rejections and how many rows a run would skip (where:, or a map producing nothing).
+  static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. Every \`$TODO("…")\` marker left by \`care-etl init\` is reported with its text and position (code \`todo\`), together with the other problems. With --sample N, also runs the first N rows of each source through transform, validation and the loader's offline checks (match values; offline: references resolve to placeholders) and prints the rejections and how many rows a run would skip (where:, or a map producing nothing) — every reason a run would reject a row without asking the server.
 
-Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping has problems (or a usage error).`;
-  static override examples = ['<%= config.bin %> validate examples/clinic/mapping.yaml', '<%= config.bin %> validate mapping.yaml --sample 100 --json'];
+Exit codes: 0 valid (and no sampled row rejected); 1 valid, but sampled rows were rejected (0 with --allow-rejects); 2 the mapping has problems (or a usage error).`;
+  static override examples = [
+    '<%= config.bin %> validate examples/clinic/mapping.yaml',
+    '<%= config.bin %> validate mapping.yaml --sample 100 --json',
+    '<%= config.bin %> validate mapping.yaml --sample 100 --allow-rejects',
+  ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
-    sample: Flags.integer({ description: 'run the first N rows of each source through transform and validation', min: 1 }),
+    sample: Flags.integer({ description: 'run the first N rows of each source through transform, validation and the offline load checks; exit 1 if one is rejected', min: 1 }),
+    'allow-rejects': Flags.boolean({ description: 'with --sample: report rejected sampled rows but exit 0 (an export known to hold bad rows)', dependsOn: ['sample'] }),
   };
 
   async run(): Promise<ValidateReport | ErrorJson> {
@@ -24,12 +30,16 @@ Exit codes: 0 valid (sample rejections are reported, not fatal); 2 the mapping h
     ]);
     try {
       const report = await validateMapping(args.mapping, { sample: flags.sample });
+      // A gate: a sampled row the run would reject fails the check (README "Exit codes": 1, rows rejected).
+      const rejected = Object.values(report.samples ?? {}).reduce((n, s) => n + s.rejects.length, 0);
+      process.exitCode = rejected && !flags['allow-rejects'] ? ExitCode.rejected : ExitCode.ok;
       if (!this.jsonEnabled()) {
         for (const w of report.warnings) this.log(formatIssue(w));
         this.log(`${args.mapping}: valid (load order: ${report.order.join(' → ')})`);
         if (report.samples) {
           this.log(table(['mapping', 'rows', 'skipped', 'valid', 'rejected'], Object.entries(report.samples).map(([n, s]) => [n, s.rows, s.skipped, s.valid, s.rejects.length])));
           for (const s of Object.values(report.samples)) for (const r of s.rejects) this.log(`  rejected ${describeReject(r)}`);
+          if (rejected) this.log(`${rejected} sampled row(s) rejected: a run would reject them too${flags['allow-rejects'] ? ' (--allow-rejects: exit 0)' : ' (exit 1; --allow-rejects to accept)'}`);
         }
       }
       return report;

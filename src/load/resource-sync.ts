@@ -12,6 +12,7 @@ import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparable, comparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
+import { decideIdentity, MatchClaims } from './identity-check.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from '../core/retry.js';
@@ -116,13 +117,10 @@ export class ResourceSync {
   readonly #seen: string[] = [];
   /** Successful writes not yet recorded: committed together once per event-loop turn (see #recordSynced). */
   readonly #synced: SyncedInput[] = [];
-  /** Match value → the first key that used it in this run. */
-  readonly #claims = new Map<string, string>();
-  /** Match value → how many distinct keys of this run use it (only values used by more than one). */
-  readonly #sharing = new Map<string, number>();
+  /** Match value → the keys of this run using it. */
+  readonly #claims = new MatchClaims();
   /** Keys whose match value designates several identical server copies: settled once every key is known. */
   readonly #ambiguous: { item: MappedResource; hash: string; matchValue: string; record?: boolean }[] = [];
-  #shared = 0;
   /** Server id → key adopted or created for it in this run (the ledger lags by one event-loop turn). */
   readonly #owners = new Map<string, string>();
   readonly #rule: MatchRule;
@@ -189,17 +187,22 @@ export class ResourceSync {
 
   async #sync(item: MappedResource): Promise<SyncOutcome> {
     const { scope } = this.deps;
+    // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
+    // the state is lost would fail at the worst time.
+    const identity = await decideIdentity(this.#rule, item.resource);
+    if (!identity.ok) return { kind: 'rejected', issues: identity.issues };
+    const { matchValue } = identity;
     const hash = contentHash(item.resource);
     const entry = scope.get(item.mapping, item.key);
     if (entry?.status === 'pending') {
-      this.#deferred.push({ item, hash, matchValue: entry.matchValue ?? (await this.matchValue(item.resource)), earlier: entry.lastRunId !== this.deps.runId });
+      this.#deferred.push({ item, hash, matchValue: entry.matchValue ?? matchValue, earlier: entry.lastRunId !== this.deps.runId });
       return { kind: 'deferred' };
     }
     if (entry?.serverId) {
       // `always` listed the type before the phase: the server, not the ledger, says what is there.
       const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
       const onServer = listed?.get(entry.serverId);
-      if (listed && !onServer) return this.#createOrAdopt(item, hash, `${this.#type}/${entry.serverId} recorded in the state is gone from the server`);
+      if (listed && !onServer) return this.#createOrAdopt(item, hash, matchValue, `${this.#type}/${entry.serverId} recorded in the state is gone from the server`);
       if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt && (!onServer || onServer.hash === comparableHash(item.resource))) {
         this.#seen.push(item.key);
         if (this.#seen.length >= 1000) this.flushSeen();
@@ -207,11 +210,11 @@ export class ResourceSync {
       }
       const outcome = await this.#update(item, entry.serverId, hash);
       if (outcome.kind === 'rejected' && outcome.issues.some((i) => hasCode(i, 'http-404'))) {
-        return this.#createOrAdopt(item, hash, `${this.#type}/${entry.serverId} recorded in the state answered 404`);
+        return this.#createOrAdopt(item, hash, matchValue, `${this.#type}/${entry.serverId} recorded in the state answered 404`);
       }
       return outcome;
     }
-    return this.#createOrAdopt(item, hash);
+    return this.#createOrAdopt(item, hash, matchValue);
   }
 
   /** Why this mapping needs a listing before creating a key the ledger does not know; undefined: create directly. */
@@ -227,8 +230,7 @@ export class ResourceSync {
   }
 
   /** A key without a server id in the ledger: find it on the server by its match rule, else create it. */
-  async #createOrAdopt(item: MappedResource, hash: string, gone?: string): Promise<SyncOutcome> {
-    const matchValue = await this.matchValue(item.resource);
+  async #createOrAdopt(item: MappedResource, hash: string, matchValue: string, gone?: string): Promise<SyncOutcome> {
     this.#claim(matchValue, item.key);
     const reason = gone ?? this.#reasonToLook();
     if (reason === undefined) return this.#create(item, hash, matchValue);
@@ -286,7 +288,7 @@ export class ResourceSync {
       // Identical copies are interchangeable when as many source keys share the value (e.g. one person under
       // two keys, as in the FHIR R4 examples): decided once the whole source has been read (`settleAmbiguous`).
       else if (same.length > 1 && !final) return { kind: 'ambiguous' };
-      else if (same.length > 1 && same.length <= (this.#sharing.get(matchValue) ?? 1)) hits = [same[0]!];
+      else if (same.length > 1 && same.length <= this.#claims.sharing(matchValue)) hits = [same[0]!];
     }
     if (hits.length > 1) {
       const ids = hits.map((r) => `${this.#type}/${r.id}`);
@@ -297,17 +299,12 @@ export class ResourceSync {
 
   /** Notes which key uses a match value; keys sharing one are counted (`sharedMatchValues`). */
   #claim(matchValue: string, key: string): void {
-    const claimed = this.#claims.get(matchValue);
-    if (claimed === undefined) this.#claims.set(matchValue, key);
-    else if (claimed !== key) {
-      this.#shared++;
-      this.#sharing.set(matchValue, (this.#sharing.get(matchValue) ?? 1) + 1);
-    }
+    this.#claims.claim(matchValue, key);
   }
 
   /** Keys of this run whose match value another key of the mapping also has (told apart by content only). */
   get sharedMatchValues(): number {
-    return this.#shared;
+    return this.#claims.shared;
   }
 
   /** Takes a server resource over for this key: recorded, and updated only if its content differs. */
@@ -449,6 +446,8 @@ export class ResourceSync {
 
   async #plan(item: MappedResource): Promise<PlanOutcome> {
     const { scope, policy } = this.deps;
+    const identity = await decideIdentity(this.#rule, item.resource); // as `#sync`: every row
+    if (!identity.ok) return { kind: 'rejected', issues: identity.issues };
     const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
     const hash = contentHash(item.resource);
     const mappedHash = comparableHash(item.resource);

@@ -15,6 +15,7 @@ import { matchRuleOf, ServerIndexes, type IndexBuild, type MatchRule } from '../
 import type { WritableType } from '../schemas/resource-types.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { ResourceSync, type Inspection, type SyncOutcome } from '../load/resource-sync.js';
+import { decideIdentity, MatchClaims } from '../load/identity-check.js';
 import type { RetryOptions } from '../core/retry.js';
 import { checkSource, openSource, SourceBytes } from '../sources/open-source.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
@@ -681,6 +682,9 @@ async function loadPhase(ph: Phase, sh: RunShared): Promise<void> {
     if (keys.length && st.scope && st.runId !== undefined) st.scope.markSeen(name, keys, st.runId);
   };
   await sync?.prepare();
+  // Dry run: the loader's offline decisions (src/load/identity-check.ts), made as the run makes them.
+  const dryRule = opts.dryRun ? matchRuleOf(ph.res) : undefined;
+  const dryClaims = opts.dryRun ? new MatchClaims() : undefined;
 
   const abort = new AbortController();
   const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
@@ -710,10 +714,15 @@ async function loadPhase(ph: Phase, sh: RunShared): Promise<void> {
         if (notSelectedSeen.length >= 1000) flushNotSelected();
         ph.progress();
       } else if (opts.dryRun) {
-        loaded!.set(item.key, 0);
-        writeDry(st.dryOut, report.outDir!, item);
-        counts.written++;
-        ph.progress();
+        const identity = await decideIdentity(dryRule!, item.resource);
+        if (!identity.ok) applyOutcome(ph, report, item, { kind: 'rejected', issues: identity.issues });
+        else {
+          dryClaims!.claim(identity.matchValue, item.key);
+          loaded!.set(item.key, 0);
+          writeDry(st.dryOut, report.outDir!, item);
+          counts.written++;
+          ph.progress();
+        }
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
         while (inFlight.size >= sh.limiter.limit * 2) await Promise.race(inFlight);
@@ -744,6 +753,12 @@ async function loadPhase(ph: Phase, sh: RunShared): Promise<void> {
     flushNotSelected();
   }
   if (fatal && !interrupted()) throw fatal.error;
+  if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, ph.res, dryClaims.shared));
+}
+
+/** The run's (and the dry run's) warning about source keys sharing one match value. */
+function sharedMatchWarning(name: string, res: CompiledResource, shared: number): string {
+  return `${name}: ${shared} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`;
 }
 
 /** After the rows: lost creates reconciled, then keys no longer in the export reported (`ignore`) or ended (`end`). */
@@ -754,9 +769,7 @@ async function settlePhase(ph: Phase, sh: RunShared): Promise<void> {
   const selection = st.selection;
   for await (const { item, outcome } of sync.reconcile()) applyOutcome(ph, report, item, outcome);
   sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
-  if (sync.sharedMatchValues) {
-    report.warnings.push(`${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`);
-  }
+  if (sync.sharedMatchValues) report.warnings.push(sharedMatchWarning(name, res, sync.sharedMatchValues));
   // A row rejected before loading is still in the export: it must not count as "gone".
   if (ph.rejectedSeen.size) st.scope!.markSeen(name, [...ph.rejectedSeen], st.runId!);
   if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && ph.keylessRejects === 0) {

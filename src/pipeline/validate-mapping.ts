@@ -12,6 +12,7 @@ import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from '../transform/reject-record.js';
 import { matchRuleOf } from '../load/server-index.js';
+import { decideIdentity, MatchClaims } from '../load/identity-check.js';
 import { toPointer } from '../mapping/yaml-positions.js';
 import { readTextFile } from '../core/read-text-file.js';
 import { TODO_HINT, findTodoMarkers, todoIssue, type TodoMarker } from '../mapping/todo-markers.js';
@@ -139,22 +140,29 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
       rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
       const rule = matchRuleOf(res);
-      const byMatch = new Map<string, { key: string; line?: number }>();
+      const claims = new MatchClaims();
+      const lineOf = new Map<string, number | undefined>();
       let ambiguous = 0;
       for await (const item of transformSource(res, firstN(openSource(source), sample), { ctx, validate: validateResource, onRead: () => result.rows++, onSkip: (n) => (result.skipped += n) })) {
         if (item.ok) {
+          // The loader's offline decisions, as the run makes them before any request (src/load/identity-check.ts).
+          const identity = await decideIdentity(rule, item.resource);
+          if (!identity.ok) {
+            keys.add(item.key);
+            result.rejects.push({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: identity.issues });
+            continue;
+          }
           result.valid++;
           // Two keys with one match value cannot be told apart on the server once the state is lost.
-          const value = await rule.ofMapped(item.resource).catch(() => undefined);
-          if (value === undefined) continue;
-          const first = byMatch.get(value);
-          if (!first) byMatch.set(value, { key: item.key, line: item.origin.line });
-          else if (first.key !== item.key && ambiguous++ < MAX_MATCH_WARNINGS) {
+          const value = identity.matchValue;
+          lineOf.set(item.key, item.origin.line);
+          const first = claims.claim(value, item.key);
+          if (first !== undefined && ambiguous++ < MAX_MATCH_WARNINGS) {
             const at = (k: string, line?: number) => `\`${k}\`${line !== undefined ? ` (${source.name} line ${line})` : ''}`;
             report.warnings.push({
               severity: 'warning',
               code: 'match-ambiguous',
-              message: `mapping \`${name}\`: keys ${at(first.key, first.line)} and ${at(item.key, item.origin.line)} have the same match value (\`match: ${res.def.match}\`${value.startsWith('content:') ? ', identical content' : ''}): without the state they are told apart on the server by content only (a changed one is rejected until the other is settled); make \`match:\` tell them apart`,
+              message: `mapping \`${name}\`: keys ${at(first, lineOf.get(first))} and ${at(item.key, item.origin.line)} have the same match value (\`match: ${res.def.match}\`${value.startsWith('content:') ? ', identical content' : ''}): without the state they are told apart on the server by content only (a changed one is rejected until the other is settled); make \`match:\` tell them apart`,
               path: toPointer(res.def.paths.match),
               location: res.def.locations.match,
             });

@@ -3,6 +3,7 @@ import addFormatsImport from 'ajv-formats';
 import { foreignCode, type Issue } from '../core/issues.js';
 import type { ResourceType } from './resource-types.js';
 import { schemaJson } from './schema-files.js';
+import { CALENDAR_DATE_FORMAT, isCalendarDate } from './calendar-date.js';
 
 export const MAX_ISSUES = 50;
 
@@ -27,6 +28,7 @@ function load(): Record<ResourceType | 'Bundle', Validator> {
   // ajv-formats' CJS default export is not callable as typed under NodeNext (ajv-validator/ajv-formats#123).
   const addFormats = addFormatsImport as unknown as typeof addFormatsImport.default;
   addFormats(ajv, ['date-time']);
+  ajv.addFormat(CALENDAR_DATE_FORMAT, { type: 'string', validate: isCalendarDate });
   const read = (file: string): object => schemaJson(file) as object;
   const common = read('common.schema.json') as { $defs: Record<string, { pattern?: string; description?: string }> };
   // Name the well-known regexes in messages: "must be a FHIR date ..." reads better than the bare regex.
@@ -77,6 +79,12 @@ function toIssue(e: ErrorObject): Issue | undefined {
       message = patternNames.has(String(p.pattern))
         ? `must be a ${patternNames.get(String(p.pattern))} (pattern ${String(p.pattern)})`
         : `must match pattern ${String(p.pattern)}`;
+      break;
+    case 'format':
+      // Never the value itself: a birth date is patient data.
+      message = p.format === CALENDAR_DATE_FORMAT
+        ? 'must be a calendar date: that day does not exist (a 30th of February, a 31st of April, a 29th of February outside a leap year)'
+        : `must match format "${String(p.format)}"`;
       break;
     case 'type':
       message = `must be of type ${Array.isArray(p.type) ? p.type.join(' or ') : String(p.type)}`;

@@ -13,5 +13,9 @@ export function validateResource(type: WritableType, resource: unknown): Issue[]
   if (rt !== type) {
     issues.unshift({ severity: 'error', code: 'invalid', path: '/resourceType', message: `Expected resourceType \`${type}\`, got \`${String(rt)}\`` });
   }
+  // The loader would fail the create (the server assigns ids) and overwrite it on update: decided here, offline.
+  if ((resource as { id?: unknown } | null)?.id !== undefined) {
+    issues.push({ severity: 'error', code: 'invalid', path: '/id', message: 'a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)' });
+  }
   return issues;
 }

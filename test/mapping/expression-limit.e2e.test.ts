@@ -47,16 +47,16 @@ describe('a runaway expression is bounded (built CLI)', { timeout: 60_000 }, () 
     expect(readFileSync(MAPPING, 'utf8').split('\n')[issue.location.line - 1]!.slice(issue.location.column - 1)).toMatch(/^\$spin\(/);
   });
 
-  it('validate --sample N: the sample reports the row rejected, exit 0', async () => {
+  it('validate --sample N: the sample reports the row rejected, exit 1', async () => {
     const r = await runCli(['validate', MAPPING, '--sample', '10'], { timeoutMs: KILL_AFTER_MS });
     expect(r.signal, r.stderr).toBeNull();
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toMatch(/patient\s+3\s+2\s+1/);
     expect(r.stdout).toMatch(TIMEOUT_ISSUE);
     expect(r.stdout).toMatch(/\(test\/fixtures\/expression-limit\/mapping\.yaml:\d+:\d+\)/);
 
     const json = await runCli(['validate', MAPPING, '--sample', '10', '--json'], { timeoutMs: KILL_AFTER_MS });
-    expect(json.code, json.stderr).toBe(0);
+    expect(json.code, json.stderr).toBe(1);
     const report = JSON.parse(json.stdout) as ValidateReport;
     expect(report.samples?.patient).toMatchObject({ rows: 3, valid: 2 });
     expect(report.samples?.patient.rejects).toHaveLength(1);

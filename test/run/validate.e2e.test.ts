@@ -5,9 +5,12 @@ import type { ErrorJson } from '../../src/cli/render.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 
 describe('care-etl validate (built CLI, offline)', () => {
-  it('accepts the example and reports the load order; --sample lists the sample rejections', async () => {
+  it('accepts the example and reports the load order; --sample lists the sample rejections and exits 1 (0 with --allow-rejects)', async () => {
     const res = await runCli(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--json']);
-    expect(res.code, res.stderr).toBe(0);
+    expect(res.code, res.stderr).toBe(1); // the example has deliberately bad rows: a run would reject them
+    const allowed = await runCli(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--allow-rejects', '--json']);
+    expect(allowed.code, allowed.stderr).toBe(0);
+    expect(JSON.parse(allowed.stdout)).toMatchObject({ exitCode: 0, samples: { patient: { valid: 30 } } });
     const report = JSON.parse(res.stdout) as ValidateReport;
     expect(report.order).toEqual(['patient', 'practitioner', 'careteam']);
     expect(report.samples?.patient).toMatchObject({ rows: 35, valid: 30 });

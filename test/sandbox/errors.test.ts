@@ -54,6 +54,19 @@ describe('400 names each problem', () => {
     expect(paths(put.body)).toEqual(['/resourceType']);
   });
 
+  test('an impossible calendar date (create and update), named by its field, the value not echoed', async () => {
+    const r = await c.call('POST', '/Patient', { body: { ...samplePatient(), birthDate: '1985-02-30' } });
+    expect(r.status).toBe(400);
+    expect(paths(r.body)).toEqual(['/birthDate']);
+    expect(r.body.issue[0].diagnostics).toMatch(/calendar date/);
+    expect(r.text).not.toContain('1985-02-30');
+    const put = await c.call('PUT', `/Patient/${patientId}`, { body: { ...samplePatient(), id: patientId, birthDate: '2001-04-31' } });
+    expect(put.status).toBe(400);
+    expect(paths(put.body)).toEqual(['/birthDate']);
+    const leap = await c.call('POST', '/Patient', { body: { ...samplePatient(), birthDate: '2000-02-29' } });
+    expect(leap.status).toBe(200);
+  });
+
   test('id on create', async () => {
     const r = await c.call('POST', '/Patient', { body: { ...samplePatient(), id: 'mine' } });
     expect(r.status).toBe(400);
