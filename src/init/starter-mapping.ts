@@ -105,6 +105,18 @@ const findColumn = (cols: ColumnFacts[], names: string[]) => {
   return undefined;
 };
 
+/**
+ * A key (or groupBy / member) column must hold values: one empty in every sampled record is never chosen
+ * (an OMOP `npi` column, an MRN column the clinic does not fill). With no record sampled, every column may be.
+ */
+const findKeyColumn = (facts: ExportFacts, names: string[]) => findColumn(facts.sampled ? facts.columns.filter((c) => c.seen) : facts.columns, names);
+
+/** " (npi, mrn: empty in every sampled row)" for the candidate columns skipped as empty, for a TODO's text. */
+function emptyCandidates(facts: ExportFacts, names: string[]): string {
+  const empty = facts.sampled ? facts.columns.filter((c) => !c.seen && names.includes(normalizeColumn(c.name))).map((c) => c.name) : [];
+  return empty.length ? ` (${empty.join(', ')}: empty in every sampled row)` : '';
+}
+
 function roleOf(col: ColumnFacts): Role | undefined {
   const n = normalizeColumn(col.name);
   for (const [role, names] of Object.entries(ROLE_NAMES) as [Role, string[]][]) if (names.includes(n)) return role;
@@ -283,13 +295,14 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
   y.push(`    from: ${source}`);
 
   if (guess.type === 'Patient' || guess.type === 'Practitioner') {
-    const keyCol = findColumn(cols, guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS);
+    const keyNames = guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS;
+    const keyCol = findKeyColumn(facts, keyNames);
     if (keyCol) {
       used.add(keyCol.name);
       resource.key = keyCol.name;
       y.push(`    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`);
     } else {
-      y.push(`    key: ${yamlScalar(todo('the column that identifies a record, e.g. MRN'))}`);
+      y.push(`    key: ${yamlScalar(todo(`the column that identifies a record, e.g. MRN${emptyCandidates(facts, keyNames)}`))}`);
     }
     const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
     let system: string;
@@ -309,14 +322,14 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
     const ext = [...extension, ...rest.slice(0, 1).map((c) => `{ "url": ${todo(`a URL naming ${c.name}`)}, "valueString": $string(${field(c.name)}) }`)];
     if (ext.length) body.push(commentLine(`"extension": [${ext.join(', ')}],`));
   } else if (guess.type === 'CareTeam') {
-    const patientCol = findColumn(cols, CARETEAM_PATIENT);
-    const memberCol = findColumn(cols, CARETEAM_MEMBER);
+    const patientCol = findKeyColumn(facts, CARETEAM_PATIENT);
+    const memberCol = findKeyColumn(facts, CARETEAM_MEMBER);
     if (patientCol) {
       used.add(patientCol.name);
       resource.groupBy = patientCol.name;
       y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
     } else {
-      y.push(`    groupBy: ${yamlScalar(todo('the column naming the patient, e.g. MRN'))}   # every row of a patient → one care team`);
+      y.push(`    groupBy: ${yamlScalar(todo(`the column naming the patient, e.g. MRN${emptyCandidates(facts, CARETEAM_PATIENT)}`))}   # every row of a patient → one care team`);
     }
     const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
     if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
