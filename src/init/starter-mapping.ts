@@ -13,6 +13,7 @@ import { CareEtlError, ExitCode } from '../core/issues.js';
 import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
+import { omopHeader, omopLookupLines, omopMappingYaml, omopPlanOf, omopTableOf, type OmopCtx, type OmopTable } from './omop-starter.js';
 import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
 import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
 
@@ -56,6 +57,8 @@ export interface StarterResult {
   notes: StarterNote[];
   /** The exports hold FHIR resources: the ready-made mappings the file points to (absolute paths). */
   readyMade?: string[];
+  /** OMOP CDM tables recognised among the exports (the file points to mappings/omop-cdm). */
+  omopTables?: OmopTable[];
   /** `$TODO("…")` markers left to resolve: exactly the `todo` issues `care-etl validate` reports. */
   todos: number;
 }
@@ -394,14 +397,24 @@ interface Plan {
   guess?: Guess;
   /** A FHIR export: the resource type read. */
   fhir?: FhirPart;
+  /** An OMOP CDM table, recognised by its columns. */
+  omop?: OmopTable;
   note?: string;
 }
 
 function planExports(exports: { facts: ExportFacts; shown: string; rel: string }[]): Plan[] {
   const taken = new Set<string>();
   const inputTypes = new Set(exports.flatMap((e) => Object.keys(e.facts.fhir?.types ?? {})));
+  const omopTables = new Set(exports.flatMap((e) => (e.facts.fhir ? [] : [omopTableOf(e.facts.columns)].filter((t) => t !== undefined))));
   const plans: Plan[] = [];
   for (const e of exports) {
+    const table = e.facts.fhir ? undefined : omopTableOf(e.facts.columns);
+    if (table) {
+      const t = omopPlanOf(table, omopTables);
+      const common = { ...e, source: sourceName(e.facts.path, taken), records: e.facts.records, omop: table };
+      plans.push('type' in t ? { ...common, type: t.type, reason: t.reason } : { ...common, reason: t.note, note: t.note });
+      continue;
+    }
     if (!e.facts.fhir) {
       const guess = guessType(e.facts.path, e.facts.columns);
       plans.push({ ...e, source: sourceName(e.facts.path, taken), records: e.facts.records, type: guess.type, reason: guess.reason, guess });
@@ -438,12 +451,13 @@ function nameMappings(mappings: Plan[]): { nameOf: Map<Plan, string>; counts: Ma
   return { nameOf, counts };
 }
 
-function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[]): string[] {
+function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[], omop?: string[]): string[] {
   return [
     `# yaml-language-server: $schema=${relativeFrom(outDir, MAPPING_SCHEMA_PATH)}`,
     '#',
     `# Starter mapping written by \`care-etl init\` from: ${exports.map((e) => e.shown).join(', ')}`,
     ...(readyMade ? fhirHeader(fhirTypes, relativeFrom(outDir, readyMade[0]!), relativeFrom(outDir, readyMade[1]!)) : []),
+    ...(omop ?? []),
     '# Next steps (README "Writing a mapping"):',
     '#   1. Resolve every `$TODO("…")`. `care-etl validate <this file>` lists each one with its text, line and column.',
     '#   2. In each `map`, uncomment the fields you need (remove `/*` and `*/`) and adapt them: the functions',
@@ -484,7 +498,7 @@ function genderLookupLines(plans: Plan[]): string[] {
   const unknown = [...codes].filter((c) => !genderCodeLabel(c));
   const table = known.length ? known.map((c) => `${JSON.stringify(c)}: ${genderCodeLabel(c)}`) : ['"M": male', '"F": female', '"U": unknown'];
   for (const c of unknown) table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the code ${c}: male, female, other or unknown`))}`);
-  return ['', 'lookups:', '  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)', `  gender: { ${table.join(', ')} }`];
+  return ['  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)', `  gender: { ${table.join(', ')} }`];
 }
 
 export async function generateStarterMapping(opts: StarterOptions): Promise<StarterResult> {
@@ -516,6 +530,8 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
     roleFiles: plans.filter((p) => p.fhir?.fhirType === 'PractitionerRole').map((p) => p.shown),
   };
   const readyMade = fhirFacts.length ? ['fhir-r4-bulk', 'synthea-fhir'].map((m) => `${MAPPINGS_DIR}${m}/mapping.yaml`) : undefined;
+  const omopTables = plans.flatMap((p) => (p.omop ? [p.omop] : []));
+  const omopCtx: OmopCtx = { patientName: fhirCtx.patientName, practitionerName: fhirCtx.practitionerName, detailLookup: omopTables.includes('visit_occurrence') && omopTables.includes('visit_detail'), used: new Set() };
   const fhirTypes = [...new Set(fhirFacts.flatMap((f) => Object.keys(f.types)))];
 
   const blocks: Block[] = [];
@@ -523,20 +539,23 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   const notes: StarterNote[] = [];
   for (const p of plans) {
     if (p.note !== undefined) {
-      notes.push({ file: p.shown, resourceType: p.fhir!.fhirType, note: p.note });
-      body.push(fhirHeadline(p.shown, p.fhir!, `${p.fhir!.fhirType}: ${p.note}`));
+      notes.push({ file: p.shown, resourceType: p.fhir?.fhirType ?? p.omop!, note: p.note });
+      body.push(p.fhir ? fhirHeadline(p.shown, p.fhir, `${p.fhir.fhirType}: ${p.note}`) : omopHeadline(p.shown, `${p.omop!}: ${p.note}`));
       continue;
     }
     const name = nameOf.get(p)!;
     const first = p.type && firstOf(p.type);
     const dup = !first || first === p ? [] : duplicateNote(p.type!, { name: nameOf.get(first)!, shown: first.shown });
-    const block = p.fhir ? fhirBlock(p, name, fhirCtx) : resourceBlock(p.facts, p.source, name, p.guess!, ctx, p.shown);
+    const block = p.fhir ? fhirBlock(p, name, fhirCtx) : p.omop ? omopBlock(p, name, omopCtx) : resourceBlock(p.facts, p.source, name, p.guess!, ctx, p.shown);
     blocks.push(block);
     body.push([...dup, ...block.yaml]);
   }
 
-  const y = [...headerLines(exports, outDir, readyMade, fhirTypes), '', 'sources:', ...sourceLines(plans, mappings)];
-  if (ctx.genderLookup) y.push(...genderLookupLines(plans));
+  const omopReadyMade = omopTables.length ? relativeFrom(outDir, `${MAPPINGS_DIR}omop-cdm/mapping.yaml`) : undefined;
+  const y = [...headerLines(exports, outDir, readyMade, fhirTypes, omopReadyMade ? omopHeader(omopTables, omopReadyMade) : undefined), '', 'sources:', ...sourceLines(plans, mappings)];
+  const omopLookups = omopLookupLines(omopCtx, plans.map((p) => ({ facts: p.facts, table: p.omop, rel: p.rel })));
+  const lookups = [...(ctx.genderLookup ? genderLookupLines(plans) : []), ...omopLookups];
+  if (lookups.length) y.push('', 'lookups:', ...lookups);
   y.push('', 'resources:');
   body.forEach((lines, i) => {
     if (i) y.push('');
@@ -544,7 +563,17 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   });
   y.push('');
   const text = y.join('\n');
-  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), todos: findTodoMarkers(text, out).length };
+  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), ...(omopTables.length ? { omopTables } : {}), todos: findTodoMarkers(text, out).length };
+}
+
+function omopHeadline(shown: string, what: string): string[] {
+  return wrap(`${shown} → ${what}.`, 106).map((l) => `  # ${l}`);
+}
+
+function omopBlock(p: Plan, name: string, ctx: OmopCtx): Block {
+  const o = omopMappingYaml(p.omop!, p.type!, p.facts, p.source, ctx);
+  const resource: StarterResource = { file: p.shown, source: p.source, name, type: p.type, reason: p.reason, ...(o.key ? { key: o.key } : {}), ...(o.groupBy ? { groupBy: o.groupBy } : {}) };
+  return { resource, yaml: [...omopHeadline(p.shown, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...o.yaml] };
 }
 
 function fhirBlock(p: Plan, name: string, ctx: FhirCtx): Block {
