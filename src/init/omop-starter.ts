@@ -75,7 +75,8 @@ function genderExpr(facts: ExportFacts, ctx: OmopCtx): string | undefined {
   const fromSource = source ? `$lookup($omopGenderSource, $uppercase(${field(source)}), ())` : '()';
   if (!concept) return source ? fromSource : undefined;
   ctx.used.add('omopGender');
-  return `${field(concept)} and ${field(concept)} != "0"\n? $lookup($omopGender, ${field(concept)})\n: ${fromSource}`;
+  // $string: a JSON / NDJSON export has numbers where a CSV has text
+  return `${field(concept)} and $string(${field(concept)}) != "0"\n? $lookup($omopGender, ${field(concept)})\n: ${fromSource}`;
 }
 
 /** birth_datetime when set, else year[-month[-day]] of birth: as precise as the row (a year is a FHIR date). */
@@ -86,7 +87,7 @@ function birthDateExpr(facts: ExportFacts): string | undefined {
   const day = colOf(facts, 'day_of_birth');
   const dt = colOf(facts, 'birth_datetime');
   const two = (c: string) => `$formatNumber($number(${field(c)}), "00")`;
-  const parts = [field(year), month ? `${field(month)} ? ${two(month)}` : undefined, month && day ? `${field(month)} and ${field(day)} ? ${two(day)}` : undefined].filter(Boolean);
+  const parts = [`$string(${field(year)})`, month ? `${field(month)} ? ${two(month)}` : undefined, month && day ? `${field(month)} and ${field(day)} ? ${two(day)}` : undefined].filter(Boolean);
   const ymd = `$join([${parts.join(', ')}], "-")`;
   return dt ? `${field(dt)}\n? $substring(${field(dt)}, 0, 10)\n: ${ymd}` : ymd;
 }
@@ -131,8 +132,8 @@ function personYaml(facts: ExportFacts, head: string[], ctx: OmopCtx): OmopBlock
   const k = keyLine(facts, 'person_id', 'the id visit_occurrence and visit_detail refer to');
   const src = colOf(facts, 'person_source_value');
   const ids = [
-    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of person_source_value, your source system\'s patient ids, e.g. urn:your-org:patient-id')}, "value": ${field(src)} }` : undefined,
-    `{ "system": ${todo('the namespace (URI) of the CDM person_id, e.g. urn:your-org:omop:person_id')}, "value": ${ref(facts, 'person_id')} }`,
+    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of person_source_value, your source system\'s patient ids, e.g. urn:your-org:patient-id')}, "value": $string(${field(src)}) }` : undefined,
+    `{ "system": ${todo('the namespace (URI) of the CDM person_id, e.g. urn:your-org:omop:person_id')}, "value": $string(${ref(facts, 'person_id')}) }`,
   ].filter(Boolean);
   const gender = genderExpr(facts, ctx);
   const birth = birthDateExpr(facts);
@@ -156,9 +157,9 @@ function providerYaml(facts: ExportFacts, head: string[], ctx: OmopCtx): OmopBlo
   const name = colOf(facts, 'provider_name');
   const specialty = colOf(facts, 'specialty_source_value');
   const ids = [
-    npi ? `${field(npi)} ? { "system": ${JSON.stringify(NPI_SYSTEM)}, "value": ${field(npi)} }` : undefined,
-    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of provider_source_value, your source system\'s staff ids, e.g. urn:your-org:staff-id')}, "value": ${field(src)} }` : undefined,
-    `{ "system": ${todo('the namespace (URI) of the CDM provider_id, e.g. urn:your-org:omop:provider_id')}, "value": ${ref(facts, 'provider_id')} }`,
+    npi ? `${field(npi)} ? { "system": ${JSON.stringify(NPI_SYSTEM)}, "value": $string(${field(npi)}) }` : undefined,
+    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of provider_source_value, your source system\'s staff ids, e.g. urn:your-org:staff-id')}, "value": $string(${field(src)}) }` : undefined,
+    `{ "system": ${todo('the namespace (URI) of the CDM provider_id, e.g. urn:your-org:omop:provider_id')}, "value": $string(${ref(facts, 'provider_id')}) }`,
   ].filter(Boolean);
   const gender = genderExpr(facts, ctx);
   // provider_name is one text: "Given Family" or "Family, Given".
@@ -194,7 +195,7 @@ function visitYaml(table: OmopTable, facts: ExportFacts, head: string[], ctx: Om
   const start = colOf(facts, table === 'visit_detail' ? 'visit_detail_start_date' : 'visit_start_date')!;
   const patientRef = ctx.patientName ? JSON.stringify(ctx.patientName) : todo('the name of the Patient mapping keyed by person_id (no person table was given)');
   const practitionerRef = ctx.practitionerName ? JSON.stringify(ctx.practitionerName) : todo('the name of the Practitioner mapping keyed by provider_id (no provider table was given)');
-  const fromVisits = provider ? `$[${field(provider)}].{ "provider": ${field(provider)}, "start": ${field(start)} }` : '[]';
+  const fromVisits = provider ? `$[${field(provider)}].{ "provider": $string(${field(provider)}), "start": ${field(start)} }` : '[]';
   const block = [
     `$pid := $[0].${field(person)};`,
     '$first := function($dates) { $substring($sort($dates)[0], 0, 10) };',
@@ -250,7 +251,7 @@ export function omopLookupLines(ctx: OmopCtx, exports: { facts: ExportFacts; tab
       '  visitDetailProviders:',
       `    path: ${yamlScalar(detail.rel)}${csv}`,
       `    key: ${yamlScalar(field(colOf(f, 'person_id')!))}`,
-      `    value: ${yamlScalar(`${ref(f, 'provider_id')} ? { "provider": ${ref(f, 'provider_id')}, "start": ${ref(f, 'visit_detail_start_date')} }`)}`,
+      `    value: ${yamlScalar(`${ref(f, 'provider_id')} ? { "provider": $string(${ref(f, 'provider_id')}), "start": ${ref(f, 'visit_detail_start_date')} }`)}`,
       '    many: true',
     );
   }

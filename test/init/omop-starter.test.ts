@@ -42,7 +42,7 @@ describe('init on OMOP CDM tables', () => {
       ['careteam', 'CareTeam', 'groupBy PERSON_ID'],
     ]);
     expect(r.text).toContain('$ref("patient", $pid)');
-    expect(r.text).toContain('$[PROVIDER_ID].{ "provider": PROVIDER_ID, "start": VISIT_START_DATE }');
+    expect(r.text).toContain('$[PROVIDER_ID].{ "provider": $string(PROVIDER_ID), "start": VISIT_START_DATE }');
     expect(r.text).not.toContain('visitDetailProviders');
     expect(r.todos).toBe(4);
     writeFileSync(join(dir, 'filled.yaml'), fillIn(r.text));
@@ -65,6 +65,24 @@ describe('init on OMOP CDM tables', () => {
     expect(alone.text).toContain('$ref($TODO("the name of the Patient mapping keyed by person_id (no person table was given)"), $pid)');
     expect(alone.text).toContain('$ref($TODO("the name of the Practitioner mapping keyed by provider_id (no provider table was given)"), $provider)');
     expect(alone.todos).toBe(2);
+  });
+
+  it('an NDJSON export (numbers for ids and concepts, null for NULL) gives maps that work on it too', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-omop-'));
+    const ndjson = (name: string) => {
+      const [head, ...lines] = readFileSync(join(SAMPLE, `${name}.csv`), 'utf8').trim().split('\n');
+      const header = head!.split(',');
+      const typed = (v: string) => (v === '' ? null : /^\d+$/.test(v) ? Number(v) : v);
+      writeFileSync(join(dir, `${name}.ndjson`), lines.map((l) => JSON.stringify(Object.fromEntries(l.split(',').map((v, i) => [header[i]!, typed(v)])))).join('\n') + '\n');
+      return `${name}.ndjson`;
+    };
+    const r = await generateStarterMapping({ from: ['person', 'provider', 'visit_occurrence', 'visit_detail'].map(ndjson), cwd: dir });
+    expect(r.omopTables).toEqual(['person', 'provider', 'visit_occurrence', 'visit_detail']);
+    writeFileSync(join(dir, 'filled.yaml'), fillIn(r.text));
+    const report = await validateMapping(join(dir, 'filled.yaml'), { sample: 100 });
+    for (const s of Object.values(report.samples!)) expect(s.rejects).toEqual([]);
+    expect(report.samples!.patient).toMatchObject({ rows: 20, valid: 20 });
+    expect(report.samples!.careteam).toMatchObject({ rows: 60, valid: 20 });
   });
 
   it('a gender concept or source code without a standard label is a TODO in the gender tables', async () => {
