@@ -260,7 +260,7 @@ export function omopLookupLines(ctx: OmopCtx, exports: { facts: ExportFacts; tab
 
 export function omopHeader(tables: OmopTable[], readyMade: string): string[] {
   return [
-    `# These exports are OMOP CDM v5.4 tables (${tables.join(', ')}), recognised by their column names.`,
+    `# OMOP CDM v5.4 tables recognised by their column names (not the file names): ${tables.join(', ')}.`,
     '# care-etl ships a ready-made mapping for them, with tests and a sample (mappings/README.md):',
     `#   ${readyMade}`,
     '# The maps below follow it: person → Patient, provider → Practitioner, visits → one CareTeam per person.',
