@@ -12,12 +12,17 @@ export default class Init extends CareCommand<InitResult> {
 
 FHIR R4 resources (records with a \`resourceType\`: NDJSON, a JSON array or a Bundle) are recognised: Patient and Practitioner fields are copied as mappings/fhir-r4-bulk does, keys follow how the files refer to each other (\`Patient/<id>\`, \`urn:uuid:<id>\`, \`Practitioner?identifier=<system>|<NPI>\`), encounters become one care team per patient, and PractitionerRole (a specialty, not a practitioner) is a comment, not a mapping. The file points to the ready-made mappings/fhir-r4-bulk and mappings/synthea-fhir.
 
+OMOP CDM v5.4 tables are recognised by their columns (person: person_id, gender_concept_id, year_of_birth, race_concept_id, ethnicity_concept_id; provider: provider_id, provider_name, npi, specialty_concept_id; visit_occurrence: visit_occurrence_id, person_id, visit_concept_id, visit_start_date, visit_type_concept_id; visit_detail; care_site), whatever the file names: person → Patient keyed by person_id, provider → Practitioner keyed by provider_id, visits → one care team per person whose members are the providers of the person's visits (visit_detail joined in when both are given), care_site not mapped. The file points to the ready-made mappings/omop-cdm.
+
+A column empty in every sampled record is never chosen as a key.
+
 An existing file is never overwritten without --force.
 
 Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
   static override examples = [
     '<%= config.bin %> init --from data/patients.csv --from data/staff.json --from data/assignments.csv',
     '<%= config.bin %> init --from export/Patient.ndjson --out onboarding/mapping.yaml --force',
+    '<%= config.bin %> init --from cdm/person.csv --from cdm/provider.csv --from cdm/visit_occurrence.csv --from cdm/visit_detail.csv',
   ];
   static override flags = {
     from: Flags.string({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
@@ -34,6 +39,7 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
         this.log(`Wrote ${flags.out}:`);
         this.log(table(['export', 'source', 'mapping', 'type', 'key'], result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')])));
         for (const n of result.notes) this.log(`Not mapped: ${n.file} (${n.resourceType}) — ${n.note}.`);
+        if (result.omopTables) this.log(`OMOP CDM tables recognised by their columns (${result.omopTables.join(', ')}): the ready-made mapping is mappings/omop-cdm/mapping.yaml.`);
         if (result.readyMade) this.log(`FHIR resources: ready-made mappings in ${result.readyMade.map((m) => relative(process.cwd(), m)).join(' and ')} (see the top of ${flags.out}).`);
         this.log(
           result.todos

@@ -23,7 +23,7 @@ export interface ColumnFacts {
   dateFormat?: string;
   /** Distinct short codes (≤ 12, each ≤ 12 characters) of a sex/gender column. */
   codes?: string[];
-  /** Some sampled value is non-empty. */
+  /** Some sampled value is non-empty (not only spaces). */
   seen: boolean;
   /** Some sampled value is a JSON object or array: not a text column (no string function applies to it). */
   structured?: boolean;
@@ -37,6 +37,8 @@ export interface ExportFacts {
   /** JSON: the path of the records array; `null` when it could not be found. */
   records?: string | null;
   columns: ColumnFacts[];
+  /** Records read for the facts (at most SAMPLE_RECORDS): with none, `seen` says nothing about a column. */
+  sampled: number;
   /** The records are FHIR resources (they have a `resourceType`). */
   fhir?: FhirFacts;
 }
@@ -144,6 +146,8 @@ const BOOLEAN_SPELLINGS: [string, string][] = [
 
 export const normalizeColumn = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, '');
 export const isSexColumn = (name: string) => ['sex', 'gender', 'administrativegender', 'sexcode', 'gendercode'].includes(normalizeColumn(name));
+/** Coded gender columns of OMOP CDM tables: their distinct codes are sampled like a sex column's. */
+const isOmopGenderColumn = (name: string) => ['genderconceptid', 'gendersourcevalue'].includes(normalizeColumn(name));
 export const isDateColumn = (name: string) => /(dob|date|birth|start|end|stop|_dt$|dt$|since|until|from$|to$)/i.test(name) && !/update|created|modified/i.test(name);
 
 export async function inspectExport(path: string, shown = basename(path)): Promise<ExportFacts> {
@@ -159,7 +163,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
     throw fail(`file not found (${(err as NodeJS.ErrnoException).code ?? 'error'})`, 'source-not-found');
   }
 
-  const facts: ExportFacts = { path, format, columns: [] };
+  const facts: ExportFacts = { path, format, columns: [], sampled: 0 };
   const cfg: SourceConfig = { name: 'export', path, format };
   if (format === 'csv') {
     const d = sniffDelimiter(await firstLine(path));
@@ -201,11 +205,12 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       records.push(item.data);
       for (const c of columns) {
         const v = item.data[c];
-        if (v !== undefined && v !== null && v !== '') samples.get(c)!.push(v);
+        if (v !== undefined && v !== null && !(typeof v === 'string' && v.trim() === '')) samples.get(c)!.push(v);
       }
     }
     if (++n >= SAMPLE_RECORDS) break;
   }
+  facts.sampled = records.length;
   const fhir = fhirFacts(records);
   // A Bundle is read whole anyway: its types are counted over every entry, not only the sampled ones.
   if (fhir) facts.fhir = fhir.bundle && bundleTypes ? { ...fhir, types: bundleTypes } : fhir;
@@ -221,7 +226,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
       if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
       if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
-      if (isSexColumn(name) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12)) col.codes = [...distinct].sort();
+      if ((isSexColumn(name) || isOmopGenderColumn(name)) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12)) col.codes = [...distinct].sort();
     }
     facts.columns.push(col);
   }

@@ -13,6 +13,7 @@ import { CareEtlError, ExitCode } from '../core/issues.js';
 import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
+import { omopHeader, omopLookupLines, omopMappingYaml, omopPlanOf, omopTableOf, type OmopCtx, type OmopTable } from './omop-starter.js';
 import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
 import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
 
@@ -56,6 +57,8 @@ export interface StarterResult {
   notes: StarterNote[];
   /** The exports hold FHIR resources: the ready-made mappings the file points to (absolute paths). */
   readyMade?: string[];
+  /** OMOP CDM tables recognised among the exports (the file points to mappings/omop-cdm). */
+  omopTables?: OmopTable[];
   /** `$TODO("…")` markers left to resolve: exactly the `todo` issues `care-etl validate` reports. */
   todos: number;
 }
@@ -104,6 +107,18 @@ const findColumn = (cols: ColumnFacts[], names: string[]) => {
   }
   return undefined;
 };
+
+/**
+ * A key (or groupBy / member) column must hold values: one empty in every sampled record is never chosen
+ * (an OMOP `npi` column, an MRN column the clinic does not fill). With no record sampled, every column may be.
+ */
+const findKeyColumn = (facts: ExportFacts, names: string[]) => findColumn(facts.sampled ? facts.columns.filter((c) => c.seen) : facts.columns, names);
+
+/** " (npi, mrn: empty in every sampled row)" for the candidate columns skipped as empty, for a TODO's text. */
+function emptyCandidates(facts: ExportFacts, names: string[]): string {
+  const empty = facts.sampled ? facts.columns.filter((c) => !c.seen && names.includes(normalizeColumn(c.name))).map((c) => c.name) : [];
+  return empty.length ? ` (${empty.join(', ')}: empty in every sampled row)` : '';
+}
 
 function roleOf(col: ColumnFacts): Role | undefined {
   const n = normalizeColumn(col.name);
@@ -283,13 +298,14 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
   y.push(`    from: ${source}`);
 
   if (guess.type === 'Patient' || guess.type === 'Practitioner') {
-    const keyCol = findColumn(cols, guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS);
+    const keyNames = guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS;
+    const keyCol = findKeyColumn(facts, keyNames);
     if (keyCol) {
       used.add(keyCol.name);
       resource.key = keyCol.name;
       y.push(`    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`);
     } else {
-      y.push(`    key: ${yamlScalar(todo('the column that identifies a record, e.g. MRN'))}`);
+      y.push(`    key: ${yamlScalar(todo(`the column that identifies a record, e.g. MRN${emptyCandidates(facts, keyNames)}`))}`);
     }
     const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
     let system: string;
@@ -309,14 +325,14 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
     const ext = [...extension, ...rest.slice(0, 1).map((c) => `{ "url": ${todo(`a URL naming ${c.name}`)}, "valueString": $string(${field(c.name)}) }`)];
     if (ext.length) body.push(commentLine(`"extension": [${ext.join(', ')}],`));
   } else if (guess.type === 'CareTeam') {
-    const patientCol = findColumn(cols, CARETEAM_PATIENT);
-    const memberCol = findColumn(cols, CARETEAM_MEMBER);
+    const patientCol = findKeyColumn(facts, CARETEAM_PATIENT);
+    const memberCol = findKeyColumn(facts, CARETEAM_MEMBER);
     if (patientCol) {
       used.add(patientCol.name);
       resource.groupBy = patientCol.name;
       y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
     } else {
-      y.push(`    groupBy: ${yamlScalar(todo('the column naming the patient, e.g. MRN'))}   # every row of a patient → one care team`);
+      y.push(`    groupBy: ${yamlScalar(todo(`the column naming the patient, e.g. MRN${emptyCandidates(facts, CARETEAM_PATIENT)}`))}   # every row of a patient → one care team`);
     }
     const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
     if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
@@ -381,14 +397,24 @@ interface Plan {
   guess?: Guess;
   /** A FHIR export: the resource type read. */
   fhir?: FhirPart;
+  /** An OMOP CDM table, recognised by its columns. */
+  omop?: OmopTable;
   note?: string;
 }
 
 function planExports(exports: { facts: ExportFacts; shown: string; rel: string }[]): Plan[] {
   const taken = new Set<string>();
   const inputTypes = new Set(exports.flatMap((e) => Object.keys(e.facts.fhir?.types ?? {})));
+  const omopTables = new Set(exports.flatMap((e) => (e.facts.fhir ? [] : [omopTableOf(e.facts.columns)].filter((t) => t !== undefined))));
   const plans: Plan[] = [];
   for (const e of exports) {
+    const table = e.facts.fhir ? undefined : omopTableOf(e.facts.columns);
+    if (table) {
+      const t = omopPlanOf(table, omopTables);
+      const common = { ...e, source: sourceName(e.facts.path, taken), records: e.facts.records, omop: table };
+      plans.push('type' in t ? { ...common, type: t.type, reason: t.reason } : { ...common, reason: t.note, note: t.note });
+      continue;
+    }
     if (!e.facts.fhir) {
       const guess = guessType(e.facts.path, e.facts.columns);
       plans.push({ ...e, source: sourceName(e.facts.path, taken), records: e.facts.records, type: guess.type, reason: guess.reason, guess });
@@ -425,12 +451,13 @@ function nameMappings(mappings: Plan[]): { nameOf: Map<Plan, string>; counts: Ma
   return { nameOf, counts };
 }
 
-function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[]): string[] {
+function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[], omop?: string[]): string[] {
   return [
     `# yaml-language-server: $schema=${relativeFrom(outDir, MAPPING_SCHEMA_PATH)}`,
     '#',
     `# Starter mapping written by \`care-etl init\` from: ${exports.map((e) => e.shown).join(', ')}`,
     ...(readyMade ? fhirHeader(fhirTypes, relativeFrom(outDir, readyMade[0]!), relativeFrom(outDir, readyMade[1]!)) : []),
+    ...(omop ?? []),
     '# Next steps (README "Writing a mapping"):',
     '#   1. Resolve every `$TODO("…")`. `care-etl validate <this file>` lists each one with its text, line and column.',
     '#   2. In each `map`, uncomment the fields you need (remove `/*` and `*/`) and adapt them: the functions',
@@ -471,7 +498,7 @@ function genderLookupLines(plans: Plan[]): string[] {
   const unknown = [...codes].filter((c) => !genderCodeLabel(c));
   const table = known.length ? known.map((c) => `${JSON.stringify(c)}: ${genderCodeLabel(c)}`) : ['"M": male', '"F": female', '"U": unknown'];
   for (const c of unknown) table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the code ${c}: male, female, other or unknown`))}`);
-  return ['', 'lookups:', '  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)', `  gender: { ${table.join(', ')} }`];
+  return ['  # sex/gender codes of the exports → FHIR administrative gender (male, female, other, unknown)', `  gender: { ${table.join(', ')} }`];
 }
 
 export async function generateStarterMapping(opts: StarterOptions): Promise<StarterResult> {
@@ -503,6 +530,8 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
     roleFiles: plans.filter((p) => p.fhir?.fhirType === 'PractitionerRole').map((p) => p.shown),
   };
   const readyMade = fhirFacts.length ? ['fhir-r4-bulk', 'synthea-fhir'].map((m) => `${MAPPINGS_DIR}${m}/mapping.yaml`) : undefined;
+  const omopTables = plans.flatMap((p) => (p.omop ? [p.omop] : []));
+  const omopCtx: OmopCtx = { patientName: fhirCtx.patientName, practitionerName: fhirCtx.practitionerName, detailLookup: omopTables.includes('visit_occurrence') && omopTables.includes('visit_detail'), used: new Set() };
   const fhirTypes = [...new Set(fhirFacts.flatMap((f) => Object.keys(f.types)))];
 
   const blocks: Block[] = [];
@@ -510,20 +539,23 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   const notes: StarterNote[] = [];
   for (const p of plans) {
     if (p.note !== undefined) {
-      notes.push({ file: p.shown, resourceType: p.fhir!.fhirType, note: p.note });
-      body.push(fhirHeadline(p.shown, p.fhir!, `${p.fhir!.fhirType}: ${p.note}`));
+      notes.push({ file: p.shown, resourceType: p.fhir?.fhirType ?? p.omop!, note: p.note });
+      body.push(p.fhir ? fhirHeadline(p.shown, p.fhir, `${p.fhir.fhirType}: ${p.note}`) : omopHeadline(p.shown, `${p.omop!}: ${p.note}`));
       continue;
     }
     const name = nameOf.get(p)!;
     const first = p.type && firstOf(p.type);
     const dup = !first || first === p ? [] : duplicateNote(p.type!, { name: nameOf.get(first)!, shown: first.shown });
-    const block = p.fhir ? fhirBlock(p, name, fhirCtx) : resourceBlock(p.facts, p.source, name, p.guess!, ctx, p.shown);
+    const block = p.fhir ? fhirBlock(p, name, fhirCtx) : p.omop ? omopBlock(p, name, omopCtx) : resourceBlock(p.facts, p.source, name, p.guess!, ctx, p.shown);
     blocks.push(block);
     body.push([...dup, ...block.yaml]);
   }
 
-  const y = [...headerLines(exports, outDir, readyMade, fhirTypes), '', 'sources:', ...sourceLines(plans, mappings)];
-  if (ctx.genderLookup) y.push(...genderLookupLines(plans));
+  const omopReadyMade = omopTables.length ? relativeFrom(outDir, `${MAPPINGS_DIR}omop-cdm/mapping.yaml`) : undefined;
+  const y = [...headerLines(exports, outDir, readyMade, fhirTypes, omopReadyMade ? omopHeader(omopTables, omopReadyMade) : undefined), '', 'sources:', ...sourceLines(plans, mappings)];
+  const omopLookups = omopLookupLines(omopCtx, plans.map((p) => ({ facts: p.facts, table: p.omop, rel: p.rel })));
+  const lookups = [...(ctx.genderLookup ? genderLookupLines(plans) : []), ...omopLookups];
+  if (lookups.length) y.push('', 'lookups:', ...lookups);
   y.push('', 'resources:');
   body.forEach((lines, i) => {
     if (i) y.push('');
@@ -531,7 +563,17 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   });
   y.push('');
   const text = y.join('\n');
-  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), todos: findTodoMarkers(text, out).length };
+  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), ...(omopTables.length ? { omopTables } : {}), todos: findTodoMarkers(text, out).length };
+}
+
+function omopHeadline(shown: string, what: string): string[] {
+  return wrap(`${shown} → ${what}.`, 106).map((l) => `  # ${l}`);
+}
+
+function omopBlock(p: Plan, name: string, ctx: OmopCtx): Block {
+  const o = omopMappingYaml(p.omop!, p.type!, p.facts, p.source, ctx);
+  const resource: StarterResource = { file: p.shown, source: p.source, name, type: p.type, reason: p.reason, ...(o.key ? { key: o.key } : {}), ...(o.groupBy ? { groupBy: o.groupBy } : {}) };
+  return { resource, yaml: [...omopHeadline(p.shown, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...o.yaml] };
 }
 
 function fhirBlock(p: Plan, name: string, ctx: FhirCtx): Block {

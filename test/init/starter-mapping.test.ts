@@ -172,6 +172,28 @@ describe('care-etl init on other exports', () => {
     expect(r.text).toContain('$dateTime(START, "YYYY-MM-DDTHH:mm:ssZ")');
   });
 
+  it('a column empty in every sampled row is never chosen as a key, groupBy or member column', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
+    writeFileSync(join(dir, 'patients.csv'), 'MRN,PATIENT_ID,LAST\n,p-1,A\n ,p-2,B\n');
+    writeFileSync(join(dir, 'staff.csv'), 'NPI,STAFF_ID,LAST\n,s-1,C\n,s-2,D\n');
+    writeFileSync(join(dir, 'assignments.csv'), 'MRN,PATIENT_ID,NPI,STAFF_ID\n,p-1,,s-1\n,p-2,,s-2\n');
+    writeFileSync(join(dir, 'clients.csv'), 'MRN,NOTE\n,x\n');
+    const r = await generateStarterMapping({ from: ['patients.csv', 'staff.csv', 'assignments.csv', 'clients.csv'], cwd: dir });
+    expect(r.resources.map((x) => [x.name, x.key ?? x.groupBy])).toEqual([
+      ['patients', 'PATIENT_ID'],
+      ['practitioner', 'STAFF_ID'],
+      ['careteam', 'PATIENT_ID'],
+      ['clients', undefined],
+    ]);
+    expect(r.text).toContain('"member": { "reference": $ref("practitioner", STAFF_ID) }');
+    // No candidate holds a value: a TODO naming the empty column (its name only, never a value).
+    expect(r.text).toContain(`key: '$TODO("the column that identifies a record, e.g. MRN (MRN: empty in every sampled row)")'`);
+    // A header-only export has no sampled row: its columns stay candidates.
+    writeFileSync(join(dir, 'header-only.csv'), 'MRN,LAST\n');
+    const h = await generateStarterMapping({ from: ['header-only.csv'], cwd: dir });
+    expect(h.resources[0]).toMatchObject({ type: 'Patient', key: 'MRN' });
+  });
+
   it('two exports guessed as one type: two mappings, the second naming the first', async () => {
     const dir = clinicCopy();
     cpSync(join(dir, 'data/patients.csv'), join(dir, 'data/patients-2024.csv'));

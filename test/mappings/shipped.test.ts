@@ -12,8 +12,8 @@ const folders = readdirSync(MAPPINGS, { withFileTypes: true }).filter((e) => e.i
 const modeline = (file: string) => /^# yaml-language-server: \$schema=(\S+)\n/.exec(readFileSync(file, 'utf8'))?.[1];
 
 describe('ready-made mappings', () => {
-  it('are the four documented ones', () => {
-    expect(folders).toEqual(['fhir-r4-bulk', 'generic-csv', 'synthea', 'synthea-fhir']);
+  it('are the five documented ones', () => {
+    expect(folders).toEqual(['fhir-r4-bulk', 'generic-csv', 'omop-cdm', 'synthea', 'synthea-fhir']);
     const readme = readFileSync(join(MAPPINGS, 'README.md'), 'utf8');
     for (const f of folders) expect(readme).toContain(`(\`${f}/\`)`);
     expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain('[mappings/README.md](mappings/README.md)');
