@@ -9,7 +9,7 @@ import jsonata from 'jsonata';
 import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
 import { sourceColumns, type SourceColumns } from '../sources/source-columns.js';
 import type { SourceConfig } from '../sources/types.js';
-import { closest } from './closest.js';
+import { closestColumn } from './closest.js';
 import { rowFieldReads } from './row-fields.js';
 import { toPointer } from './yaml-positions.js';
 import type { LoadedMapping, ResourceMapping, YamlPath } from './types.js';
@@ -92,16 +92,15 @@ function expressionIssues(m: LoadedMapping, def: ResourceMapping, source: Source
 }
 
 function missingMessage(def: ResourceMapping, source: SourceConfig, cols: SourceColumns, label: string, field: string): string {
-  const near = closest(field, cols.columns);
+  const near = closestColumn(field, cols.columns);
   const file = source.path;
   const where = cols.exact
     ? `source \`${source.name}\` (${file}) has no column \`${field}\``
     : `no field \`${field}\` in the first ${cols.sampled ?? 0} record(s) of source \`${source.name}\` (${file})`;
+  const optional = cols.exact ? '' : `, or list \`${field}\` under \`sources.${source.name}.optional\` if records may lack it`;
   const fix = near
-    ? `did you mean \`${near}\`? Write \`${near}\``
-    : cols.exact
-      ? `its columns are ${preview(cols.columns)}; use one of them`
-      : `fields seen: ${preview(cols.columns)}; use one of them, or list \`${field}\` under \`sources.${source.name}.optional\` if records may lack it`;
+    ? `did you mean \`${near}\`? Fix: write \`${near}\`${cols.exact ? ' (header names are case-sensitive)' : ''}${optional}`
+    : `${cols.exact ? 'its columns are' : 'fields seen:'} ${preview(cols.columns)}; fix: use one of them${optional}`;
   return `mapping \`${def.name}\` \`${label}\` reads \`${field}\`, but ${where}; ${fix}`;
 }
 
