@@ -45,6 +45,8 @@ interface LookupFileSpec {
   /** Undefined: the whole record. */
   value?: string;
   many: boolean;
+  /** Fields `key` / `value` may read that the file lacks (the column contract). */
+  optional?: string[];
 }
 
 export interface LookupReadOptions {
@@ -216,6 +218,7 @@ function unseenFields(spec: LookupFileSpec, role: 'key' | 'value', src: string, 
   const unseen = new Map<string, number>();
   let missing = 0;
   for (const r of reads) {
+    if (spec.optional?.includes(r.name)) continue;
     if (header) {
       if (header.includes(r.name)) continue;
       const near = closestColumn(r.name, header);
