@@ -59,7 +59,7 @@ export async function columnContractIssues(m: LoadedMapping, only?: readonly str
 export async function checkColumnContract(m: LoadedMapping, only?: readonly string[]): Promise<void> {
   const issues = await columnContractIssues(m, only);
   if (issues.length === 0) return;
-  throw new CareEtlError(`mapping file ${m.file}: ${issues.length} field(s) read from a row are not columns of the source`, {
+  throw new CareEtlError(`mapping file ${m.file}: ${issues.length} field(s) read from rows are not columns of their source`, {
     issues,
     exitCode: ExitCode.config,
     hint: COLUMN_CONTRACT_HINT,
