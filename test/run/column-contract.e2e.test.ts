@@ -64,6 +64,10 @@ describe('column contract (built CLI): a field an expression reads must be a col
     const body = JSON.parse(json.stdout) as ErrorJson;
     expect(body.error.issues).toHaveLength(1);
     expect(body.error.issues[0]).toMatchObject({ code: 'column-missing', path: '/resources/0/map' });
+    // read from the syntax tree: the same with JSONata's interpreter only
+    const interpreted = await runCli(['validate', file], { env: { CARE_JSONATA_COMPILE: '0' } });
+    expect(interpreted.code).toBe(2);
+    expect(interpreted.stderr).toContain(`${positionOf(file, 'LASTNAME')}: error [column-missing]`);
     await expectRunWritesNothing(file, 'LASTNAME');
   });
 
