@@ -30,6 +30,8 @@ export const ISSUE_CODES = [
   'jsonata', 'eval-failed', 'key-missing', 'key-invalid', 'duplicate-key', 'map-not-object', 'date-invalid', 'date-format-invalid',
   'date-zone-invalid', 'phone-invalid', 'phone-country', 'lookup-miss', 'type-invalid', 'number-not-text',
   'ref-missing', 'ref-rejected', 'ref-unresolved', 'value-too-large', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
+  // column contract (issue 22, part "contract"): a field a row expression reads is not a column of its source
+  'column-missing',
   // load
   'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
   // target (issue 22, part 4): no base URL although CARE_*, CI or `target:` suggest a server; --sandbox with one

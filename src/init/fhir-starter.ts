@@ -261,6 +261,23 @@ interface FhirBlock {
   yaml: string[];
 }
 
+/**
+ * The FHIR elements the maps below read from a resource of each type (`id` and `resourceType` aside): all are
+ * optional in FHIR, so the source lists them under `optional:` and an export that leaves one out of its first
+ * records still passes the column contract (docs/column-contract.md). Keep in step with the maps.
+ */
+const OPTIONAL_ELEMENTS: Record<string, readonly string[]> = {
+  Patient: ['identifier', 'active', 'name', 'telecom', 'gender', 'birthDate', 'address', 'extension', 'managingOrganization'],
+  Practitioner: ['identifier', 'active', 'name', 'telecom', 'gender', 'birthDate', 'qualification', 'extension'],
+  CareTeam: ['subject', 'status', 'name', 'period', 'participant'],
+  Encounter: ['subject', 'period', 'participant'],
+};
+
+/** The `optional:` fields of a source holding resources of these FHIR types (in first-use order). */
+export function fhirOptionalElements(fhirTypes: readonly string[]): string[] {
+  return [...new Set(fhirTypes.flatMap((t) => OPTIONAL_ELEMENTS[t] ?? []))];
+}
+
 /** The YAML of one mapping (after `- name:`): type, from, key or groupBy, match, map. */
 export function fhirMappingYaml(part: FhirPart, type: WritableType, facts: ExportFacts, ctx: FhirCtx): FhirBlock {
   const y = [`    type: ${type}`, `    from: ${part.source}`];

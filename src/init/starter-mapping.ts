@@ -14,7 +14,7 @@ import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
 import { omopHeader, omopLookupLines, omopMappingYaml, omopPlanOf, omopTableOf, type OmopCtx, type OmopTable } from './omop-starter.js';
-import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
+import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirOptionalElements, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
 import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
 
 export { field } from './yaml-text.js';
@@ -485,6 +485,8 @@ function sourceLines(plans: Plan[], mappings: Plan[]): string[] {
     if (p.facts.delimiter) parts.push(`csv: { delimiter: ${JSON.stringify(p.facts.delimiter)} }`);
     if (p.records === null) parts.push(`records: ${yamlScalar(todo('the path of the array of records in this JSON document, e.g. data.patients'))}`);
     else if (p.records) parts.push(`records: ${yamlScalar(p.records)}`);
+    const optional = fhirOptionalElements(mappings.filter((q) => q.source === p.source && q.fhir).map((q) => q.fhir!.fhirType));
+    if (optional.length) parts.push(`optional: [${optional.join(', ')}]`);
     const used = mappings.some((q) => q.source === p.source);
     return `  ${used ? '' : '# '}${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${used ? '' : '   # not a mapping: see resources'}`;
   });

@@ -27,3 +27,27 @@ export function levenshtein(a: string, b: string): number {
   }
   return prev[b.length]!;
 }
+
+/**
+ * "Did you mean …?" for a column name: the same name in another case (`lastname` → `lastName`), else the closest
+ * by edit distance, else a column the name contains or is contained in (`LASTNAME` → `LAST`, `PATIENT_MRN` → `MRN`).
+ */
+export function closestColumn(field: string, columns: readonly string[]): string | undefined {
+  const f = field.toLowerCase();
+  const sameCase = columns.find((c) => c.toLowerCase() === f && c !== field);
+  if (sameCase !== undefined) return sameCase;
+  const near = closest(field, columns);
+  if (near !== undefined) return near;
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const c of columns) {
+    const l = c.toLowerCase();
+    if (Math.min(l.length, f.length) < 3 || !(f.includes(l) || l.includes(f))) continue;
+    const d = levenshtein(f, l);
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  return best;
+}

@@ -229,6 +229,7 @@ async function readSources(raw: unknown, ctx: LoadContext): Promise<Record<strin
     const src: SourceConfig = { name, path: resolve(ctx.dir, r.value), format };
     if (records !== undefined) src.records = records;
     if (csv !== undefined) src.csv = csv;
+    if (Array.isArray(s.optional)) src.optional = s.optional.filter((f): f is string => typeof f === 'string');
     // A `.json` file holding NDJSON fails deep in the JSON reader with a position: say what it is, here.
     if (format === 'json' && (await looksLikeNdjson(src.path))) {
       ctx.issues.push(ctx.issueAt('source-format', ndjsonInJsonMessage(r.value), [...base, formatDeclared ? 'format' : 'path']));

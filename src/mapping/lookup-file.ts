@@ -18,6 +18,9 @@ import { errorOffset } from './jsonata-ast.js';
 import type { CompiledExpression } from './jsonata-compiler/index.js';
 import { looksLikeNdjson, ndjsonInJsonMessage } from './lookup-format.js';
 import { DiskLookup } from './lookup-index.js';
+import { closestColumn } from './closest.js';
+import { rowFieldReads } from './row-fields.js';
+import { COLUMN_SAMPLE_RECORDS } from '../sources/source-columns.js';
 import type { LookupTable } from './types.js';
 
 /** Files up to this size are held in memory; larger ones are indexed on disk (SQLite). */
@@ -42,6 +45,8 @@ interface LookupFileSpec {
   /** Undefined: the whole record. */
   value?: string;
   many: boolean;
+  /** Fields `key` / `value` may read that the file lacks (the column contract). */
+  optional?: string[];
 }
 
 export interface LookupReadOptions {
@@ -64,7 +69,7 @@ interface LookupFileProblem {
 /** How a code or value is read from a record. */
 type Reader =
   | { kind: 'name'; name: string; seen: boolean }
-  | { kind: 'expr'; src: string; expr: jsonata.Expression; compiled: CompiledExpression | undefined };
+  | { kind: 'expr'; src: string; expr: jsonata.Expression; compiled: CompiledExpression | undefined; unseen: Map<string, number> };
 
 export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptions): Promise<{ table?: LookupTable; problems: LookupFileProblem[] }> {
   const { shown } = spec;
@@ -99,9 +104,15 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
   const found = new RecordProblems();
   let records = 0;
   let coded = 0;
+  const fields = new Set<string>(); // of the first records, for "did you mean"
   const drain = async (c: SourceConfig) => {
     for await (const item of openSource(c)) {
       records++;
+      if (item.ok) {
+        markSeen(key, item.data);
+        markSeen(value, item.data);
+        if (records <= COLUMN_SAMPLE_RECORDS) for (const f of Object.keys(item.data)) fields.add(f);
+      }
       if (await addRecord(spec, item, key, value, sink, found)) coded++;
       if (found.kinds >= MAX_PROBLEMS) break;
     }
@@ -126,6 +137,7 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
   // a name no record has is one problem, not one per record
   if (key.kind === 'name' && !key.seen && records > 0) problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${key.name}\``, at: 'key' });
   else if (value?.kind === 'name' && !value.seen && records > 0) problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${value.name}\``, at: 'value' });
+  if (records > 0 && problems.length === 0 && found.kinds < MAX_PROBLEMS) problems.push(...unseenProblems(spec, key, 'key', fields), ...unseenProblems(spec, value, 'value', fields));
   problems.push(...found.list());
   if (problems.length === 0) {
     if (records === 0) problems.push({ code: 'lookup-file', message: `\`${shown}\` has no rows`, at: 'path' });
@@ -182,8 +194,10 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
   try {
     const expr = jsonata(src, timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS });
     registerFunctions(expr, { tableNames: new WeakMap() });
+    const unseen = unseenFields(spec, role, src, expr, header, problems);
+    if (unseen === undefined) return undefined;
     // the common subset (paths, filters, built-ins) as a JS closure, as for the maps: ~4× faster on large files
-    return { kind: 'expr', src, expr, compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined };
+    return { kind: 'expr', src, expr, compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined, unseen };
   } catch (err) {
     const e = err as { message?: string; code?: string };
     const what = header ? `is not a column of \`${spec.shown}\`${columns} nor a valid JSONata expression` : 'is not a valid JSONata expression';
@@ -192,6 +206,40 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
     problems.push({ code: 'jsonata-syntax', message: `\`${role}\` ${what}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}${tip}`, at: role, offset: errorOffset(src, e as object) });
     return undefined;
   }
+}
+
+/**
+ * The column contract of a `key` / `value` expression (row-fields.ts): a CSV lookup's fields must be columns of
+ * its header (a problem each, undefined); a JSON / NDJSON lookup's fields (name → offset) must each be in some
+ * record — checked as the file is read (`markSeen`, `unseenProblems`). `$exists(FIELD)` makes FIELD optional there.
+ */
+function unseenFields(spec: LookupFileSpec, role: 'key' | 'value', src: string, expr: jsonata.Expression, header: string[] | undefined, problems: LookupFileProblem[]): Map<string, number> | undefined {
+  const { reads, existsGuarded } = rowFieldReads(src, expr.ast());
+  const unseen = new Map<string, number>();
+  let missing = 0;
+  for (const r of reads) {
+    if (spec.optional?.includes(r.name)) continue;
+    if (header) {
+      if (header.includes(r.name)) continue;
+      const near = closestColumn(r.name, header);
+      problems.push({ code: 'column-missing', message: `\`${role}\` reads \`${r.name}\`, but \`${spec.shown}\` has no such column; ${near ? `did you mean \`${near}\`?` : `its columns are ${header.slice(0, 12).join(', ')}${header.length > 12 ? ', …' : ''}`}`, at: role, offset: r.offset });
+      missing++;
+    } else if (!existsGuarded.has(r.name) && !unseen.has(r.name)) unseen.set(r.name, r.offset);
+  }
+  return missing ? undefined : unseen;
+}
+
+function markSeen(r: Reader | undefined, data: Record<string, unknown>): void {
+  if (r?.kind !== 'expr' || r.unseen.size === 0) return;
+  for (const name of r.unseen.keys()) if (Object.prototype.hasOwnProperty.call(data, name)) r.unseen.delete(name);
+}
+
+function unseenProblems(spec: LookupFileSpec, r: Reader | undefined, role: 'key' | 'value', fields: Set<string>): LookupFileProblem[] {
+  if (r?.kind !== 'expr') return [];
+  return [...r.unseen].map(([name, offset]) => {
+    const near = closestColumn(name, [...fields]);
+    return { code: 'column-missing' as const, message: `\`${role}\` reads \`${name}\`, but no record of \`${spec.shown}\` has it${near ? `; did you mean \`${near}\`?` : ''}`, at: role, offset };
+  });
 }
 
 /** `row 4` (CSV: the line), `line 12` (NDJSON), `element 3` (JSON). */

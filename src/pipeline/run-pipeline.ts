@@ -8,6 +8,7 @@ import { compileMapping, RefError, type CompiledMapping, type CompiledResource }
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { closeLookups, loadMapping } from '../mapping/load-mapping.js';
+import { checkColumnContract } from '../mapping/column-contract.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
 import { placeholderId } from '../mapping/placeholder-id.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
@@ -291,6 +292,7 @@ async function execute(opts: RunOptions, mode: Mode): Promise<RunReport> {
   if (!dryRun) usesEmbeddedSandbox(mapping, opts);
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
+  await checkColumnContract(mapping, compiled.order);
   const careDir = join(mapping.dir, '.care-etl');
   const outDir = dryRun ? resolve(opts.outDir ?? join(careDir, 'dry-run')) : undefined;
   // A dry run keeps its own rejects: it must not replace those of the last real run.

@@ -16,6 +16,7 @@ import { decideIdentity, MatchClaims } from '../load/identity-check.js';
 import { toPointer } from '../mapping/yaml-positions.js';
 import { readTextFile } from '../core/read-text-file.js';
 import { TODO_HINT, findTodoMarkers, todoIssue, type TodoMarker } from '../mapping/todo-markers.js';
+import { COLUMN_CONTRACT_HINT, columnContractIssues } from '../mapping/column-contract.js';
 
 const MAX_MATCH_WARNINGS = 20;
 
@@ -58,7 +59,7 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
     throw withTodos(err.issues, todos, mappingFile, err.hint);
   }
   try {
-    return { mapping, compiled: checkLoaded(mapping, todos, mappingFile) };
+    return { mapping, compiled: checkLoaded(mapping, todos, mappingFile, await columnContractIssues(mapping)) };
   } catch (err) {
     closeLookups(mapping.lookups); // the on-disk index of a large lookup file is removed on this path too
     throw err;
@@ -66,7 +67,7 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
 }
 
 /** Compiles the loaded mapping and checks its sources; throws every problem found and every TODO marker. */
-function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: string): CompiledMapping {
+function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: string, contract: Issue[]): CompiledMapping {
   const issues: Issue[] = [];
   let compiled: CompiledMapping | undefined;
   try {
@@ -93,7 +94,9 @@ function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: s
       });
     }
   }
-  const hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';
+  issues.push(...contract);
+  let hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';
+  if (contract.length) hint = `${hint} ${COLUMN_CONTRACT_HINT}`;
   if (todos.length) throw withTodos(issues, todos, mappingFile, hint);
   if (issues.length || !compiled) {
     throw new CareEtlError(`mapping file ${mappingFile}: ${issues.length} problem(s)`, { issues, exitCode: ExitCode.config, hint });

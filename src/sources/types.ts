@@ -43,6 +43,8 @@ export interface SourceConfig {
    */
   records?: string;
   csv?: CsvOptions;
+  /** Fields some records may lack: the column contract does not require them (src/mapping/column-contract.ts). */
+  optional?: string[];
 }
 
 /** Where a record came from. */

@@ -128,7 +128,7 @@ describe('init on a FHIR Bulk Data export (Patient, Practitioner, PractitionerRo
 describe('init on a FHIR Bundle (urn:uuid references)', () => {
   it('one source per resource type, selected from the entries; keys by id; validate --sample accepts every row', async () => {
     const { r, file } = await initAndCount(['patient-bundle.json'], join(ROOT, 'test/fixtures/init/fhir-bundle'));
-    expect(r.text).toMatch(/patient-bundle_patient: +\{ path: \S+patient-bundle\.json, records: 'entry\.resource\[resourceType = "Patient"\]' \}/);
+    expect(r.text).toMatch(/patient-bundle_patient: +\{ path: \S+patient-bundle\.json, records: 'entry\.resource\[resourceType = "Patient"\]', optional: \[identifier, active, [^\]]*\] \}/);
     expect(r.resources.map((x) => [x.name, x.type, x.key ?? x.groupBy])).toEqual([
       ['patient', 'Patient', 'id'],
       ['practitioner', 'Practitioner', 'id'],

@@ -714,7 +714,9 @@ export function mappingYaml(spec: MappingSpec, src: SourceCase): string {
   if (spec.skip) body = `SKIP = "y" ? () : ${body}`;
   const indent = (s: string, n: number) => s.split('\n').map((l) => ' '.repeat(n) + l).join('\n');
   const csv = src.csv ? `, csv: ${JSON.stringify(src.csv)}` : ''; // JSON is YAML flow syntax
-  const srcLine = `  src: { path: ${src.fileName}${src.records ? `, records: '${src.records}'` : ''}${csv} }`;
+  // generated records may lack any field: all are `optional` (the column contract, docs/column-contract.md, is not modelled)
+  const optional = ', optional: [MRN, FIRST, LAST, SEX, DOB, NOTE, AGE, SKIP]';
+  const srcLine = `  src: { path: ${src.fileName}${src.records ? `, records: '${src.records}'` : ''}${csv}${optional} }`;
   let yaml = `version: 1\nsources:\n${srcLine}\nlookups:\n  gender: { M: male, F: female, U: unknown }\nresources:\n`;
   yaml += `  - name: patient\n    type: Patient\n    from: src\n    key: '${key}'\n    onMissing: ${spec.onMissing}\n    map: |\n${indent(body, 6)}\n`;
   if (spec.team) {
