@@ -32,6 +32,8 @@ export const ISSUE_CODES = [
   'ref-missing', 'ref-rejected', 'ref-unresolved', 'value-too-large', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
   // load
   'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
+  // issue 22 part 5 (regex): a pattern the linear-time engine cannot run; a source file that is not text
+  'regex-unsupported', 'source-not-text',
 ] as const;
 
 /** Codes made from an HTTP status or a transport failure. */

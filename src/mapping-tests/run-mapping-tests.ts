@@ -22,6 +22,7 @@ import { validateResource } from '../validate/resource-validator.js';
 import { loadTestFile } from './load-test-file.js';
 import { structuralDiff } from './structural-diff.js';
 import type { CaseFailure, CaseResult, FileResult, MappingTestFile, ProducedReject, RefStubs, RejectExpectation, RowSelector, TestCaseDef, TestReport, TestTotals } from './types.js';
+import { LINEAR_REGEX_ENGINE } from '../core/linear-regex.js';
 
 export type * from './types.js';
 
@@ -260,7 +261,7 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
   let where: jsonata.Expression | undefined;
   if (fx.where) {
     try {
-      where = jsonata(fx.where);
+      where = jsonata(fx.where, { RegexEngine: LINEAR_REGEX_ENGINE });
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new CareEtlError(`fixture \`where\` is not valid JSONata: ${e.message ?? String(err)}`, {

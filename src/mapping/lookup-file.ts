@@ -14,6 +14,7 @@ import { openSource, readHeader } from '../sources/open-source.js';
 import type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { registerFunctions, show } from './functions.js';
 import { compilerEnabled, JSONATA_OPTIONS, mappingExpressionCompiler } from './expression-evaluator.js';
+import { regexProblems } from './regex-check.js';
 import { errorOffset } from './jsonata-ast.js';
 import type { CompiledExpression } from './jsonata-compiler/index.js';
 import { looksLikeNdjson, ndjsonInJsonMessage } from './lookup-format.js';
@@ -181,6 +182,11 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
   }
   try {
     const expr = jsonata(src, timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS });
+    const unsupported = regexProblems(src, expr.ast());
+    if (unsupported.length) {
+      for (const p of unsupported) problems.push({ code: p.code, message: `\`${role}\`: ${p.message}`, at: role, offset: p.offset });
+      return undefined;
+    }
     registerFunctions(expr, { tableNames: new WeakMap() });
     // the common subset (paths, filters, built-ins) as a JS closure, as for the maps: ~4× faster on large files
     return { kind: 'expr', src, expr, compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined };
