@@ -45,7 +45,7 @@ function translate(source: string): Translated {
       if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
       else if (next === 'S' && !inClass) out += `[^${JS_SPACE}]`;
       else if (!inClass && /[1-9]/.test(next)) {
-        return { pattern: source, unsupported: { what: `a backreference \`\\${next}\``, fix: 'capture the parts separately and compare them in the expression (e.g. `$m := $match(…); $m.groups[0] = $m.groups[1]`)' } };
+        return { pattern: source, unsupported: { what: `a backreference \`\\${next}\``, fix: 'capture the parts separately and compare them in the expression: `$m := $match(…); $m.groups[0] = $m.groups[1]`' } };
       } else if (!inClass && next === 'k' && source[i + 1] === '<' && hasNamedGroups) {
         return { pattern: source, unsupported: { what: 'a named backreference `\\k<…>`', fix: 'capture the parts separately and compare them in the expression' } };
       } else out += `\\${next}`;
