@@ -92,6 +92,8 @@ function translate(source: string): Translated {
 }
 
 const cache = new Map<string, RE2JS>();
+/** Literals come from mapping text, but `$eval` can parse patterns out of cells: the cache is bounded. */
+const CACHE_MAX = 1000;
 
 /**
  * The RE2 program of a JavaScript regular expression (JSONata's literals carry the flags `i`, `m` and `g`).
@@ -117,6 +119,7 @@ export function compileLinear(re: RegExp | string): RE2JS {
       /repeat count/.test(why) ? 'use a repeat count of at most 1000 (`{1,1000}`), or `+` / `*`' : 'rewrite it in RE2 syntax (https://github.com/google/re2/wiki/Syntax)',
     );
   }
+  if (cache.size >= CACHE_MAX) cache.clear();
   cache.set(cacheKey, program);
   return program;
 }
