@@ -9,7 +9,7 @@ import { sourceFatal } from './source-errors.js';
 import type { SourceConfig, SourceFormat } from './types.js';
 
 /** How much of the start of a file is looked at. */
-export const TEXT_CHECK_BYTES = 64 * 1024;
+const TEXT_CHECK_BYTES = 64 * 1024;
 
 /**
  * Why the file is not a text export (a NUL in its first TEXT_CHECK_BYTES), or undefined — also when it cannot be
