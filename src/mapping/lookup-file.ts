@@ -10,7 +10,7 @@ import { stat } from 'node:fs/promises';
 import jsonata from 'jsonata';
 import { CareEtlError, type KnownIssueCode } from '../core/issues.js';
 import { redactValues } from '../core/secret.js';
-import { openSource, readHeader } from '../sources/open-source.js';
+import { notTextHint, notTextReason, openSource, readHeader } from '../sources/open-source.js';
 import type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { registerFunctions, show } from './functions.js';
 import { compilerEnabled, JSONATA_OPTIONS, mappingExpressionCompiler } from './expression-evaluator.js';
@@ -81,6 +81,8 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
   const cfg: SourceConfig = { name: `lookup ${spec.name}`, path: spec.path, format: spec.format };
   if (spec.records !== undefined) cfg.records = spec.records;
   if (spec.csv !== undefined) cfg.csv = spec.csv;
+  const notText = st.isFile() ? notTextReason(cfg, spec.format) : undefined;
+  if (notText !== undefined) return { problems: [{ code: 'source-not-text', message: `\`${shown}\` is ${notText}. ${notTextHint(spec.format)}`, at: 'path' }] };
 
   const problems: LookupFileProblem[] = [];
   let header: string[] | undefined;

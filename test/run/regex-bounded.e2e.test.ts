@@ -61,7 +61,7 @@ describe('every regular expression is bounded (built CLI, sandbox over HTTP)', {
     expect(byMrn.get('000002')!.active).toBe(true); // "Liam"
   });
 
-  it('a pattern RE2 cannot run: validate exits 2 at file:line:col with the fix; run sends nothing', async () => {
+  it('a pattern RE2 cannot run: validate exits 2 at file:line:col with the fix; run and plan send nothing', async () => {
     const mapping = join(ROOT, 'test/fixtures/regex/unsupported.yaml');
     const v = await runCli(['validate', mapping], { timeoutMs: KILL_AFTER_MS });
     expect(v.code, v.stdout).toBe(2);
@@ -72,6 +72,9 @@ describe('every regular expression is bounded (built CLI, sandbox over HTTP)', {
     const run = await runCli(['run', join(copyTree('test/fixtures/regex', 'care-etl-regex-'), 'unsupported.yaml'), '--progress', 'none'], { env, timeoutMs: KILL_AFTER_MS });
     expect(run.code, run.stderr).toBe(2);
     expect(run.stderr).toContain('[regex-unsupported]');
+    const plan = await runCli(['plan', join(ROOT, 'test/fixtures/regex/unsupported.yaml'), '--progress', 'none'], { env, timeoutMs: KILL_AFTER_MS });
+    expect(plan.code, plan.stderr).toBe(2);
+    expect(plan.stderr).toContain('[regex-unsupported]');
     expect(sb.stats().requests - before).toBe(0);
   });
 
