@@ -3,7 +3,7 @@
  * name) would otherwise parse as one empty header and no rows — "0 rows, exit 0" — and, with `onMissing`, look
  * like every patient gone. Checked on the first bytes only, before a run or `validate` goes on.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { firstNulCharacter, resolveEncoding } from './decode-stream.js';
 import { sourceFatal } from './source-errors.js';
 import type { SourceConfig, SourceFormat } from './types.js';
@@ -13,11 +13,12 @@ const TEXT_CHECK_BYTES = 64 * 1024;
 
 /**
  * Why the file is not a text export (a NUL in its first TEXT_CHECK_BYTES), or undefined — also when it cannot be
- * read (the readers report that in their own words). Synchronous, for `validate`'s source checks.
+ * read (the readers report that in their own words) and for a FIFO. Synchronous, for `validate`'s source checks.
  */
 export function notTextReason(cfg: SourceConfig, format: SourceFormat): string | undefined {
   let head: Buffer;
   try {
+    if (!statSync(cfg.path).isFile()) return undefined; // a FIFO: opening it would wait for a writer, reading consume it
     const fd = openSync(cfg.path, 'r');
     try {
       const buf = Buffer.alloc(TEXT_CHECK_BYTES);
