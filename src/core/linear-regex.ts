@@ -42,7 +42,10 @@ function translate(source: string): Translated {
     if (ch === '\\' && i + 1 < source.length) {
       const next = source[i + 1]!;
       i++;
-      if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
+      if (next === 's' && inClass && source[i + 1] === '-') {
+        out += `${JS_SPACE}\\-`; // `[\s-x]`: JavaScript reads the `-` literally, after the inlined list it would be a range
+        i++;
+      } else if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
       else if (next === 'S' && !inClass) out += `[^${JS_SPACE}]`;
       else if (!inClass && /[1-9]/.test(next)) {
         return { pattern: source, unsupported: { what: `a backreference \`\\${next}\``, fix: 'capture the parts separately and compare them in the expression: `$m := $match(…); $m.groups[0] = $m.groups[1]`' } };

@@ -92,6 +92,8 @@ describe('LinearRegExp', () => {
       '$split("a,b,,c", /,/, 2)',
       '$contains("ABC", /[^]/)',
       '$match("x-y", /[\\S]-[\\S]/)',
+      '$split("a-b c\u00a0d", /[\\s-]/)',
+      '$split("a-bxc d", /[\\s-x]/)',
     ]) {
       expect(await run(src), src).toEqual(await native(src));
     }
