@@ -36,6 +36,8 @@ export const ISSUE_CODES = [
   'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
   // target (issue 22, part 4): no base URL although CARE_*, CI or `target:` suggest a server; --sandbox with one
   'target-missing', 'target-conflict',
+  // issue 22 part 5 (regex): a pattern the linear-time engine cannot run; a source file that is not text
+  'regex-unsupported', 'source-not-text',
 ] as const;
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -22,6 +22,8 @@ import { validateResource } from '../validate/resource-validator.js';
 import { loadTestFile } from './load-test-file.js';
 import { structuralDiff } from './structural-diff.js';
 import type { CaseFailure, CaseResult, FileResult, MappingTestFile, ProducedReject, RefStubs, RejectExpectation, RowSelector, TestCaseDef, TestReport, TestTotals } from './types.js';
+import { LINEAR_REGEX_ENGINE } from '../core/linear-regex.js';
+import { regexProblems } from '../mapping/regex-check.js';
 
 export type * from './types.js';
 
@@ -260,11 +262,17 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
   let where: jsonata.Expression | undefined;
   if (fx.where) {
     try {
-      where = jsonata(fx.where);
+      where = jsonata(fx.where, { RegexEngine: LINEAR_REGEX_ENGINE });
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new CareEtlError(`fixture \`where\` is not valid JSONata: ${e.message ?? String(err)}`, {
         issues: [{ severity: 'error', code: 'jsonata-syntax', message: `fixture \`where\`: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, location: c.location }],
+      });
+    }
+    const unsupported = regexProblems(fx.where, where.ast());
+    if (unsupported.length) {
+      throw new CareEtlError(`fixture \`where\`: ${unsupported[0]!.message}`, {
+        issues: unsupported.map((p) => ({ severity: 'error' as const, code: p.code, message: `fixture \`where\`: ${p.message} (at character ${p.offset})`, location: c.location })),
       });
     }
   }

@@ -32,6 +32,7 @@ import {
 import { boolize } from './jsonata-compiler/index.js';
 import { analyse, errorOffset, nodeStart, type AstFacts, type RefCall } from './jsonata-ast.js';
 import { defaultLimits } from './load-mapping.js';
+import { regexProblems } from './regex-check.js';
 import { toPointer } from './yaml-positions.js';
 import { MATCH_KEYWORDS, type LoadedMapping, type ResourceMapping, type YamlPath } from './types.js';
 import { careTeamIdentity } from './match-values.js';
@@ -170,6 +171,7 @@ function compileChecked(cx: MappingCx, meta: ExprMeta): { ev?: ExpressionEvaluat
   }
   const facts = analyse(src, expr.ast());
   for (const p of facts.problems) cx.push(p.code, `${owner} ${role}: ${p.message}`, path, p.offset);
+  for (const p of regexProblems(src, expr.ast())) cx.push(p.code, `${owner} ${role}: ${p.message}`, path, p.offset);
   const refs = checkRefs(cx, meta, facts);
   checkCalls(cx, meta, facts);
   checkVariables(cx, meta, facts);

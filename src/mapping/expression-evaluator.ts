@@ -5,6 +5,7 @@
  * the compiler on or off. `CARE_JSONATA_COMPILE=0` turns the compiler off (the bench's "previous version").
  */
 import type jsonata from 'jsonata';
+import { LINEAR_REGEX_ENGINE } from '../core/linear-regex.js';
 import { redactValues } from '../core/secret.js';
 import type { Issue, KnownIssueCode, Location } from '../core/issues.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
@@ -30,10 +31,12 @@ export function compilerEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
  *   so `($f := function($x) { $f($x) }; $f(1))` never reaches the stack limit and would spin forever; the time
  *   limit fails it with D1012. It is measured from the start of each `evaluate()` and checked with Date.now() at
  *   every evaluation step (cost: BENCHMARKS.md, "Expression time limit"). It cannot interrupt one long built-in
- *   call — a catastrophic regular expression runs to its end on the main thread, only then is the limit seen.
+ *   call, hence:
+ * - `RegexEngine`: every regular expression runs on RE2 (src/core/linear-regex.ts), in time linear in the cell's
+ *   length, so no pattern (`/(a+)+$/`) can hang a run between two time-limit checks.
  * Compiled closures need neither: they hold no lambda, so no loop or recursion beyond the data's own size.
  */
-export const JSONATA_OPTIONS = { stack: 500 } as const;
+export const JSONATA_OPTIONS = { stack: 500, RegexEngine: LINEAR_REGEX_ENGINE } as const;
 
 export interface ExprMeta {
   src: string;

@@ -285,7 +285,15 @@ export function fnSplitList(value: unknown, separator?: unknown): string[] | und
 // ---------------------------------------------------------------------------------------------- phone
 
 const NANP = new Set(['US', 'CA']);
-const EXTENSION = /\s*(?:ext\.?|extension|x|#)\s*\d{1,6}\s*$/i;
+// No leading `\s*`: unanchored, it made the search quadratic in a run of spaces (50,000 spaces: 3 s). The
+// space before the extension is trimmed off the rest instead (`withoutExtension`).
+const EXTENSION = /(?:ext\.?|extension|x|#)\s*\d{1,6}$/i;
+
+/** A trimmed number without its trailing extension (`x12`, `ext. 12`, `#12`). */
+function withoutExtension(raw: string): string {
+  const m = EXTENSION.exec(raw);
+  return m ? raw.slice(0, m.index).trimEnd() : raw;
+}
 
 /**
  * `$phone(s, defaultCountry = "US")`: normalise to E.164 (`+15551234567`).
@@ -303,7 +311,7 @@ export function fnPhone(value: unknown, defaultCountry?: unknown): string | stri
   return each(value, (v) => {
     const raw = text(v, 'phone')?.trim();
     if (!raw) return undefined;
-    const s = raw.replace(EXTENSION, '');
+    const s = withoutExtension(raw);
     if (!/^\+?[\d\s().\-/]+$/.test(s)) return fail('phone-invalid', 'not a valid phone number (contains letters or symbols)');
     const digits = s.replace(/\D/g, '');
     if (s.startsWith('+')) {

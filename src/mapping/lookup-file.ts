@@ -10,10 +10,11 @@ import { stat } from 'node:fs/promises';
 import jsonata from 'jsonata';
 import { CareEtlError, type KnownIssueCode } from '../core/issues.js';
 import { redactValues } from '../core/secret.js';
-import { openSource, readHeader } from '../sources/open-source.js';
+import { notTextHint, notTextReason, openSource, readHeader } from '../sources/open-source.js';
 import type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { registerFunctions, show } from './functions.js';
 import { compilerEnabled, JSONATA_OPTIONS, mappingExpressionCompiler } from './expression-evaluator.js';
+import { regexProblems } from './regex-check.js';
 import { errorOffset } from './jsonata-ast.js';
 import type { CompiledExpression } from './jsonata-compiler/index.js';
 import { looksLikeNdjson, ndjsonInJsonMessage } from './lookup-format.js';
@@ -85,6 +86,8 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
   const cfg: SourceConfig = { name: `lookup ${spec.name}`, path: spec.path, format: spec.format };
   if (spec.records !== undefined) cfg.records = spec.records;
   if (spec.csv !== undefined) cfg.csv = spec.csv;
+  const notText = st.isFile() ? notTextReason(cfg, spec.format) : undefined;
+  if (notText !== undefined) return { problems: [{ code: 'source-not-text', message: `\`${shown}\` is ${notText}. ${notTextHint(spec.format)}`, at: 'path' }] };
 
   const problems: LookupFileProblem[] = [];
   let header: string[] | undefined;
@@ -193,6 +196,11 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
   }
   try {
     const expr = jsonata(src, timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS });
+    const unsupported = regexProblems(src, expr.ast());
+    if (unsupported.length) {
+      for (const p of unsupported) problems.push({ code: p.code, message: `\`${role}\`: ${p.message}`, at: role, offset: p.offset });
+      return undefined;
+    }
     registerFunctions(expr, { tableNames: new WeakMap() });
     const unseen = unseenFields(spec, role, src, expr, header, problems);
     if (unseen === undefined) return undefined;

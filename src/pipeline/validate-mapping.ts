@@ -6,8 +6,8 @@ import { compileMapping, type CompiledMapping } from '../mapping/compile-mapping
 import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { closeLookups, loadMapping, type LoadedMapping } from '../mapping/load-mapping.js';
-import { openSource } from '../sources/open-source.js';
-import type { SourceItem } from '../sources/types.js';
+import { notTextHint, notTextReason, openSource, resolveFormat } from '../sources/open-source.js';
+import type { SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
 import type { RejectRecord } from '../transform/reject-record.js';
@@ -66,6 +66,18 @@ async function checkMapping(mappingFile: string, env: NodeJS.ProcessEnv): Promis
   }
 }
 
+/** A NUL-filled (or binary) source file, as `checkSource` would refuse it before a run. */
+function sourceNotText(src: SourceConfig): Omit<Issue, 'path' | 'location'> | undefined {
+  let format: SourceFormat;
+  try {
+    format = resolveFormat(src);
+  } catch {
+    return undefined; // compileMapping / the run report a format it cannot tell
+  }
+  const reason = notTextReason(src, format);
+  return reason === undefined ? undefined : { severity: 'error', code: 'source-not-text', message: `${reason}. ${notTextHint(format)}` };
+}
+
 /** Compiles the loaded mapping and checks its sources; throws every problem found and every TODO marker. */
 function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: string, contract: Issue[]): CompiledMapping {
   const issues: Issue[] = [];
@@ -93,6 +105,8 @@ function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: s
         location: mapping.positionOf(['sources', name, 'path']),
       });
     }
+    const notText = ok ? sourceNotText(src) : undefined;
+    if (notText) issues.push({ ...notText, path: `/sources/${name}/path`, message: `source \`${name}\`: ${src.path}: ${notText.message}`, location: mapping.positionOf(['sources', name, 'path']) });
   }
   issues.push(...contract);
   let hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';

@@ -232,14 +232,7 @@ export class DecodeToUtf8 extends Transform {
   }
 
   private begin(b: Buffer): Buffer {
-    const mark =
-      b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf
-        ? UTF8
-        : b.length >= 2 && b[0] === 0xff && b[1] === 0xfe
-          ? UTF16LE
-          : b.length >= 2 && b[0] === 0xfe && b[1] === 0xff
-            ? UTF16BE
-            : undefined;
+    const mark = byteOrderMark(b);
     const declared = this.declared;
     this.effective = mark ?? (declared.kind === 'utf16' ? guessUtf16(b) : declared);
     // a mark that contradicts the declared encoding (`utf-16` declares either byte order)
@@ -391,6 +384,27 @@ function isWellFormed(s: string): boolean {
 }
 
 /** UTF-16 without a byte-order mark: big-endian when the first characters have their zero byte first. */
+/** The encoding a byte-order mark at the start of `b` names, if any. */
+function byteOrderMark(b: Buffer): TextEncoding | undefined {
+  if (b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) return UTF8;
+  if (b.length >= 2 && b[0] === 0xff && b[1] === 0xfe) return UTF16LE;
+  if (b.length >= 2 && b[0] === 0xfe && b[1] === 0xff) return UTF16BE;
+  return undefined;
+}
+
+/**
+ * Offset of the first NUL character in the first bytes of a file read as `declared` (a byte-order mark decides,
+ * as when reading), or -1. Text exports hold none: in UTF-16 a NUL is a zero code unit (zero bytes are half of
+ * every ASCII character there), in every other encoding a zero byte.
+ */
+export function firstNulCharacter(head: Buffer, declared: TextEncoding): number {
+  const mark = byteOrderMark(head);
+  const kind = (mark ?? (declared.kind === 'utf16' ? guessUtf16(head) : declared)).kind;
+  if (kind !== 'utf16le' && kind !== 'utf16be') return head.indexOf(0);
+  for (let i = mark ? 2 : 0; i + 1 < head.length; i += 2) if (head[i] === 0 && head[i + 1] === 0) return i;
+  return -1;
+}
+
 function guessUtf16(b: Buffer): TextEncoding {
   let evenZeros = 0;
   let oddZeros = 0;

@@ -207,9 +207,10 @@ async function* readJsonWithJsonata(
   bytes?: ByteMeter,
 ): AsyncGenerator<SourceItem, void, undefined> {
   const { default: jsonata } = await import('jsonata');
+  const { LINEAR_REGEX_ENGINE } = await import('../core/linear-regex.js');
   let compiled: ReturnType<typeof jsonata>;
   try {
-    compiled = jsonata(expression);
+    compiled = jsonata(expression, { RegexEngine: LINEAR_REGEX_ENGINE }); // a regex in `records` runs in linear time too
   } catch (err) {
     const e = err as { message?: string; position?: number };
     throw sourceFatal(cfg, `\`records\` is not a valid JSONata expression: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, {

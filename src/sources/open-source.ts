@@ -5,6 +5,7 @@ import { readJson } from './json-source.js';
 import { readNdjson } from './ndjson-source.js';
 import { sourceFatal } from './source-errors.js';
 import { detectFormat, openSourceFile } from './source-file.js';
+import { checkText } from './text-check.js';
 import {
   HEADER_SAMPLE_RECORDS,
   JSON_PRECHECK_MAX_BYTES,
@@ -37,6 +38,7 @@ export {
   RECORD_MAX_TEXT_CHARS,
 } from './types.js';
 export { detectFormat, SourceBytes } from './source-file.js';
+export { notTextHint, notTextReason } from './text-check.js';
 
 const FORMATS: readonly SourceFormat[] = ['csv', 'json', 'ndjson'];
 
@@ -113,7 +115,7 @@ export async function readHeader(cfg: SourceConfig): Promise<string[]> {
 
 /**
  * Checks, before anything is written, that a source can be read: its configuration (format, options), that the
- * file exists, is a regular file (or a FIFO) and is readable, and that its format opens — the CSV header row
+ * file exists, is a regular file (or a FIFO) and is readable, that it is text (no NUL in its first 64 KiB), and that its format opens — the CSV header row
  * (names, quotes), the first bytes of an NDJSON file, and a whole JSON file up to JSON_PRECHECK_MAX_BYTES (a
  * JSON syntax error or a missing `records` path anywhere is fatal, so it is found now rather than after other
  * sources were loaded; larger files: their first bytes). A FIFO is only checked for access: reading it would
@@ -140,6 +142,7 @@ export async function checkSource(cfg: SourceConfig, opts: OpenSourceOptions = {
   }
   if (!st.isFile()) throw sourceFatal(cfg, `not a regular file: ${cfg.path}`, { code: 'source-read' });
   opts.signal?.throwIfAborted();
+  checkText(cfg, format);
   switch (format) {
     case 'csv': {
       const opened = await openSourceFile(cfg);

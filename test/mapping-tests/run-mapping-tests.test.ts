@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { formatFile, formatSummary } from '../../src/mapping-tests/format-report.js';
@@ -155,5 +157,22 @@ describe('stubContext', () => {
     expect(err).toMatchObject({ code: 'ref-missing', message: 'no patient with key `002` has been loaded (not in its source, or not yet loaded)' });
     expect(ctx.sourceKey!('Patient/p-1')).toBe('001');
     expect(ctx.sourceKey!('Patient/p-9')).toBeUndefined();
+  });
+});
+
+describe('a fixture `where` with a pattern the linear-time regex engine cannot run', () => {
+  it('is an error of that case naming the pattern, not a crash or a silent non-match', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-where-regex-'));
+    try {
+      for (const name of ['mapping.yaml', 'people.csv', 'links.csv']) copyFileSync(f(name), join(dir, name));
+      const test = ['cases:', '  - name: lookahead in where', '    resource: team', "    fixture: { where: '$contains(ID, /0(?=1)/)' }", '    expect: {}', ''].join('\n');
+      writeFileSync(join(dir, 'where.test.yaml'), test);
+      const r = await runTestFile(join(dir, 'where.test.yaml'));
+      const text = formatFile(r, { cwd: dir }).join('\n');
+      expect(text).toContain('[regex-unsupported]');
+      expect(text).toContain('fixture `where`: the regular expression /0(?=1)/ uses a lookahead');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

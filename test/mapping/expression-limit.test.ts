@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { ExitCode } from '../../src/core/issues.js';
+import { LINEAR_REGEX_ENGINE } from '../../src/core/linear-regex.js';
 import { compileMapping, JSONATA_OPTIONS, type CompiledMapping, type EvalContext } from '../../src/mapping/compile-mapping.js';
 import { MappingEvalError } from '../../src/mapping/errors.js';
 import { defaultLimits, EXPRESSION_TIMEOUT_ENV, loadMapping, MAPPING_SCHEMA_URL } from '../../src/mapping/load-mapping.js';
@@ -78,8 +79,8 @@ describe('a runaway expression fails its row within the limit, in every role', {
   let compiled: CompiledMapping;
   const load = async () => (compiled ??= compileMapping(await loadMapping(fx('all-roles.yaml'), { env: {} })));
 
-  it('keeps the stack guard', () => {
-    expect(JSONATA_OPTIONS).toEqual({ stack: 500 });
+  it('keeps the stack guard and the linear-time regex engine', () => {
+    expect(JSONATA_OPTIONS).toEqual({ stack: 500, RegexEngine: LINEAR_REGEX_ENGINE });
   });
 
   it('key, at the runaway call in the file', async () => {

@@ -174,6 +174,15 @@ describe('$phone', () => {
     expect(errorOf(() => fnPhone('+12')).code).toBe('phone-invalid');
     expect(errorOf(() => fnPhone('555 123 4567', 'FR')).code).toBe('phone-country');
   });
+
+  it('strips extensions in one pass: a cell with a long run of spaces is answered, not searched quadratically', () => {
+    expect(fnPhone('555-123-4567\u00a0 #89')).toBe('+15551234567');
+    expect(fnPhone('555-123-4567extension 1')).toBe('+15551234567');
+    expect(errorOf(() => fnPhone('555 x 12 x 34')).code).toBe('phone-invalid'); // only the last extension goes
+    // was /\s*(?:ext…)…$/ searched from every position of the run: about 3 s at 50,000 spaces, hours at 1,000,000
+    expect(errorOf(() => fnPhone(`5${' '.repeat(1_000_000)}a`)).code).toBe('phone-invalid');
+    expect(errorOf(() => fnPhone(`5${' '.repeat(1_000_000)}x 1a`)).code).toBe('phone-invalid');
+  });
 });
 
 describe('$splitList', () => {

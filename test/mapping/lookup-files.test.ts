@@ -7,7 +7,7 @@ import { compileMapping } from '../../src/mapping/compile-mapping.js';
 import { closeLookups, loadMapping } from '../../src/mapping/load-mapping.js';
 import { isIndexedLookup, type LoadedMapping } from '../../src/mapping/types.js';
 import { evalError, issueWith, issuesOf } from './helpers.js';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 
 const DIR = fileURLToPath(new URL('../fixtures/lookups/', import.meta.url));
 const at = (name: string) => join(DIR, name);
@@ -185,6 +185,35 @@ describe('lookup file errors name the file, its line and the mapping line:col', 
       await writeFile(join(dir, 'm.yaml'), text);
       const { error } = await issuesOf(() => loadMapping(join(dir, 'm.yaml')));
       expect(error.hint).toContain('add `# yaml-language-server: $schema=');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a lookup file that is not text', () => {
+  it('a NUL-filled CSV is an error at its `path` naming the file, not an empty table', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'care-etl-lookup-nul-'));
+    try {
+      writeFileSync(join(dir, 'roles.csv'), Buffer.alloc(2048));
+      writeFileSync(join(dir, 'patients.csv'), 'MRN\n1\n');
+      const yaml = [
+        'version: 1',
+        'sources:',
+        '  patients: { path: patients.csv }',
+        'lookups:',
+        '  roles: { path: roles.csv, key: CODE, value: TEXT }',
+        'resources:',
+        '  - { name: patient, type: Patient, from: patients, key: MRN, map: \'{ "id": MRN }\' }',
+        '',
+      ].join('\n');
+      writeFileSync(join(dir, 'mapping.yaml'), yaml);
+      const { error, issues } = await issuesOf(() => loadMapping(join(dir, 'mapping.yaml'), { env: {} }));
+      expect(error.exitCode).toBe(2);
+      const issue = issueWith(issues, 'source-not-text');
+      expect(issue.message).toBe('lookup `roles`: `roles.csv` is not a text file: all its 2048 bytes are NUL bytes (a CSV export holds none). The file is binary or damaged (e.g. zero-filled by an interrupted copy): export it again. A UTF-16 export without a byte-order mark needs `csv.encoding: utf-16le` (or `utf-16be`).');
+      expect(issue.path).toBe('/lookups/roles/path');
+      expect(issue.location).toMatchObject({ file: join(dir, 'mapping.yaml'), line: 5 });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
