@@ -19,7 +19,7 @@ export interface EndingInput {
   /** Resources of the mapping the state holds as loaded and not ended, when the run starts the mapping. */
   loaded: number;
   /** Data rows read from the mapping's source (rejected ones included). */
-  sourceRows: number;
+  rowsRead: number;
   allow: EndingAllowance;
   from: AllowanceSource;
 }
@@ -70,7 +70,7 @@ export function decideEnding(x: EndingInput): EndingDecision {
   const base = Math.max(x.loaded, x.wouldEnd);
   const limit = 'count' in x.allow ? x.allow.count : Math.ceil(Number(((x.allow.percent * base) / 100).toFixed(9)));
   if (x.wouldEnd === 0) return { allowed: true, limit };
-  if (x.sourceRows === 0 && !(x.from === 'flag' && coversAll(x.allow, x.wouldEnd))) return { allowed: false, reason: 'empty-source', limit };
+  if (x.rowsRead === 0 && !(x.from === 'flag' && coversAll(x.allow, x.wouldEnd))) return { allowed: false, reason: 'empty-source', limit };
   if (x.wouldEnd > limit) return { allowed: false, reason: 'above-limit', limit };
   return { allowed: true, limit };
 }
@@ -79,7 +79,7 @@ export function decideEnding(x: EndingInput): EndingDecision {
 export interface EndingGuardReport {
   wouldEnd: number;
   loaded: number;
-  sourceRows: number;
+  rowsRead: number;
   /** The allowance as given (`10%`, `5`) and where it came from. */
   allowance: string;
   from: AllowanceSource;

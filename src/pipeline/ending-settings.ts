@@ -38,15 +38,15 @@ export function resolveAllowEnding(flag: string | number | undefined, res?: Reso
  * Decides one mapping's ending, records it in `report.endingGuard` (and, when refused, a warning naming the
  * counts, the limit and the flag that lifts it). True: the run may end them.
  */
-export function guardEnding(report: RunReport, res: CompiledResource, s: EndingSetting, x: { wouldEnd: number; sourceRows: number; membersEnded: number }): boolean {
-  const input = { wouldEnd: x.wouldEnd, loaded: s.loaded, sourceRows: x.sourceRows, allow: s.allow, from: s.from };
+export function guardEnding(report: RunReport, res: CompiledResource, s: EndingSetting, x: { wouldEnd: number; rowsRead: number; membersEnded: number }): boolean {
+  const input = { wouldEnd: x.wouldEnd, loaded: s.loaded, rowsRead: x.rowsRead, allow: s.allow, from: s.from };
   const d = decideEnding(input);
   const message = describeEnding(res.def.name, res.def.type, input, d);
   report.endingGuard ??= {};
   report.endingGuard[res.def.name] = {
     wouldEnd: x.wouldEnd,
     loaded: s.loaded,
-    sourceRows: x.sourceRows,
+    rowsRead: x.rowsRead,
     allowance: formatAllowance(s.allow),
     from: s.from,
     limit: d.limit,

@@ -285,7 +285,7 @@ export async function planPhase(res: CompiledResource, sync: ResourceSync, repor
     } else {
       const { ends, failed, wouldEnd } = await sync.planEnds(seen);
       const members = plan.ends.length; // participants ended inside updates, listed above
-      const allowed = !x.ending || guardEnding(report, res, x.ending, { wouldEnd, sourceRows: counts.read, membersEnded: members });
+      const allowed = !x.ending || guardEnding(report, res, x.ending, { wouldEnd, rowsRead: counts.read, membersEnded: members });
       if (report.endingGuard?.[name]) plan.endingGuard = report.endingGuard[name];
       if (allowed) {
         for (const e of ends) {

@@ -791,7 +791,7 @@ async function settlePhase(ph: Phase, sh: RunShared): Promise<void> {
       report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${ph.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
     } else {
       const missing = sync.missingEntries();
-      if (!guardEnding(report, res, ph.ending!, { wouldEnd: missing.length, sourceRows: counts.read, membersEnded: counts.ended })) return;
+      if (!guardEnding(report, res, ph.ending!, { wouldEnd: missing.length, rowsRead: counts.read, membersEnded: counts.ended })) return;
       const { ended, failed } = await sync.endMissing(missing);
       counts.ended += ended.length;
       for (const e of ended) report.ended.push({ mapping: name, ...e });

@@ -393,16 +393,53 @@ function byteOrderMark(b: Buffer): TextEncoding | undefined {
 }
 
 /**
- * Offset of the first NUL character in the first bytes of a file read as `declared` (a byte-order mark decides,
- * as when reading), or -1. Text exports hold none: in UTF-16 a NUL is a zero code unit (zero bytes are half of
- * every ASCII character there), in every other encoding a zero byte.
+ * Why the start and end of a file read as `declared` are not text, or undefined. A stray NUL inside a cell is
+ * data (the readers keep it, as they keep any control character); what is refused is what no export looks like:
+ * a file that starts with NUL bytes or ends in a long run of them (a copy cut short and zero-filled), and — with
+ * neither a byte-order mark nor a UTF-16 `csv.encoding` — the alternating zero bytes of UTF-16.
  */
-export function firstNulCharacter(head: Buffer, declared: TextEncoding): number {
+export function notTextShape(head: Buffer, tail: Buffer, size: number, declared: TextEncoding): string | undefined {
   const mark = byteOrderMark(head);
-  const kind = (mark ?? (declared.kind === 'utf16' ? guessUtf16(head) : declared)).kind;
-  if (kind !== 'utf16le' && kind !== 'utf16be') return head.indexOf(0);
-  for (let i = mark ? 2 : 0; i + 1 < head.length; i += 2) if (head[i] === 0 && head[i + 1] === 0) return i;
-  return -1;
+  const body = head.subarray(mark === UTF8 ? 3 : mark ? 2 : 0);
+  const lead = body.subarray(0, LEADING_NUL_BYTES);
+  if (lead.length > 0 && isZero(lead)) return isZero(body) && body.length === size - (head.length - body.length) ? `all its ${body.length} bytes are NUL bytes` : `it starts with ${zeroRunAt(body, 0)} NUL bytes`;
+  const trailing = trailingZeros(tail);
+  if (trailing >= TRAILING_NUL_BYTES || (trailing > 0 && trailing === tail.length && tail.length === size)) return `it ends in ${trailing} NUL bytes (zero-filled)`;
+  const kind = (mark ?? declared).kind;
+  if (!kind.startsWith('utf16') && looksUtf16(body)) return 'every other byte is a NUL byte: UTF-16 without a byte-order mark';
+  return undefined;
+}
+
+/** A file whose first bytes are all NUL is no export; 512 keeps a NUL-filled cell from ever tripping it. */
+const LEADING_NUL_BYTES = 512;
+/** A zero-filled tail: a cell of 4 KiB of NUL bytes at the very end of a file is not a plausible export either. */
+const TRAILING_NUL_BYTES = 4096;
+
+const isZero = (b: Buffer): boolean => b.every((x) => x === 0);
+
+function zeroRunAt(b: Buffer, from: number): number {
+  let i = from;
+  while (i < b.length && b[i] === 0) i++;
+  return i - from;
+}
+
+function trailingZeros(b: Buffer): number {
+  let i = b.length;
+  while (i > 0 && b[i - 1] === 0) i--;
+  return b.length - i;
+}
+
+/** ASCII in UTF-16: a zero byte in (nearly) every even or every odd position of the first characters. */
+function looksUtf16(b: Buffer): boolean {
+  const pairs = Math.floor(Math.min(b.length, 256) / 2);
+  if (pairs < 4) return false;
+  let even = 0;
+  let odd = 0;
+  for (let i = 0; i < pairs * 2; i += 2) {
+    if (b[i] === 0 && b[i + 1] !== 0) even++;
+    if (b[i + 1] === 0 && b[i] !== 0) odd++;
+  }
+  return Math.max(even, odd) >= pairs * 0.9;
 }
 
 function guessUtf16(b: Buffer): TextEncoding {

@@ -1,10 +1,10 @@
 /**
  * A source must be text: a file of NUL bytes (a copy cut short and zero-filled, a binary file under a `.csv`
  * name) would otherwise parse as one empty header and no rows — "0 rows, exit 0" — and, with `onMissing`, look
- * like every patient gone. Checked on the first bytes only, before a run or `validate` goes on.
+ * like every patient gone. Checked on the first and last 64 KiB, before a run or `validate` goes on.
  */
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { firstNulCharacter, resolveEncoding } from './decode-stream.js';
+import { notTextShape, resolveEncoding } from './decode-stream.js';
 import { sourceFatal } from './source-errors.js';
 import type { SourceConfig, SourceFormat } from './types.js';
 
@@ -12,17 +12,23 @@ import type { SourceConfig, SourceFormat } from './types.js';
 const TEXT_CHECK_BYTES = 64 * 1024;
 
 /**
- * Why the file is not a text export (a NUL in its first TEXT_CHECK_BYTES), or undefined — also when it cannot be
- * read (the readers report that in their own words) and for a FIFO. Synchronous, for `validate`'s source checks.
+ * Why the file is not a text export (NUL bytes at its start or end: `notTextShape`), or undefined — also when it
+ * cannot be read (the readers report that in their own words) and for a FIFO. Synchronous, for `validate`'s checks.
  */
 export function notTextReason(cfg: SourceConfig, format: SourceFormat): string | undefined {
   let head: Buffer;
+  let tail: Buffer;
+  let size: number;
   try {
-    if (!statSync(cfg.path).isFile()) return undefined; // a FIFO: opening it would wait for a writer, reading consume it
+    const st = statSync(cfg.path);
+    if (!st.isFile()) return undefined; // a FIFO: opening it would wait for a writer, reading consume it
+    size = st.size;
     const fd = openSync(cfg.path, 'r');
     try {
       const buf = Buffer.alloc(TEXT_CHECK_BYTES);
-      head = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0));
+      head = Buffer.from(buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)));
+      const from = Math.max(0, size - TEXT_CHECK_BYTES);
+      tail = from === 0 ? head : buf.subarray(0, readSync(fd, buf, 0, buf.length, from));
     } finally {
       closeSync(fd);
     }
@@ -31,11 +37,8 @@ export function notTextReason(cfg: SourceConfig, format: SourceFormat): string |
   }
   // JSON and NDJSON are read as UTF-8 (or UTF-16 with a byte-order mark); CSV as `csv.encoding` says
   const declared = (format === 'csv' ? resolveEncoding(cfg.csv?.encoding) : undefined) ?? resolveEncoding(undefined)!;
-  const at = firstNulCharacter(head, declared);
-  if (at < 0) return undefined;
-  const all = head.length > 0 && head.every((b) => b === 0);
-  const what = all ? `${head.length < TEXT_CHECK_BYTES ? `all its ${head.length} bytes are` : 'its first 64 KiB are all'} NUL bytes` : `a NUL character at byte ${at}`;
-  return `not a text file: ${what} (a ${format.toUpperCase()} export holds none)`;
+  const what = notTextShape(head, tail, size, declared);
+  return what === undefined ? undefined : `not a text file: ${what} (a ${format.toUpperCase()} export holds none)`;
 }
 
 /** What to do about it, for the hint. */

@@ -7,7 +7,7 @@ import { allowanceError, decideEnding, describeEnding, parseAllowance, type Endi
 import { defaultAllowEnding } from '../../src/mapping/mapping-defaults.js';
 
 const dflt = parseAllowance(defaultAllowEnding())!;
-const input = (x: Partial<EndingInput>): EndingInput => ({ wouldEnd: 0, loaded: 20, sourceRows: 40, allow: dflt, from: 'default', ...x });
+const input = (x: Partial<EndingInput>): EndingInput => ({ wouldEnd: 0, loaded: 20, rowsRead: 40, allow: dflt, from: 'default', ...x });
 
 describe('parseAllowance', () => {
   it('takes a count or a percentage up to 100', () => {
@@ -33,7 +33,7 @@ describe('parseAllowance', () => {
 
 describe('decideEnding', () => {
   it('nothing to end is always allowed, even from an empty source', () => {
-    expect(decideEnding(input({ wouldEnd: 0, sourceRows: 0 }))).toMatchObject({ allowed: true });
+    expect(decideEnding(input({ wouldEnd: 0, rowsRead: 0 }))).toMatchObject({ allowed: true });
   });
 
   it('the default allows 10 % of the loaded resources, rounded up', () => {
@@ -54,15 +54,15 @@ describe('decideEnding', () => {
   });
 
   it('100 % allows a real closure', () => {
-    expect(decideEnding(input({ wouldEnd: 20, sourceRows: 2, allow: { percent: 100 }, from: 'flag' }))).toEqual({ allowed: true, limit: 20 });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 2, allow: { percent: 100 }, from: 'flag' }))).toEqual({ allowed: true, limit: 20 });
   });
 
   it('a source with no data rows never counts as every row gone: only --allow-ending covering them all lets it end', () => {
-    expect(decideEnding(input({ wouldEnd: 1, loaded: 200, sourceRows: 0 }))).toMatchObject({ allowed: false, reason: 'empty-source' });
-    expect(decideEnding(input({ wouldEnd: 20, sourceRows: 0, allow: { percent: 100 }, from: 'mapping' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
-    expect(decideEnding(input({ wouldEnd: 20, sourceRows: 0, allow: { percent: 50 }, from: 'flag' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
-    expect(decideEnding(input({ wouldEnd: 20, sourceRows: 0, allow: { percent: 100 }, from: 'flag' }))).toMatchObject({ allowed: true });
-    expect(decideEnding(input({ wouldEnd: 20, sourceRows: 0, allow: { count: 20 }, from: 'flag' }))).toMatchObject({ allowed: true });
+    expect(decideEnding(input({ wouldEnd: 1, loaded: 200, rowsRead: 0 }))).toMatchObject({ allowed: false, reason: 'empty-source' });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 100 }, from: 'mapping' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 50 }, from: 'flag' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 100 }, from: 'flag' }))).toMatchObject({ allowed: true });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { count: 20 }, from: 'flag' }))).toMatchObject({ allowed: true });
   });
 
   it('ends counted beyond the loaded ones (interrupted creates adopted in this run) widen the base', () => {
@@ -76,7 +76,7 @@ describe('describeEnding', () => {
     expect(describeEnding('careteam', 'CareTeam', x, decideEnding(x))).toBe(
       'careteam: would end 18 of 20 care teams (90 %), above the limit of 10% (2; the default) — nothing ended; if the clinic really closed these, re-run with --allow-ending 18 (or 100%)',
     );
-    const empty = input({ wouldEnd: 20, sourceRows: 0 });
+    const empty = input({ wouldEnd: 20, rowsRead: 0 });
     expect(describeEnding('patient', 'Patient', empty, decideEnding(empty))).toMatch(/^patient: would deactivate 20 of 20 patients \(100 %\), but its source has no data rows .* re-run with --allow-ending 100%$/);
     const ok = input({ wouldEnd: 1, allow: { count: 3 }, from: 'mapping' });
     expect(describeEnding('practitioner', 'Practitioner', ok, decideEnding(ok))).toBe('practitioner: would deactivate 1 of 20 practitioners (5 %), within the limit of 3 (allowEnding: of the mapping)');

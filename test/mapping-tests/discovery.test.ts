@@ -64,6 +64,7 @@ describe('care-etl test at the repository root (built CLI)', () => {
       'examples/clinic/mapping.test.yaml',
       'mappings/fhir-r4-bulk/fhir-r4-bulk.test.yaml',
       'mappings/generic-csv/generic-csv.test.yaml',
+      'mappings/omop-cdm/omop-cdm.test.yaml',
       'mappings/synthea-fhir/synthea-fhir.test.yaml',
       'mappings/synthea/synthea.test.yaml',
     ]);

@@ -89,7 +89,7 @@ function mutate(record: Record<string, unknown>, changes: { at: number; value: u
     const parent = path.slice(0, -1).reduce<unknown>((o, k) => (o as Record<string | number, unknown>)[k], r) as Record<string | number, unknown>;
     const last = path[path.length - 1]!;
     if (value === undefined && !Array.isArray(parent)) delete parent[last];
-    else parent[last] = value;
+    else parent[last] = structuredClone(value); // fc.constantFrom hands out one `[]` / `{}`: a shared one could become cyclic
   }
   return r;
 }

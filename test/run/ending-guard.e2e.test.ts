@@ -91,7 +91,7 @@ describe('care teams (onMissing: end on the assignments)', () => {
     // A zero-byte source may also be refused up front as a source error (exit 2): either way nothing is ended.
     expect([2, 5], stderr).toContain(code);
     if (code === 5) {
-      expect(report.endingGuard!.careteam).toMatchObject({ wouldEnd: 28, loaded: 28, sourceRows: 0, allowed: false, reason: 'empty-source' });
+      expect(report.endingGuard!.careteam).toMatchObject({ wouldEnd: 28, loaded: 28, rowsRead: 0, allowed: false, reason: 'empty-source' });
       expect(report.warnings.join('\n')).toContain('careteam: would end 28 of 28 care teams (100 %), but its source has no data rows');
       expect(report.mappings.careteam.ended).toBe(0);
     }
@@ -103,7 +103,7 @@ describe('care teams (onMissing: end on the assignments)', () => {
     const { code, report } = await clinic.run();
     expect(code).toBe(5);
     expect(report.exitCode).toBe(5);
-    expect(report.endingGuard!.careteam).toMatchObject({ wouldEnd: 28, loaded: 28, sourceRows: 0, allowed: false, reason: 'empty-source' });
+    expect(report.endingGuard!.careteam).toMatchObject({ wouldEnd: 28, loaded: 28, rowsRead: 0, allowed: false, reason: 'empty-source' });
     expect(report.warnings.join('\n')).toContain('--allow-ending 100%');
     expect(report.mappings.careteam.ended).toBe(0);
     expect(report.ended).toEqual([]);
@@ -177,7 +177,7 @@ describe('patients (onMissing: end on the patient mapping: deactivation)', () =>
     writeFileSync(file, `${original.header}\n`);
     const { code, report } = await clinic.run();
     expect(code).toBe(5);
-    expect(report.endingGuard!.patient).toMatchObject({ wouldEnd: 30, loaded: 30, sourceRows: 0, allowed: false, reason: 'empty-source' });
+    expect(report.endingGuard!.patient).toMatchObject({ wouldEnd: 30, loaded: 30, rowsRead: 0, allowed: false, reason: 'empty-source' });
     expect(report.warnings.join('\n')).toContain('patient: would deactivate 30 of 30 patients (100 %), but its source has no data rows');
     expect(await inactivePatients(T)).toBe(0);
   }, 60_000);
