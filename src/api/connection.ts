@@ -1,4 +1,4 @@
-import { CareEtlError, type Issue } from '../core/issues.js';
+import { CareEtlError, issue, type Issue } from '../core/issues.js';
 import { Secret, registerSecret } from '../core/secret.js';
 import { UPDATE_METHODS, WRITABLE_TYPES, type UpdateMethod, type WritableType } from '../schemas/resource-types.js';
 
@@ -106,7 +106,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   };
   const issues: Issue[] = [];
   const missing = (field: string, flag: string, env: string) =>
-    issues.push({ severity: 'error', code: 'required', path: field, message: `Expected ${flag} or ${env} to be set` });
+    issues.push(issue.error('required', `Expected ${flag} or ${env} to be set`, { path: field }));
 
   const rawBase = pick('baseUrl');
   const apiKey = pick('apiKey');
@@ -123,21 +123,20 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     try {
       url = new URL(rawBase);
     } catch {
-      issues.push({ severity: 'error', code: 'invalid', path: 'baseUrl', message: `Expected \`--base-url\` to be an absolute http(s) URL, got \`${rawBase}\`` });
+      issues.push(issue.invalid(`Expected \`--base-url\` to be an absolute http(s) URL, got \`${rawBase}\``, { path: 'baseUrl' }));
     }
     if (url) {
       if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-        issues.push({ severity: 'error', code: 'invalid', path: 'baseUrl', message: `Expected \`--base-url\` to use https, got \`${url.protocol}\`` });
+        issues.push(issue.invalid(`Expected \`--base-url\` to use https, got \`${url.protocol}\``, { path: 'baseUrl' }));
       } else if (url.protocol === 'http:' && !isLoopbackHost(url.hostname) && !pick('allowInsecure')) {
-        issues.push({
-          severity: 'error',
-          code: 'insecure',
-          path: 'baseUrl',
-          message: `Refusing plain http:// to ${url.hostname}: the API key and patient data would travel unencrypted. Use https, or pass --allow-insecure`,
-        });
+        issues.push(
+          issue.error('insecure', `Refusing plain http:// to ${url.hostname}: the API key and patient data would travel unencrypted. Use https, or pass --allow-insecure`, {
+            path: 'baseUrl',
+          }),
+        );
       }
       if (url.username || url.password || url.search || url.hash) {
-        issues.push({ severity: 'error', code: 'invalid', path: 'baseUrl', message: 'Expected `--base-url` without credentials, query or fragment' });
+        issues.push(issue.invalid('Expected `--base-url` without credentials, query or fragment', { path: 'baseUrl' }));
       }
       baseUrl = `${url.origin}${url.pathname}`.replace(/\/+$/, '');
     }
@@ -149,10 +148,10 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     const c = configured[type];
     const route: UpdateRoute = typeof c === 'string' ? { ...DEFAULT_UPDATE_ROUTE, method: c } : { ...DEFAULT_UPDATE_ROUTE, ...(c ?? {}) };
     if (!(UPDATE_METHODS as readonly string[]).includes(route.method)) {
-      issues.push({ severity: 'error', code: 'invalid', path: `updateMethod.${type}`, message: `Expected the update method of ${type} to be ${UPDATE_METHODS.slice(0, -1).join(', ')} or ${UPDATE_METHODS.at(-1)}, got \`${route.method}\`` });
+      issues.push(issue.invalid(`Expected the update method of ${type} to be ${UPDATE_METHODS.slice(0, -1).join(', ')} or ${UPDATE_METHODS.at(-1)}, got \`${route.method}\``, { path: `updateMethod.${type}` }));
     }
     if (!route.path.includes('{id}')) {
-      issues.push({ severity: 'error', code: 'invalid', path: `updateMethod.${type}.path`, message: `Expected the update path of ${type} to contain \`{id}\`, got \`${route.path}\`` });
+      issues.push(issue.invalid(`Expected the update path of ${type} to contain \`{id}\`, got \`${route.path}\``, { path: `updateMethod.${type}.path` }));
     }
     updateRoutes[type] = route;
   }
@@ -162,7 +161,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     if (v === undefined) return CONNECTION_DEFAULTS[k];
     if (!Number.isInteger(v) || v < 1 || v > max) {
       const range = max === Number.MAX_SAFE_INTEGER ? '≥ 1' : `from 1 to ${max}`;
-      issues.push({ severity: 'error', code: 'invalid', path: k, message: `Expected \`${label}\` to be an integer ${range}, got \`${v}\`` });
+      issues.push(issue.invalid(`Expected \`${label}\` to be an integer ${range}, got \`${v}\``, { path: k }));
     }
     return v;
   };

@@ -1,4 +1,4 @@
-import { CareEtlError, ExitCode, foreignCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, foreignCode, issue, type Issue } from '../core/issues.js';
 import { redactKnown, redactValues } from '../core/secret.js';
 
 export type Operation = 'create' | 'get' | 'list' | 'update';
@@ -104,7 +104,7 @@ export class ApiError extends CareEtlError {
   }
 
   override toIssues(): Issue[] {
-    const head: Issue = { severity: 'error', code: `http-${this.status}`, message: this.message };
+    const head = issue.error(`http-${this.status}`, this.message);
     return [head, ...this.issues.map((i) => ({ ...i }))];
   }
 }
@@ -173,7 +173,7 @@ export class TransportError extends CareEtlError {
   }
 
   override toIssues(): Issue[] {
-    return [{ severity: 'error', code: `transport-${this.failure}`, message: this.message }];
+    return [issue.error(`transport-${this.failure}`, this.message)];
   }
 
   /** A create that may or may not have been stored: never blindly re-send it; reconcile first. */

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
-import { CareEtlError, ExitCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 
 export interface LoadEnvFilesOptions {
   /** `--env-file`: must exist. When given, the `.env` beside the mapping is not read. */
@@ -35,7 +35,7 @@ export function loadEnvFiles(opts: LoadEnvFilesOptions): string[] {
     file = opts.envFile;
     if (!existsSync(resolve(cwd, file))) {
       throw new CareEtlError(`The env file ${file} does not exist`, {
-        issues: [{ severity: 'error', code: 'file-unreadable', message: `${file}: no such file`, location: { file } }],
+        issues: [issue.fileUnreadable(file, `${file}: no such file`)],
         hint: '`--env-file` names a file of KEY=value lines; without it, a `.env` file beside the mapping is read if there is one.',
         exitCode: ExitCode.config,
       });
@@ -65,7 +65,7 @@ function readEnvFile(file: string, cwd: string): Record<string, string> {
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code === 'EISDIR' ? 'is a folder' : `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`;
     throw new CareEtlError(`The env file ${file} ${reason}`, {
-      issues: [{ severity: 'error', code: 'file-unreadable', message: `${file}: ${reason}`, location: { file } }],
+      issues: [issue.fileUnreadable(file, `${file}: ${reason}`)],
       exitCode: ExitCode.config,
     });
   }
@@ -79,7 +79,7 @@ function readEnvFile(file: string, cwd: string): Record<string, string> {
       const at = text.indexOf(first);
       const line = at < 0 ? undefined : text.slice(0, at).split('\n').length;
       throw new CareEtlError(`The env file ${file} has a line that is not KEY=value`, {
-        issues: [{ severity: 'error', code: 'env-syntax', message: 'expected KEY=value (KEY: letters, digits, `_`, `.`, `-`; not starting with a digit)', location: { file, line } }],
+        issues: [issue.error('env-syntax', 'expected KEY=value (KEY: letters, digits, `_`, `.`, `-`; not starting with a digit)', { location: { file, line } })],
         exitCode: ExitCode.config,
       });
     }

@@ -14,8 +14,8 @@ export interface Location {
 }
 
 /**
- * Every issue code care-etl itself produces. A typo where an issue is made or compared (`hasCode`) fails to
- * compile; docs/issue-codes are generated from nothing else.
+ * Every issue code care-etl itself produces. A typo where an issue is made (`issue.*`) or compared (`hasCode`)
+ * fails to compile; each code needs its line in `ISSUE_CODE_MEANINGS`, from which docs/issue-codes.md is generated.
  */
 export const ISSUE_CODES = [
   // sources
@@ -40,8 +40,104 @@ export const ISSUE_CODES = [
   'regex-unsupported', 'source-not-text',
 ] as const;
 
+/**
+ * One line per code for docs/issue-codes.md (`node scripts/issue-codes-doc.mjs` writes it; a test fails when it is
+ * stale). A `Record` so that a new code does not compile without its meaning.
+ */
+export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> = {
+  // sources
+  'source-config': 'a source is configured wrongly (e.g. an unknown `format`)',
+  'source-format': "a file's format cannot be told from its extension; name it with `format:`",
+  'not-object': 'a JSON/NDJSON record is not an object',
+  'source-missing': "a mapping's source file does not exist (checked before anything is sent)",
+  'source-not-found': 'a source file does not exist',
+  'source-read': 'a source file cannot be read (not a regular file, an I/O error)',
+  'source-too-large': 'a JSON source read with a JSONata `records:` expression is too large to hold in memory',
+  'file-unreadable': 'a file named on the command line or in a test (mapping, test, env or columns file) cannot be read',
+  'csv-syntax': 'a CSV record is malformed (e.g. text after a closing quote)',
+  'csv-header': 'a CSV header (or `csv.columns`) has an empty or duplicate column name',
+  'csv-ragged': 'a CSV record has more or fewer fields than the header',
+  'csv-quote': 'a quoted CSV field stays open beyond its bound (a broken quote); the record is cut and rejected',
+  'json-syntax': 'a JSON document or NDJSON line is not valid JSON',
+  'json-records': "a JSON source's `records` expression does not find the records array",
+  opening: 'not produced by care-etl at present',
+  'encoding-invalid': "a source's bytes are not valid in its encoding",
+  // mapping file
+  yaml: 'a mapping, test or columns file is not valid YAML (a warning for what YAML only warns about)',
+  invalid: 'a file, setting or resource does not have the shape its schema requires',
+  required: 'a required property or setting is missing',
+  'env-missing': 'a `${VAR}` in the mapping names a variable that is not set',
+  'interpolation-invalid': 'a `${…}` in the mapping is not a valid variable reference',
+  'secret-in-file': 'warning: the API key is written in the mapping file instead of `${CARE_API_KEY}`',
+  'target-invalid': "the mapping's `target:` is invalid (e.g. a baseUrl that is not an http(s) URL)",
+  insecure: 'plain http:// to a non-local server without `--allow-insecure`',
+  'duplicate-name': 'two mappings (or two test cases) have the same name',
+  'lookup-file': 'a lookup file has no rows, or its `key` gives no code',
+  'lookup-name': 'a lookup is named like a function (`$name` would be ambiguous)',
+  'lookup-column': 'a lookup file has no record with the `key`/`value` property',
+  'lookup-duplicate': 'a lookup file holds one code twice',
+  'lookup-code-not-text': 'YAML reads an inline lookup code as a number or boolean; quote it',
+  'jsonata-syntax': 'an expression is not valid JSONata',
+  'function-unknown': 'an expression calls a function that does not exist',
+  'ref-unknown': '`$ref` names a mapping that is not in the file',
+  'ref-context': '`$ref` (or a function like it) used outside `map` (or export columns)',
+  'ref-dynamic': "`$ref`'s mapping name is not a literal, so the load order cannot be known",
+  'ref-cycle': 'mappings refer to each other in a circle through `$ref`',
+  'ref-key-invalid': '`$ref` got several keys, or a key that is not text',
+  'match-invalid': '`match:` does not give one text value',
+  'resource-type-mismatch': '`map` produced a resourceType other than the mapping\'s `type`',
+  'lookup-unknown': 'an expression names a lookup table that is not defined',
+  'variable-unknown': 'an expression reads a `$variable` that is not defined',
+  'source-unknown': 'a mapping names a source that is not defined',
+  'expression-timeout': 'not produced by care-etl at present',
+  'file-exists': '`init` would overwrite an existing file (pass `--force`)',
+  'env-syntax': 'a line of the env file is not `KEY=value`',
+  'env-invalid': 'an environment variable care-etl reads has an invalid value',
+  todo: 'a `$TODO("…")` marker left by `init` is still in the mapping',
+  // rows
+  jsonata: 'JSONata raised an error on a row (its own code in brackets, e.g. `[T2001]`; guardrails and the time limit included)',
+  'eval-failed': 'an expression failed on a row for another reason than a JSONata error',
+  'key-missing': "a row's `key` expression gave nothing",
+  'key-invalid': "a row's `key` expression gave a value that is not text or a number",
+  'duplicate-key': 'a key already used by an earlier row of the same source',
+  'map-not-object': '`map` did not produce one object',
+  'date-invalid': 'a value is not a valid date in the given format',
+  'date-format-invalid': 'a date function got no format, or an invalid one',
+  'date-zone-invalid': 'a date function got an unknown time zone',
+  'phone-invalid': 'a value is not a valid phone number',
+  'phone-country': "`$phone`'s default country is not supported",
+  'lookup-miss': 'a code is not in the lookup table and no default was given',
+  'type-invalid': 'a function got a value of the wrong type (e.g. an array where text is expected)',
+  'number-not-text': 'YAML reads a test file value as a number; quote it (source cells and ids are text)',
+  'ref-missing': '`$ref` names a key that has not been loaded (not in its source, or not yet)',
+  'ref-rejected': '`$ref` names a key whose row was rejected in this run',
+  'ref-unresolved': '`$ref` names a key that has not been loaded (the default when no finer reason is known)',
+  'value-too-large': 'a value (a cell, an NDJSON line, a `$pad` width) is over its limit',
+  'ref-invalid': '`$ref` got no resource name as its first argument',
+  'ref-key-missing': '`$ref` got an empty key',
+  'too-many-issues': 'more schema problems than are listed',
+  'column-missing': 'an expression reads a field that is not a column of its source (the column contract)',
+  // load
+  'duplicate-on-server': 'the server holds several resources with the match value; none is changed',
+  'match-ambiguous': 'warning from `validate`: two keys of a mapping have the same match value',
+  'outcome-unknown': "a create's outcome stayed unknown after reconciling; it stays pending",
+  exception: 'an unexpected error (a bug or an unforeseen condition)',
+  // target
+  'target-missing': 'no base URL although CARE_*, CI or `target:` suggest a server',
+  'target-conflict': '`--sandbox` together with a base URL',
+  // regex
+  'regex-unsupported': 'a regular expression the linear-time engine cannot run',
+  'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
+};
+
 /** Codes made from an HTTP status or a transport failure. */
 export type DerivedIssueCode = `http-${number}` | `transport-${'timeout' | 'reset' | 'refused' | 'dns' | 'other'}`;
+
+/** The derived codes' lines in docs/issue-codes.md. */
+export const DERIVED_CODE_MEANINGS = {
+  'http-<status>': 'the server answered with this HTTP status (e.g. `http-422`); the server\'s own issues follow it',
+  'transport-<failure>': 'the request failed before an answer: `timeout`, `reset`, `refused`, `dns` or `other`',
+};
 export type KnownIssueCode = (typeof ISSUE_CODES)[number] | DerivedIssueCode;
 
 declare const foreign: unique symbol;
@@ -65,6 +161,27 @@ export interface Issue {
   path?: string;
   location?: Location;
 }
+
+/** Where an issue points: a JSON path and/or a file position; its keys are copied into the issue as given. */
+export interface IssueWhere {
+  path?: string;
+  location?: Location;
+}
+
+/**
+ * Named constructors, the one way care-etl makes an issue (after Medplum's `badRequest`, `notFound`): the code is
+ * one of `ISSUE_CODES`, a derived code, or explicitly `foreignCode(…)` — a typo fails to compile.
+ */
+export const issue = {
+  error: (code: IssueCode, message: string, where?: IssueWhere): Issue => ({ severity: 'error', code, message, ...where }),
+  warning: (code: IssueCode, message: string, where?: IssueWhere): Issue => ({ severity: 'warning', code, message, ...where }),
+  /** The whole source (or file) cannot be used: nothing of it is read. */
+  fatal: (code: IssueCode, message: string, where?: IssueWhere): Issue => ({ severity: 'fatal', code, message, ...where }),
+  /** A file, setting or resource not of the shape it must have. */
+  invalid: (message: string, where?: IssueWhere): Issue => issue.error('invalid', message, where),
+  /** A file that does not exist or cannot be read, located at the file. */
+  fileUnreadable: (file: string, message: string): Issue => issue.error('file-unreadable', message, { location: { file } }),
+};
 
 export function formatLocation(loc: Location | undefined): string {
   if (!loc) return '';
@@ -113,7 +230,7 @@ export class CareEtlError extends Error {
 
   /** The issues a row rejected by this error carries (subclasses add their own head issue). */
   toIssues(): Issue[] {
-    return this.issues.length ? this.issues : [{ severity: 'error', code: 'exception', message: this.message }];
+    return this.issues.length ? this.issues : [issue.error('exception', this.message)];
   }
 
   /** Message plus one line per issue, ready for a terminal. */
@@ -124,12 +241,15 @@ export class CareEtlError extends Error {
   }
 }
 
+/** `ExitCode.config` error for an option of a library function (named by the caller's option or flag), with a hint. */
+export const configError = (message: string, hint?: string): CareEtlError => new CareEtlError(message, { exitCode: ExitCode.config, hint });
+
 /**
  * The one normaliser from any thrown value to issues (a row's reject reasons, a test case's failure): a
  * CareEtlError knows its own; anything else is an unexpected `exception`. `where` fills missing locations.
  */
 export function issuesOf(err: unknown, where?: Location): Issue[] {
   const issues: Issue[] =
-    err instanceof CareEtlError ? err.toIssues() : [{ severity: 'error', code: 'exception', message: err instanceof Error ? err.message : String(err) }];
+    err instanceof CareEtlError ? err.toIssues() : [issue.error('exception', err instanceof Error ? err.message : String(err))];
   return where ? issues.map((i) => (i.location ? i : { ...i, location: where })) : issues;
 }

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { CareEtlError, ExitCode } from './issues.js';
+import { CareEtlError, ExitCode, issue } from './issues.js';
 
 /**
  * Reads a small UTF-8 configuration file (mapping, mapping test, columns file: see `readYamlConfig`) whole,
@@ -13,7 +13,7 @@ export async function readTextFile(path: string, file: string, what: string): Pr
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const message = `cannot read ${what} ${file}${code === 'ENOENT' ? ' (file not found)' : code ? ` (${code})` : ''}`;
-    throw new CareEtlError(message, { issues: [{ severity: 'error', code: 'file-unreadable', message, location: { file } }], exitCode: ExitCode.config, cause: err });
+    throw new CareEtlError(message, { issues: [issue.fileUnreadable(file, message)], exitCode: ExitCode.config, cause: err });
   }
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }

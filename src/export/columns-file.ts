@@ -11,7 +11,7 @@
  */
 import { basename, dirname, extname, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type Issue, type Location } from '../core/issues.js';
 import { isObj } from '../core/is-object.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
 import type { ExportColumn, LoadedMapping } from '../mapping/types.js';
@@ -46,22 +46,22 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
   const node = loc.find(['columns'])?.node;
   const columns: ExportColumn[] = [];
   if (!isMap(node) || !isObj(data) || !isObj(data.columns)) {
-    issues.push({ severity: 'error', code: 'invalid', message: 'expected a mapping `columns:` (header name → JSONata expression)', location: loc.positionOf([]) ?? { file, line: 1, column: 1 } });
+    issues.push(issue.invalid('expected a mapping `columns:` (header name → JSONata expression)', { location: loc.positionOf([]) ?? { file, line: 1, column: 1 } }));
   } else {
     for (const pair of node.items) {
       const col = String(isScalar(pair.key) ? pair.key.value : pair.key);
       const path = ['columns', col];
       const expr = data.columns[col];
       if (typeof expr !== 'string' || expr.trim() === '') {
-        issues.push({ severity: 'error', code: 'invalid', path: `/columns/${col}`, message: `column \`${col}\` must be a JSONata expression (text)`, location: loc.positionOf(path) ?? { file } });
+        issues.push(issue.invalid(`column \`${col}\` must be a JSONata expression (text)`, { path: `/columns/${col}`, location: loc.positionOf(path) ?? { file } }));
         continue;
       }
       columns.push({ name: col, expr, location: loc.positionOf(path) ?? { file }, path });
     }
-    if (node.items.length === 0) issues.push({ severity: 'error', code: 'invalid', message: '`columns:` is empty', location: loc.positionOf(['columns']) ?? { file } });
+    if (node.items.length === 0) issues.push(issue.invalid('`columns:` is empty', { location: loc.positionOf(['columns']) ?? { file } }));
   }
   for (const k of Object.keys(isObj(data) ? data : {})) {
-    if (k !== 'columns') issues.push({ severity: 'error', code: 'invalid', message: `unknown property \`${k}\`; a columns file holds only \`columns:\``, location: loc.keyPositionOf([k]) ?? { file } });
+    if (k !== 'columns') issues.push(issue.invalid(`unknown property \`${k}\`; a columns file holds only \`columns:\``, { location: loc.keyPositionOf([k]) ?? { file } }));
   }
   if (issues.length) throw fail();
 

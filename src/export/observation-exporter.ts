@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import type { Writable } from 'node:stream';
 import type { CareClient, ListOptions } from '../api/client.js';
 import type { Bundle, Resource } from '../api/types.js';
-import { CareEtlError, ExitCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
 import { contentHash } from '../core/content-hash.js';
 import type { LedgerScope } from '../state/ledger.js';
@@ -441,7 +441,7 @@ async function exportOne(run: ExportRun, obs: Resource, nextSince: number): Prom
     // A MappingEvalError names the export, the column and its file:line:col in its issue.
     const e = err instanceof CareEtlError ? err : undefined;
     throw new CareEtlError(`Export \`${run.columns.name}\` failed at observation ${observationId(obs)} (after ${report.rows} rows)`, {
-      issues: e?.issues.length ? e.issues : [{ severity: 'error', code: 'eval-failed', message: (err as Error)?.message ?? String(err) }],
+      issues: e?.issues.length ? e.issues : [issue.error('eval-failed', (err as Error)?.message ?? String(err))],
       exitCode: ExitCode.config,
       hint: 'Fix the column expression, e.g. guard odd values with a condition (`field ? … : ""`), then export again.',
       cause: err,

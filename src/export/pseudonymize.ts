@@ -19,7 +19,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { CareEtlError, ExitCode } from '../core/issues.js';
+import { configError } from '../core/issues.js';
 import { registerSecret } from '../core/secret.js';
 import { isObj, type Obj } from '../core/is-object.js';
 import { parseReference } from './references.js';
@@ -27,8 +27,6 @@ import { parseReference } from './references.js';
 export const PSEUDONYM_KEY_ENV = 'CARE_PSEUDONYM_KEY';
 export const PSEUDONYM_LENGTH = 32;
 export const MIN_PSEUDONYM_KEY_LENGTH = 16;
-
-const config = (message: string, hint?: string) => new CareEtlError(message, { exitCode: ExitCode.config, hint });
 
 /**
  * The key of `--pseudonymize`: the file's content when a file is given, else the environment variable.
@@ -42,23 +40,23 @@ export function resolvePseudonymKey(opts: { keyFile?: string; env?: NodeJS.Proce
       raw = readFileSync(opts.keyFile, 'utf8');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      throw config(`Cannot read the pseudonym key file ${opts.keyFile}${code ? ` (${code})` : ''}`, 'Give a readable file holding the key (one line, at least 16 characters).');
+      throw configError(`Cannot read the pseudonym key file ${opts.keyFile}${code ? ` (${code})` : ''}`, 'Give a readable file holding the key (one line, at least 16 characters).');
     }
     key = raw.replace(/^\uFEFF/, '').trim();
     registerSecret(key);
-    if (key === '') throw config(`The pseudonym key file ${opts.keyFile} is empty`, 'Put the key (at least 16 characters, e.g. `openssl rand -hex 32`) in it.');
+    if (key === '') throw configError(`The pseudonym key file ${opts.keyFile} is empty`, 'Put the key (at least 16 characters, e.g. `openssl rand -hex 32`) in it.');
   } else {
     key = (opts.env ?? process.env)[PSEUDONYM_KEY_ENV]?.trim();
     registerSecret(key);
     if (!key) {
-      throw config(
+      throw configError(
         `\`--pseudonymize\` needs a key: set ${PSEUDONYM_KEY_ENV} or give \`--pseudonym-key-file FILE\``,
         `Create one once (e.g. \`openssl rand -hex 32 > pseudonym.key\`, mode 0600) and keep it: the same key gives the same pseudonyms in every export.`,
       );
     }
   }
   if (key.length < MIN_PSEUDONYM_KEY_LENGTH) {
-    throw config(`The pseudonym key is too short (${key.length} characters; at least ${MIN_PSEUDONYM_KEY_LENGTH})`, 'Use a random key, e.g. `openssl rand -hex 32`.');
+    throw configError(`The pseudonym key is too short (${key.length} characters; at least ${MIN_PSEUDONYM_KEY_LENGTH})`, 'Use a random key, e.g. `openssl rand -hex 32`.');
   }
   return key;
 }

@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CareClient, type ClientOptions } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
-import { CareEtlError, ExitCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, configError as config } from '../core/issues.js';
 import { openPrivateFile } from '../core/secure-fs.js';
 import { closest } from '../mapping/closest.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
@@ -90,8 +90,6 @@ export interface ExportSummary extends ExportReport {
   dictionary?: string;
   warnings: string[];
 }
-
-const config = (message: string, hint?: string) => new CareEtlError(message, { exitCode: ExitCode.config, hint });
 
 /** `k=v` → { k: v }; a CareEtlError (exit 2) for anything else. */
 function parseQuery(pairs: readonly string[] | undefined): Record<string, string> | undefined {

@@ -6,7 +6,7 @@
  */
 import { open, readFile, stat } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
-import { CareEtlError, ExitCode, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type KnownIssueCode } from '../core/issues.js';
 import { detectFormat, openSource, readHeader } from '../sources/open-source.js';
 import type { SourceConfig, SourceFormat } from '../sources/types.js';
 import { fhirFacts, type FhirFacts } from './fhir-facts.js';
@@ -153,7 +153,7 @@ export const isDateColumn = (name: string) => /(dob|date|birth|start|end|stop|_d
 export async function inspectExport(path: string, shown = basename(path)): Promise<ExportFacts> {
   const format = detectFormat(path);
   const fail = (message: string, code: KnownIssueCode) =>
-    new CareEtlError(`${shown}: ${message}`, { issues: [{ severity: 'error', code, message, location: { file: shown } }], exitCode: ExitCode.config });
+    new CareEtlError(`${shown}: ${message}`, { issues: [issue.error(code, message, { location: { file: shown } })], exitCode: ExitCode.config });
   if (!format) throw fail(`cannot tell the format from the extension \`${extname(path) || '(none)'}\`; use .csv, .tsv, .txt, .json, .ndjson or .jsonl`, 'source-format');
   try {
     const st = await stat(path);

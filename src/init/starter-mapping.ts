@@ -9,7 +9,7 @@
 import { writeFile } from 'node:fs/promises';
 import { basename, dirname, extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CareEtlError, ExitCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
@@ -594,7 +594,7 @@ export async function writeStarterMapping(opts: StarterOptions & { force?: boole
     const shown = relativeFrom(opts.cwd ?? process.cwd(), result.out);
     if (code === 'EEXIST') {
       throw new CareEtlError(`${shown} already exists: not overwritten`, {
-        issues: [{ severity: 'error', code: 'file-exists', message: `${shown} already exists`, location: { file: shown } }],
+        issues: [issue.error('file-exists', `${shown} already exists`, { location: { file: shown } })],
         exitCode: ExitCode.config,
         hint: 'Choose another file with --out, or replace it with --force.',
       });

@@ -6,7 +6,7 @@
 import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { visit, type Document, type Scalar } from 'yaml';
-import { CareEtlError, ExitCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { isObj, type Obj } from '../core/is-object.js';
 import { schemaIssue } from '../mapping/schema-issues.js';
 import { readYamlConfig, schemaHint } from '../mapping/yaml-config.js';
@@ -42,7 +42,7 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
   const fail = (issues: Issue[]) => {
     if (issues.length > MAX_ISSUES) {
       const more = issues.length - MAX_ISSUES;
-      issues = [...issues.slice(0, MAX_ISSUES), { severity: 'error', code: 'invalid', message: `… and ${more} more problems`, location: { file } }];
+      issues = [...issues.slice(0, MAX_ISSUES), issue.invalid(`… and ${more} more problems`, { location: { file } })];
     }
     return new CareEtlError(`test file ${file}: ${issues.length} problem${issues.length === 1 ? '' : 's'}`, {
       issues,
@@ -55,14 +55,14 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
   const { data, locator: loc } = yaml;
   const issues: Issue[] = numberIssues(yaml.doc, yaml.text, loc);
   if (!isObj(data)) {
-    throw fail([{ severity: 'error', code: 'invalid', message: 'a test file is a YAML mapping with `cases:` (and optionally `mapping:`, `refs:`, `env:`, `now:`)', location: loc.positionOf([]) ?? { file, line: 1, column: 1 } }]);
+    throw fail([issue.invalid('a test file is a YAML mapping with `cases:` (and optionally `mapping:`, `refs:`, `env:`, `now:`)', { location: loc.positionOf([]) ?? { file, line: 1, column: 1 } })]);
   }
 
   const validate = testValidator();
   if (!validate(data)) issues.push(...schemaIssues(validate.errors ?? [], loc));
 
   const at = (path: DocPath): Location => loc.positionOf(path) ?? { file };
-  const ctx: Ctx = { file, dir, issues, at, issueAt: (code, message, path) => ({ severity: 'error', code, message, path: toPointer(path), location: at(path) }) };
+  const ctx: Ctx = { file, dir, issues, at, issueAt: (code, message, path) => issue.error(code, message, { path: toPointer(path), location: at(path) }) };
 
   const env: Record<string, string> = {};
   if (isObj(data.env)) for (const [k, v] of Object.entries(data.env)) if (typeof v === 'string') env[k] = v;
@@ -97,12 +97,11 @@ function numberIssues(doc: Document, text: string, loc: YamlLocator): Issue[] {
       if (typeof node.value !== 'number' || node.type !== 'PLAIN' || !node.range) return;
       const src = text.slice(node.range[0], node.range[1]).trim();
       if (src !== String(node.value)) {
-        issues.push({
-          severity: 'error',
-          code: 'number-not-text',
-          message: `YAML reads \`${src}\` as the number ${String(node.value)}; quote it ("${src}") — source cells and ids are text`,
-          location: loc.locationAt(node.range[0]),
-        });
+        issues.push(
+          issue.error('number-not-text', `YAML reads \`${src}\` as the number ${String(node.value)}; quote it ("${src}") — source cells and ids are text`, {
+            location: loc.locationAt(node.range[0]),
+          }),
+        );
       }
     },
   });
@@ -204,13 +203,13 @@ function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
   const seen = new Set<string>();
   for (const e of errors) {
     if (['if', 'oneOf', 'anyOf', 'not', 'allOf'].includes(e.keyword) || /\/(allOf|oneOf|anyOf|not)\//.test(e.schemaPath)) continue;
-    const issue = schemaIssue(e, loc);
+    const found = schemaIssue(e, loc);
     const refs = refsMessage(e);
-    if (refs) issue.message = refs;
-    const sig = `${issue.path}|${issue.message}`;
+    if (refs) found.message = refs;
+    const sig = `${found.path}|${found.message}`;
     if (seen.has(sig)) continue;
     seen.add(sig);
-    issues.push(issue);
+    issues.push(found);
   }
   return issues;
 }

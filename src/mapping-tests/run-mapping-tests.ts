@@ -9,7 +9,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import jsonata from 'jsonata';
-import { CareEtlError, ExitCode, formatLocation, hasCode, issuesOf, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, formatLocation, hasCode, issue, issuesOf, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import { closest } from '../mapping/closest.js';
 import { RefError } from '../mapping/errors.js';
@@ -108,7 +108,7 @@ export async function runMappingTests(paths: string[], opts: RunTestsOptions = {
   const { files, missing, forMapping } = await findTestFiles(paths, cwd);
   const results: FileResult[] = [];
   for (const p of missing) {
-    const r: FileResult = { file: resolve(cwd, p), cases: [], durationMs: 0, error: { message: `${p}: no such file or folder`, issues: [{ severity: 'error', code: 'file-unreadable', message: `${p}: no such file or folder`, location: { file: p } }] } };
+    const r: FileResult = { file: resolve(cwd, p), cases: [], durationMs: 0, error: { message: `${p}: no such file or folder`, issues: [issue.fileUnreadable(p, `${p}: no such file or folder`)] } };
     results.push(r);
     opts.onFile?.(r);
   }
@@ -266,13 +266,13 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new CareEtlError(`fixture \`where\` is not valid JSONata: ${e.message ?? String(err)}`, {
-        issues: [{ severity: 'error', code: 'jsonata-syntax', message: `fixture \`where\`: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, location: c.location }],
+        issues: [issue.error('jsonata-syntax', `fixture \`where\`: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, { location: c.location })],
       });
     }
     const unsupported = regexProblems(fx.where, where.ast());
     if (unsupported.length) {
       throw new CareEtlError(`fixture \`where\`: ${unsupported[0]!.message}`, {
-        issues: unsupported.map((p) => ({ severity: 'error' as const, code: p.code, message: `fixture \`where\`: ${p.message} (at character ${p.offset})`, location: c.location })),
+        issues: unsupported.map((p) => issue.error(p.code, `fixture \`where\`: ${p.message} (at character ${p.offset})`, { location: c.location })),
       });
     }
   }
@@ -288,7 +288,7 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
       } catch (err) {
         const e = err as { message?: string };
         throw new CareEtlError(`fixture \`where\` failed on record ${n}: ${e.message ?? String(err)}`, {
-          issues: [{ severity: 'error', code: 'jsonata', message: `fixture \`where\` failed on record ${n}: ${e.message ?? String(err)}`, location: c.location }],
+          issues: [issue.error('jsonata', `fixture \`where\` failed on record ${n}: ${e.message ?? String(err)}`, { location: c.location })],
         });
       }
       if (keep !== true) continue;

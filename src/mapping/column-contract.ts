@@ -6,7 +6,7 @@
  * `$exists(FIELD)` in the expression.
  */
 import jsonata from 'jsonata';
-import { CareEtlError, ExitCode, type Issue, type Location } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type Issue, type Location } from '../core/issues.js';
 import { sourceColumns, type SourceColumns } from '../sources/source-columns.js';
 import type { SourceConfig } from '../sources/types.js';
 import { closestColumn } from './closest.js';
@@ -88,7 +88,7 @@ function expressionIssues(m: LoadedMapping, def: ResourceMapping, source: Source
       const id = `${read.name}@${location.line}:${location.column}`;
       if (reported.has(id)) continue; // `key` defaulting to `groupBy`: one expression, reached twice
       reported.add(id);
-      issues.push({ severity: 'error', code: 'column-missing', message: missingMessage(def, source, cols, e.label, read.name), path: toPointer(e.yamlPath), location });
+      issues.push(issue.error('column-missing', missingMessage(def, source, cols, e.label, read.name), { path: toPointer(e.yamlPath), location }));
     }
   }
   return issues;

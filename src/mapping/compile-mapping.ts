@@ -14,7 +14,7 @@
  * row the closure is not sure of) on JSONata's interpreter: src/mapping/expression-evaluator.ts.
  */
 import jsonata from 'jsonata';
-import { CareEtlError, ExitCode, hasCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, hasCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
 import { MappingEvalError, type ExpressionRole } from './errors.js';
 import { CONTEXT_FUNCTIONS, CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, checkZone, registerFunctions, translateDateFormat, type EvalContext } from './functions.js';
@@ -147,7 +147,7 @@ function mappingCx(m: LoadedMapping, compileExpressions: boolean): MappingCx {
     file,
     issues,
     at,
-    push: (code, message, path, offset) => issues.push({ severity: 'error', code, message, path: toPointer(path), location: at(path, offset) }),
+    push: (code, message, path, offset) => issues.push(issue.error(code, message, { path: toPointer(path), location: at(path, offset) })),
     tableNames,
     lookupNames: Object.keys(m.lookups),
     resourceNames: m.resources.map((r) => r.name),
@@ -332,8 +332,8 @@ function keyOf(v: unknown, meta: ExprMeta, resource: string, at: MappingCx['at']
     code = 'key-invalid';
     detail = `the ${what} \`${short(meta.src)}\` gives ${typeof v === 'object' ? 'an object' : `a ${typeof v}`}; it must give text or a number`;
   }
-  const issue: Issue = { severity: 'error', code, message: `${meta.owner}: ${detail}`, path: toPointer(meta.path), location: at(meta.path) };
-  return raise(new MappingEvalError(issue, { resource, role: meta.role }));
+  const problem = issue.error(code, `${meta.owner}: ${detail}`, { path: toPointer(meta.path), location: at(meta.path) });
+  return raise(new MappingEvalError(problem, { resource, role: meta.role }));
 }
 
 function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
@@ -345,7 +345,7 @@ function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
   let lastCtx: EvalContext | undefined;
   let lastBindings: Record<string, unknown> = {};
   const fail = (code: KnownIssueCode, message: string): never =>
-    raise(new MappingEvalError({ severity: 'error', code, message: `${owner} map: ${message}`, path: toPointer(def.paths.map), location: cx.at(def.paths.map) }, { resource: def.name, role: 'map' }));
+    raise(new MappingEvalError(issue.error(code, `${owner} map: ${message}`, { path: toPointer(def.paths.map), location: cx.at(def.paths.map) }), { resource: def.name, role: 'map' }));
 
   const compiled: CompiledResource = {
     def,
@@ -403,14 +403,11 @@ function matchEvaluator(cx: MappingCx, { def, match }: Pending): CompiledResourc
     if (typeof v === 'string') return v;
     if (typeof v === 'number' || typeof v === 'boolean') return String(v);
     const { meta } = match;
-    const issue: Issue = {
-      severity: 'error',
-      code: 'match-invalid',
-      message: `${meta.owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`,
+    const problem = issue.error('match-invalid', `${meta.owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`, {
       path: toPointer(meta.path),
       location: cx.at(meta.path),
-    };
-    return raise(new MappingEvalError(issue, { resource: def.name, role: 'match' }));
+    });
+    return raise(new MappingEvalError(problem, { resource: def.name, role: 'match' }));
   };
 }
 

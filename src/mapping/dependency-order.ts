@@ -2,7 +2,7 @@
  * Load order of the resource mappings from their `$ref` targets: a mapping comes after every mapping it
  * refers to. Pure: no I/O, no locations (compile-mapping adds them).
  */
-import type { Issue } from '../core/issues.js';
+import { issue, type Issue } from '../core/issues.js';
 
 export interface DependencyNode {
   name: string;
@@ -22,7 +22,7 @@ export function dependencyOrder(nodes: readonly DependencyNode[]): DependencyOrd
   const index = new Map<string, number>();
   nodes.forEach((n, i) => {
     if (index.has(n.name)) {
-      issues.push({ severity: 'error', code: 'duplicate-name', message: `two mappings are named \`${n.name}\`` });
+      issues.push(issue.error('duplicate-name', `two mappings are named \`${n.name}\``));
     } else {
       index.set(n.name, i);
     }
@@ -36,11 +36,7 @@ export function dependencyOrder(nodes: readonly DependencyNode[]): DependencyOrd
     for (const ref of new Set(n.refs)) {
       const j = index.get(ref);
       if (j === undefined) {
-        issues.push({
-          severity: 'error',
-          code: 'ref-unknown',
-          message: `mapping \`${n.name}\` refers to \`${ref}\`, which is not a mapping in this file (mappings: ${known.join(', ')})`,
-        });
+        issues.push(issue.error('ref-unknown', `mapping \`${n.name}\` refers to \`${ref}\`, which is not a mapping in this file (mappings: ${known.join(', ')})`));
       } else {
         deps[i]!.push(j);
       }
@@ -78,11 +74,9 @@ export function dependencyOrder(nodes: readonly DependencyNode[]): DependencyOrd
     cycles.push(path);
     const members = new Set(path);
     const extra = scc.filter((i) => !members.has(nodes[i]!.name)).map((i) => nodes[i]!.name);
-    issues.push({
-      severity: 'error',
-      code: 'ref-cycle',
-      message: `circular $ref: ${path.join(' → ')}${extra.length ? ` (also in the cycle: ${extra.join(', ')})` : ''}; a mapping cannot (indirectly) refer to itself`,
-    });
+    issues.push(
+      issue.error('ref-cycle', `circular $ref: ${path.join(' → ')}${extra.length ? ` (also in the cycle: ${extra.join(', ')})` : ''}; a mapping cannot (indirectly) refer to itself`),
+    );
   }
   return { order, issues, cycles };
 }

@@ -7,7 +7,7 @@
 import type jsonata from 'jsonata';
 import { LINEAR_REGEX_ENGINE } from '../core/linear-regex.js';
 import { redactValues } from '../core/secret.js';
-import type { Issue, KnownIssueCode, Location } from '../core/issues.js';
+import { issue, type KnownIssueCode, type Location } from '../core/issues.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
 import { CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, registerFunctions } from './functions.js';
 import { errorOffset } from './jsonata-ast.js';
@@ -106,8 +106,8 @@ export function toEvalError(err: unknown, meta: ExprMeta, resource: string, sett
   } else {
     code = 'eval-failed';
   }
-  const issue: Issue = { severity: 'error', code, message: `${meta.owner} ${meta.role}: ${message}`, path: toPointer(meta.path), location };
-  return new MappingEvalError(issue, { resource, role: meta.role, jsonataCode, cause: err });
+  const problem = issue.error(code, `${meta.owner} ${meta.role}: ${message}`, { path: toPointer(meta.path), location });
+  return new MappingEvalError(problem, { resource, role: meta.role, jsonataCode, cause: err });
 }
 
 /** Our wording for JSONata's guardrail errors (theirs suggests a rewrite that then loops until the time limit). No row data in it. */

@@ -8,7 +8,7 @@
 import { dirname, resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isMap, isScalar } from 'yaml';
-import { CareEtlError, ExitCode, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { registerSecret } from '../core/secret.js';
 import { interpolate } from './interpolate.js';
 import { fileEntryOptions, looksLikeNdjson, ndjsonInJsonMessage } from './lookup-format.js';
@@ -136,12 +136,9 @@ async function readMappingYaml(file: string): Promise<{ data: Obj; loc: YamlLoca
   if (yaml.errors.length) throw fail(yaml.errors);
   if (!isObj(yaml.data)) {
     throw fail([
-      {
-        severity: 'error',
-        code: 'invalid',
-        message: 'a mapping file is a YAML mapping with `version: 1`, `sources:` and `resources:`',
+      issue.invalid('a mapping file is a YAML mapping with `version: 1`, `sources:` and `resources:`', {
         location: yaml.locator.positionOf([]) ?? { file, line: 1, column: 1 },
-      },
+      }),
     ]);
   }
   return { data: yaml.data, loc: yaml.locator, warnings: yaml.warnings, fail };
@@ -150,13 +147,8 @@ async function readMappingYaml(file: string): Promise<{ data: Obj; loc: YamlLoca
 function loadContext(file: string, abs: string, env: Record<string, string | undefined>, loc: YamlLocator, warnings: Issue[]): LoadContext {
   const issues: Issue[] = [];
   const positionOf = (path: DocPath, offset?: number): Location | undefined => loc.positionOf(path, offset);
-  const issueAt = (code: KnownIssueCode, message: string, path: DocPath, offset?: number): Issue => ({
-    severity: 'error',
-    code,
-    message,
-    path: toPointer(path),
-    location: positionOf(path, offset) ?? { file },
-  });
+  const issueAt = (code: KnownIssueCode, message: string, path: DocPath, offset?: number): Issue =>
+    issue.error(code, message, { path: toPointer(path), location: positionOf(path, offset) ?? { file } });
   const interp = (value: string, path: DocPath): { value: string; ok: boolean; interpolated: boolean } => {
     const r = interpolate(value, env);
     for (const p of r.problems) issues.push(issueAt(p.code, p.message, path, p.offset));
@@ -178,13 +170,12 @@ function readTarget(raw: unknown, ctx: LoadContext): TargetConfig {
     target[k] = r.value;
     if (k === 'apiKey') registerSecret(r.value);
     if (k === 'apiKey' && !r.interpolated) {
-      ctx.warnings.push({
-        severity: 'warning',
-        code: 'secret-in-file',
-        message: 'the API key is written in the mapping file; use `apiKey: ${CARE_API_KEY}` and set the variable instead',
-        path: '/target/apiKey',
-        location: ctx.positionOf(['target', 'apiKey']),
-      });
+      ctx.warnings.push(
+        issue.warning('secret-in-file', 'the API key is written in the mapping file; use `apiKey: ${CARE_API_KEY}` and set the variable instead', {
+          path: '/target/apiKey',
+          location: ctx.positionOf(['target', 'apiKey']),
+        }),
+      );
     }
     if (k === 'baseUrl' && !isHttpUrl(r.value)) {
       ctx.issues.push(ctx.issueAt('target-invalid', 'baseUrl must be an http:// or https:// URL', ['target', 'baseUrl']));
@@ -334,12 +325,11 @@ function readLimits(raw: unknown, env: Record<string, string | undefined>, file:
     if (/^\d{1,9}$/.test(t)) {
       limits.expressionTimeoutMs = Number(t);
     } else {
-      issues.push({
-        severity: 'error',
-        code: 'env-invalid',
-        message: `${EXPRESSION_TIMEOUT_ENV} must be a whole number of milliseconds (0 = no time limit), got \`${t.length > 20 ? `${t.slice(0, 20)}…` : t}\``,
-        location: { file },
-      });
+      issues.push(
+        issue.error('env-invalid', `${EXPRESSION_TIMEOUT_ENV} must be a whole number of milliseconds (0 = no time limit), got \`${t.length > 20 ? `${t.slice(0, 20)}…` : t}\``, {
+          location: { file },
+        }),
+      );
     }
   }
   return limits;
@@ -381,16 +371,16 @@ function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
   const issues: Issue[] = [];
   const seen = new Set<string>();
   for (const e of out) {
-    const issue = schemaIssue(e, loc);
-    const sig = `${issue.path}|${issue.message}`;
+    const found = schemaIssue(e, loc);
+    const sig = `${found.path}|${found.message}`;
     if (seen.has(sig)) continue;
     seen.add(sig);
-    issues.push(issue);
+    issues.push(found);
   }
   if (issues.length > MAX_SCHEMA_ISSUES) {
     const more = issues.length - MAX_SCHEMA_ISSUES;
     issues.length = MAX_SCHEMA_ISSUES;
-    issues.push({ severity: 'error', code: 'invalid', message: `… and ${more} more schema problems`, location: { file: loc.file } });
+    issues.push(issue.invalid(`… and ${more} more schema problems`, { location: { file: loc.file } }));
   }
   return issues;
 }

@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import { isMap, isScalar, type Node } from 'yaml';
-import type { Issue, KnownIssueCode } from '../core/issues.js';
+import { issue, type Issue, type KnownIssueCode } from '../core/issues.js';
 import { isObj } from '../core/is-object.js';
 import { JSONATA_BUILTINS, LIBRARY_FUNCTIONS } from './functions.js';
 import { fileEntryOptions } from './lookup-format.js';
@@ -89,13 +89,13 @@ function inlineTable(name: string, l: Record<string, unknown>, base: DocPath, ct
       if (!isScalar(k) || typeof k.value === 'string') continue;
       const src = ctx.loc.sourceOf(k);
       if (src !== undefined && src !== String(k.value)) {
-        ctx.issues.push({
-          severity: 'error',
-          code: 'lookup-code-not-text',
-          message: `lookup \`${name}\`: YAML reads the code \`${src}\` as ${typeof k.value === 'number' ? `the number ${String(k.value)}` : `\`${String(k.value)}\``}; quote it: "${src}"`,
-          path: toPointer(base),
-          location: k.range ? ctx.loc.locationAt(k.range[0]) : { file: ctx.file },
-        });
+        ctx.issues.push(
+          issue.error(
+            'lookup-code-not-text',
+            `lookup \`${name}\`: YAML reads the code \`${src}\` as ${typeof k.value === 'number' ? `the number ${String(k.value)}` : `\`${String(k.value)}\``}; quote it: "${src}"`,
+            { path: toPointer(base), location: k.range ? ctx.loc.locationAt(k.range[0]) : { file: ctx.file } },
+          ),
+        );
       }
     }
   }

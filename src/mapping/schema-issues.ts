@@ -1,5 +1,5 @@
 import type { ErrorObject } from 'ajv';
-import type { Issue, Location } from '../core/issues.js';
+import { issue, type Issue, type Location } from '../core/issues.js';
 import { closest } from './closest.js';
 import type { YamlLocator } from './yaml-positions.js';
 
@@ -85,11 +85,5 @@ export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
     default:
       message = e.message ?? `fails ${e.keyword}`;
   }
-  return {
-    severity: 'error',
-    code: e.keyword === 'required' ? 'required' : 'invalid',
-    message,
-    path: pointer,
-    location: location ?? loc.positionOf(path) ?? { file: loc.file },
-  };
+  return issue.error(e.keyword === 'required' ? 'required' : 'invalid', message, { path: pointer, location: location ?? loc.positionOf(path) ?? { file: loc.file } });
 }

@@ -6,7 +6,7 @@
  * `type`, a lookup label — even where the file fails its schema, so `validate` reports them all in one pass.
  */
 import { LineCounter, isMap, isPair, isScalar, isSeq, parseDocument, type Node } from 'yaml';
-import type { Issue, Location } from '../core/issues.js';
+import { issue, type Issue, type Location } from '../core/issues.js';
 import { YamlLocator, toPointer, type DocPath } from './yaml-positions.js';
 
 interface TodoCall {
@@ -145,7 +145,7 @@ export function findTodoMarkers(text: string, file: string): TodoMarker[] {
 
 /** One marker as a `validate` issue: what holds it, the question, where. */
 export function todoIssue(m: TodoMarker): Issue {
-  return { severity: 'error', code: 'todo', message: `${m.owner}: TODO — ${m.text || '(no text: see the comment beside it)'}`, path: m.pointer, location: m.location };
+  return issue.error('todo', `${m.owner}: TODO — ${m.text || '(no text: see the comment beside it)'}`, { path: m.pointer, location: m.location });
 }
 
 export const TODO_HINT = 'Each `$TODO("…")` is a decision `care-etl init` left to you: replace it with the value or expression its text asks for, or delete the field (or resource) it stands in; then validate again.';

@@ -5,7 +5,7 @@
  * `toJS` (aliases bounded); what the data must look like is each caller's business (its JSON Schema).
  */
 import { LineCounter, parseDocument, type Document, type YAMLError, type YAMLWarning } from 'yaml';
-import type { Issue } from '../core/issues.js';
+import { issue, type Issue } from '../core/issues.js';
 import { readTextFile } from '../core/read-text-file.js';
 import { YamlLocator } from './yaml-positions.js';
 
@@ -55,7 +55,7 @@ export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions):
     try {
       data = doc.toJS({ maxAliasCount: MAX_ALIASES });
     } catch (err) {
-      errors.push({ severity: 'error', code: 'yaml', message: (err as Error).message, location: { file, line: 1, column: 1 } });
+      errors.push(issue.error('yaml', (err as Error).message, { location: { file, line: 1, column: 1 } }));
     }
   }
   return { file, text, doc, locator, data, errors, warnings };
@@ -63,12 +63,9 @@ export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions):
 
 /** A YAML error as an issue: its first line without yaml's own "at line L, column C" (the location says it), and its code. */
 function yamlIssue(file: string, e: YAMLError | YAMLWarning, severity: 'error' | 'warning'): Issue {
-  return {
-    severity,
-    code: 'yaml',
-    message: `${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')} (${e.code})`,
+  return issue[severity]('yaml', `${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')} (${e.code})`, {
     location: e.linePos ? { file, line: e.linePos[0].line, column: e.linePos[0].col } : { file },
-  };
+  });
 }
 
 const MODELINE = /^#\s*yaml-language-server:\s*\$schema=/m;

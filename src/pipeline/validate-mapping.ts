@@ -1,7 +1,7 @@
 import { placeholderId } from '../mapping/placeholder-id.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CareEtlError, ExitCode, hasCode, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, hasCode, issue, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledMapping } from '../mapping/compile-mapping.js';
 import { RefError } from '../mapping/errors.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -75,7 +75,7 @@ function sourceNotText(src: SourceConfig): Omit<Issue, 'path' | 'location'> | un
     return undefined; // compileMapping / the run report a format it cannot tell
   }
   const reason = notTextReason(src, format);
-  return reason === undefined ? undefined : { severity: 'error', code: 'source-not-text', message: `${reason}. ${notTextHint(format)}` };
+  return reason === undefined ? undefined : issue.error('source-not-text', `${reason}. ${notTextHint(format)}`);
 }
 
 /** Compiles the loaded mapping and checks its sources; throws every problem found and every TODO marker. */
@@ -97,13 +97,12 @@ function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: s
       ok = false;
     }
     if (!ok) {
-      issues.push({
-        severity: 'error',
-        code: 'source-missing',
-        path: `/sources/${name}/path`,
-        message: `source \`${name}\`: file not found: ${src.path}`,
-        location: mapping.positionOf(['sources', name, 'path']),
-      });
+      issues.push(
+        issue.error('source-missing', `source \`${name}\`: file not found: ${src.path}`, {
+          path: `/sources/${name}/path`,
+          location: mapping.positionOf(['sources', name, 'path']),
+        }),
+      );
     }
     const notText = ok ? sourceNotText(src) : undefined;
     if (notText) issues.push({ ...notText, path: `/sources/${name}/path`, message: `source \`${name}\`: ${src.path}: ${notText.message}`, location: mapping.positionOf(['sources', name, 'path']) });
@@ -176,13 +175,13 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           const first = claims.claim(value, item.key);
           if (first !== undefined && ambiguous++ < MAX_MATCH_WARNINGS) {
             const at = (k: string, line?: number) => `\`${k}\`${line !== undefined ? ` (${source.name} line ${line})` : ''}`;
-            report.warnings.push({
-              severity: 'warning',
-              code: 'match-ambiguous',
-              message: `mapping \`${name}\`: keys ${at(first, lineOf.get(first))} and ${at(item.key, item.origin.line)} have the same match value (\`match: ${res.def.match}\`${value.startsWith('content:') ? ', identical content' : ''}): without the state they are told apart on the server by content only (a changed one is rejected until the other is settled); make \`match:\` tell them apart`,
-              path: toPointer(res.def.paths.match),
-              location: res.def.locations.match,
-            });
+            report.warnings.push(
+              issue.warning(
+                'match-ambiguous',
+                `mapping \`${name}\`: keys ${at(first, lineOf.get(first))} and ${at(item.key, item.origin.line)} have the same match value (\`match: ${res.def.match}\`${value.startsWith('content:') ? ', identical content' : ''}): without the state they are told apart on the server by content only (a changed one is rejected until the other is settled); make \`match:\` tell them apart`,
+                { path: toPointer(res.def.paths.match), location: res.def.locations.match },
+              ),
+            );
           }
         } else {
           const { ok: _ok, row: _row, raw: _raw, ...r } = item;
@@ -190,7 +189,7 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           result.rejects.push(r);
         }
       }
-      if (ambiguous > MAX_MATCH_WARNINGS) report.warnings.push({ severity: 'warning', code: 'match-ambiguous', message: `mapping \`${name}\`: ${ambiguous - MAX_MATCH_WARNINGS} more pairs of keys with one match value`, location: res.def.locations.match });
+      if (ambiguous > MAX_MATCH_WARNINGS) report.warnings.push(issue.warning('match-ambiguous', `mapping \`${name}\`: ${ambiguous - MAX_MATCH_WARNINGS} more pairs of keys with one match value`, { location: res.def.locations.match }));
       report.samples[name] = result;
     }
   }

@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
-import { foreignCode, type Issue } from '../core/issues.js';
+import { foreignCode, issue, type Issue } from '../core/issues.js';
 import type { ResourceType } from './resource-types.js';
 import { schemaJson } from './schema-files.js';
 import { CALENDAR_DATE_FORMAT, isCalendarDate } from './calendar-date.js';
@@ -92,21 +92,21 @@ function toIssue(e: ErrorObject): Issue | undefined {
     default:
       message = e.message ?? e.keyword;
   }
-  return { severity: 'error', code: foreignCode(e.keyword), message, path: path || '/' };
+  return issue.error(foreignCode(e.keyword), message, { path: path || '/' });
 }
 
 export function toIssues(errors: ErrorObject[]): Issue[] {
   const issues: Issue[] = [];
   for (const e of errors) {
-    const issue = toIssue(e);
-    if (issue) issues.push(issue);
+    const found = toIssue(e);
+    if (found) issues.push(found);
   }
   if (issues.length <= MAX_ISSUES) return issues;
   // allErrors has no bound: keep the report readable and say how much was left out.
   const rest = issues.length - (MAX_ISSUES - 1);
   return [
     ...issues.slice(0, MAX_ISSUES - 1),
-    { severity: 'error', code: 'too-many-issues', message: `${rest} more issues not shown` },
+    issue.error('too-many-issues', `${rest} more issues not shown`),
   ];
 }
 

@@ -1,4 +1,4 @@
-import { CareEtlError, ExitCode, type Issue, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, ExitCode, issue, type Issue, type KnownIssueCode } from '../core/issues.js';
 import type { Origin, SourceConfig, SourceItem } from './types.js';
 
 /**
@@ -37,14 +37,9 @@ export function showText(s: string, max = 64): string {
 
 export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDetails): CareEtlError {
   message = escapeControls(message);
-  const issues = (details.issues?.map((i) => ({ ...i, message: escapeControls(i.message) })) ?? [
-    {
-      severity: 'fatal' as const,
-      code: details.code,
-      message,
-      location: { file: cfg.path, line: details.line, record: details.record },
-    },
-  ]);
+  const issues = details.issues?.map((i) => ({ ...i, message: escapeControls(i.message) })) ?? [
+    issue.fatal(details.code, message, { location: { file: cfg.path, line: details.line, record: details.record } }),
+  ];
   const where = details.line !== undefined ? `${cfg.path}:${details.line}` : cfg.path;
   return new CareEtlError(`Source \`${cfg.name}\`: ${where}: ${message}`, {
     issues,
@@ -55,13 +50,8 @@ export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDe
 }
 
 export function rejectItem(origin: Origin, code: KnownIssueCode, message: string, raw?: string): SourceItem {
-  const issue: Issue = {
-    severity: 'error',
-    code,
-    message: escapeControls(message),
-    location: { file: origin.file, line: origin.line, record: origin.record },
-  };
-  return raw === undefined ? { ok: false, origin, issues: [issue] } : { ok: false, origin, issues: [issue], raw };
+  const problem = issue.error(code, escapeControls(message), { location: { file: origin.file, line: origin.line, record: origin.record } });
+  return raw === undefined ? { ok: false, origin, issues: [problem] } : { ok: false, origin, issues: [problem], raw };
 }
 
 /** True for errors that mean "the caller aborted", which are passed through unchanged. */

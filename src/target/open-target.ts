@@ -7,7 +7,7 @@
  */
 import { join, resolve } from 'node:path';
 import { connectionFromEnv, ENV, hasTarget, resolveConnection, type ConnectionInput, type ConnectionSettings } from '../api/connection.js';
-import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
+import { CareEtlError, ExitCode, formatLocation, issue } from '../core/issues.js';
 import { ensureDir } from '../core/secure-fs.js';
 import type { LoadedMapping } from '../mapping/types.js';
 
@@ -78,7 +78,7 @@ export function usesEmbeddedSandbox(mapping: LoadedMapping, opts: TargetOptions)
     if (!known) return true;
     const source = baseUrlSource(mapping, env, flags);
     throw new CareEtlError(`--sandbox loads into the embedded sandbox, but a base URL is set by ${source}`, {
-      issues: [{ severity: 'error', code: 'target-conflict', path: 'baseUrl', message: `--sandbox and a base URL (${source}) name two different targets` }],
+      issues: [issue.error('target-conflict', `--sandbox and a base URL (${source}) name two different targets`, { path: 'baseUrl' })],
       hint: `Drop --sandbox to load into that server, or unset ${source.split(' ')[0]} to use the embedded sandbox.`,
       exitCode: ExitCode.config,
     });
@@ -88,7 +88,7 @@ export function usesEmbeddedSandbox(mapping: LoadedMapping, opts: TargetOptions)
   if (!hints.length) return true;
   const message = `${hints.join('; ')} but no base URL: set ${ENV.baseUrl} (or --base-url, or target.baseUrl in the mapping), or pass --sandbox to load into the embedded sandbox`;
   throw new CareEtlError(message, {
-    issues: [{ severity: 'error', code: 'target-missing', path: 'baseUrl', message: `no base URL, yet ${hints.join('; ')}` }],
+    issues: [issue.error('target-missing', `no base URL, yet ${hints.join('; ')}`, { path: 'baseUrl' })],
     hint: 'Nothing was read or written. Under CI, pass --sandbox for a job that loads into the embedded sandbox on purpose.',
     exitCode: ExitCode.config,
   });

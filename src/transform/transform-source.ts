@@ -1,4 +1,4 @@
-import { issuesOf, type Issue } from '../core/issues.js';
+import { issue, issuesOf, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { EvalContext } from '../mapping/functions.js';
 import type { WritableType } from '../schemas/resource-types.js';
@@ -108,11 +108,10 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
         continue;
       }
       yield reject('transform', res, item.origin, [
-        {
-          severity: 'error',
-          code: 'duplicate-key',
-          message: `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
-        },
+        issue.error(
+          'duplicate-key',
+          `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
+        ),
       ], { key, row: item.data });
       continue;
     }

@@ -1,4 +1,4 @@
-import type { Issue } from '../core/issues.js';
+import { issue, type Issue } from '../core/issues.js';
 import { getResourceValidator } from '../schemas/resource-schemas.js';
 import type { WritableType } from '../schemas/resource-types.js';
 
@@ -11,11 +11,11 @@ export function validateResource(type: WritableType, resource: unknown): Issue[]
   const issues = getResourceValidator(type)(resource);
   const rt = (resource as { resourceType?: unknown } | null)?.resourceType;
   if (rt !== type) {
-    issues.unshift({ severity: 'error', code: 'invalid', path: '/resourceType', message: `Expected resourceType \`${type}\`, got \`${String(rt)}\`` });
+    issues.unshift(issue.invalid(`Expected resourceType \`${type}\`, got \`${String(rt)}\``, { path: '/resourceType' }));
   }
   // The loader would fail the create (the server assigns ids) and overwrite it on update: decided here, offline.
   if ((resource as { id?: unknown } | null)?.id !== undefined) {
-    issues.push({ severity: 'error', code: 'invalid', path: '/id', message: 'a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)' });
+    issues.push(issue.invalid('a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)', { path: '/id' }));
   }
   return issues;
 }
