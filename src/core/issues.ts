@@ -163,7 +163,7 @@ export interface Issue {
 }
 
 /** Where an issue points: a JSON path and/or a file position; its keys are copied into the issue as given. */
-export interface IssueWhere {
+interface IssueWhere {
   path?: string;
   location?: Location;
 }
