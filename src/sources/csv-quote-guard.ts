@@ -17,7 +17,7 @@ import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
  * A cut removes the record from its first byte up to the end of the line where the offending quote opened (or,
  * for the last two, of the current line) and puts as many CRLF line breaks in its place: csv-parse sees empty
  * lines (line numbers and byte offsets stay consistent for the reader) and reading resumes on the next line,
- * scanned again from a fresh state. The reader turns each cut (`cuts`, in file order) into one reject.
+ * scanned again from a fresh state. The reader turns each cut (a span in `spans`, in file order) into one reject.
  *
  * The guard works on bytes like csv-parse, which only ever sees UTF-8 (decode-stream.ts transcodes every file
  * upstream), and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
@@ -103,7 +103,7 @@ const BOM_UTF8 = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
  * The characters csv-parse trims with `trim` / `ltrim` / `rtrim` (csv-parse 7: ECMAScript WhiteSpace and
- * LineTerminator, as `String.prototype.trim`). Its own list is private state; test/sources/csv-guard-oracle.test.ts
+ * LineTerminator, as `String.prototype.trim`). Its own list is private state; test/sources/csv-guard-spans.test.ts
  * fails when csv-parse trims another set.
  */
 export const CSV_TRIM_CODE_POINTS: readonly number[] = [

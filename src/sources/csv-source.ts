@@ -30,23 +30,16 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
  * emits one reject per cut, in file order, before the next record csv-parse yields.
  *
  * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
- * ragged row is still seen with its real field count, and with `info` + `raw` so each record knows
- * where it is. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through
- * `on_skip`, which pushes a marker into the parser's own output: rejects stay in file order and share
- * its backpressure.
+ * ragged row is still seen with its real field count, and with `info` for the byte offset where each record
+ * ends. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through `on_skip`,
+ * which pushes a marker into the parser's own output: rejects stay in file order and share its backpressure.
  *
- * Line numbers. `info.lines` is csv-parse's line counter when a record ends, but it counts a CRLF
- * inside a quoted field as two lines. The reader keeps `anchorLine` (true line where the next record's
- * raw text begins) and `corr` (csv-parse's over-count so far, = the CRLFs seen inside quoted fields):
- *   start = anchorLine + empty/comment lines skipped before it;  end = info.lines − corr.
- * A multi-line record (end > start) whose raw contains CRLF checks its fields for CRLF pairs; a
- * single-line record costs a few integer operations.
- *
- * Malformed records. A dropped record's text is recovered from the ByteWindow when the next record
- * (or error, or the end of file) shows where it stopped: from `anchorOffset` (the byte offset where
- * the dropped record's raw begins = end of the previous record) up to where the next raw begins. That
- * also re-synchronises line numbers exactly. If the text cannot be matched (should not happen), the
- * reject carries the partial raw csv-parse gave and line numbers fall back to csv-parse's counter.
+ * Where each record is. The guard scans every byte before csv-parse does and queues each record's span (true
+ * first and last line, byte range in the stream csv-parse reads, line of its first syntax error) and each cut.
+ * A record csv-parse yields is the span ending at its `info.bytes`; an error belongs to the first span ending
+ * after the error's `bytes`. Spans passed on the way are cuts (their rejects, in file order). A rejected
+ * record's text is its span's bytes, from the ByteWindow (the guard's output, kept from the first record not
+ * yet handled).
  */
 
 interface ParsedRow {
