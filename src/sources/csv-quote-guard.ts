@@ -1,5 +1,5 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import { Parser, type Options as CsvParseOptions } from 'csv-parse';
+import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
 
 /*
  * Bounded recovery from broken quotes, upstream of csv-parse: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse.
@@ -17,7 +17,7 @@ import { Parser, type Options as CsvParseOptions } from 'csv-parse';
  * A cut removes the record from its first byte up to the end of the line where the offending quote opened (or,
  * for the last two, of the current line) and puts as many CRLF line breaks in its place: csv-parse sees empty
  * lines (line numbers and byte offsets stay consistent for the reader) and reading resumes on the next line,
- * scanned again from a fresh state. The reader turns each cut (`cuts`, in file order) into one reject.
+ * scanned again from a fresh state. The reader turns each cut (a span in `spans`, in file order) into one reject.
  *
  * The guard works on bytes like csv-parse, which only ever sees UTF-8 (decode-stream.ts transcodes every file
  * upstream), and needs no more memory than the current record (bounded by `maxRecordBytes`) plus a chunk: bytes
@@ -47,6 +47,24 @@ export interface CsvCut {
   atEnd: boolean;
 }
 
+/**
+ * One record as csv-parse will see it, in file order (whole-line comments, and empty lines csv-parse skips, have
+ * none), or a cut record. `start`/`end` are byte offsets in the guard's output — the stream csv-parse reads, whose
+ * `info.bytes` after a record is its `end` — so the reader pairs csv-parse's records with spans by offset.
+ */
+export interface CsvSpan {
+  /** True lines of the record's first and last character. */
+  startLine: number;
+  endLine: number;
+  /** Output bytes [start, end): the record and its line break; for a cut, the empty lines put in its place. */
+  start: number;
+  end: number;
+  /** Line of the first character csv-parse reports an error on (an invalid opening or closing quote). */
+  errorLine?: number;
+  /** Set on a cut record: its reject. */
+  cut?: CsvCut;
+}
+
 export interface GuardLimits {
   /** Lines a quoted field may span (≥ 1). */
   maxQuotedLines: number;
@@ -67,6 +85,7 @@ interface Lex {
   commentNoInfix: boolean;
   ltrim: boolean;
   rtrim: boolean;
+  skipEmptyLines: boolean;
   timchars: Buffer[];
   timFirst: Uint8Array;
   cr: Buffer;
@@ -79,59 +98,58 @@ interface Lex {
   stopComment: Uint8Array;
 }
 
-interface NormalizedCsvOptions {
-  encoding: BufferEncoding | null;
-  quote: Buffer | null;
-  escape: Buffer | null;
-  delimiter: Buffer[];
-  record_delimiter: Buffer[];
-  comment: Buffer | null;
-  comment_no_infix: boolean;
-  ltrim: boolean;
-  rtrim: boolean;
-}
-
 const EMPTY = Buffer.alloc(0);
 const BOM_UTF8 = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/** csv-parse's own normalisation of the options (throws on invalid options, like the parser would). */
+/**
+ * The characters csv-parse trims with `trim` / `ltrim` / `rtrim` (csv-parse 7: ECMAScript WhiteSpace and
+ * LineTerminator, as `String.prototype.trim`). Its own list is private state; test/sources/csv-guard-spans.test.ts
+ * fails when csv-parse trims another set.
+ */
+export const CSV_TRIM_CODE_POINTS: readonly number[] = [
+  0x20, 0x09, 0x0a, 0x0d, 0x0c, 0x0b, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007,
+  0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff,
+];
+
+/** csv-parse's own normalisation of the options (public `normalize_options`; throws on invalid options, like the parser would). */
 function lexOf(options: CsvParseOptions): Lex {
-  const base = new Parser(options);
-  const o = base.options as unknown as NormalizedCsvOptions;
-  const st = (base as unknown as { state: { timchars: Buffer[]; escapeIsQuote: boolean } }).state;
-  base.destroy();
+  const o = normalize_options(options);
   const encoding = (o.encoding ?? 'utf8') as BufferEncoding;
+  const quote = o.quote && o.quote.length > 0 ? o.quote : null;
+  const escape = o.escape && o.escape.length > 0 ? o.escape : null;
+  // csv-parse normalises `comment` to a Buffer (its typings say string)
+  const comment = (o.comment as unknown as Buffer | null) ?? null;
+  const timchars = CSV_TRIM_CODE_POINTS.map((c) => Buffer.from(String.fromCharCode(c), encoding));
   const timFirst = new Uint8Array(256);
-  for (const t of st.timchars) timFirst[t[0]!] = 1;
+  for (const t of timchars) timFirst[t[0]!] = 1;
   const cr = Buffer.from('\r', encoding);
   const lf = Buffer.from('\n', encoding);
-  const seqs = [...o.delimiter, ...o.record_delimiter, ...st.timchars, cr, lf, ...(o.comment ? [o.comment] : [])];
+  const seqs = [...o.delimiter, ...o.record_delimiter, ...timchars, cr, lf, ...(comment ? [comment] : [])];
   const longest = Math.max(1, ...seqs.map((s) => s.length));
-  const quoteLen = o.quote?.length ?? 0;
-  const escLen = o.escape?.length ?? 0;
-  const stop = (bufs: (Buffer | null)[]): Uint8Array => {
+  const stop = (bufs: (Buffer | null | undefined)[]): Uint8Array => {
     const t = new Uint8Array(256);
     for (const b of bufs) if (b && b.length > 0) t[b[0]!] = 1;
     return t;
   };
   return {
     encoding,
-    quote: o.quote && o.quote.length > 0 ? o.quote : null,
-    escape: o.escape && o.escape.length > 0 ? o.escape : null,
-    escapeIsQuote: st.escapeIsQuote,
+    quote,
+    escape,
+    escapeIsQuote: quote !== null && escape !== null && quote.equals(escape),
     delimiters: o.delimiter,
     rds: o.record_delimiter,
-    comment: o.comment,
+    comment,
     commentNoInfix: o.comment_no_infix,
     ltrim: o.ltrim,
     rtrim: o.rtrim,
-    timchars: st.timchars,
+    skipEmptyLines: o.skip_empty_lines,
+    timchars,
     timFirst,
     cr,
     lf,
-    look: quoteLen + escLen + 2 * longest + 4,
-    stopQuoted: stop([o.quote, o.escape, cr, lf]),
-    stopUnquoted: stop([o.quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
+    look: (quote?.length ?? 0) + (escape?.length ?? 0) + 2 * longest + 4,
+    stopQuoted: stop([quote, escape, cr, lf]),
+    stopUnquoted: stop([quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
     stopComment: stop([...o.record_delimiter, cr, lf]),
   };
 }
@@ -155,8 +173,13 @@ interface Drop {
 }
 
 export class CsvQuoteGuard extends Transform {
-  /** Cut records, in file order; the reader takes them from the front. */
-  readonly cuts: CsvCut[] = [];
+  /** Records and cuts, in file order; the reader takes them from the front (`head`). */
+  readonly spans = new SpanQueue();
+  /** Bytes passed on so far: held[0] is the next byte out (except while dropping). */
+  private outBytes = 0;
+  /** Output offset where the current record starts, and its first csv-parse error line. */
+  private recStart = 0;
+  private recErrorLine: number | undefined;
   private lex: Lex | undefined;
   private held: Buffer = EMPTY;
   /** Scan position in `held`. */
@@ -204,13 +227,18 @@ export class CsvQuoteGuard extends Transform {
   override _flush(callback: TransformCallback): void {
     try {
       this.run(true);
-      if (this.held.length > 0) this.push(this.held);
+      if (this.held.length > 0) this.passOn(this.held);
       this.held = EMPTY;
     } catch (err) {
       callback(err as Error);
       return;
     }
     callback();
+  }
+
+  private passOn(b: Buffer): void {
+    this.outBytes += b.length;
+    this.push(b);
   }
 
   private run(eof: boolean): void {
@@ -220,9 +248,10 @@ export class CsvQuoteGuard extends Transform {
       // the decoder upstream hands on UTF-8 only, its byte-order mark kept (UTF-16's is gone): skipped like csv-parse does
       const bomLen = b.length >= 3 && BOM_UTF8.compare(b, 0, 3) === 0 ? 3 : 0;
       this.lex = lexOf(this.options);
-      this.p = this.rec = bomLen;
+      this.p = this.rec = this.recStart = bomLen;
     }
     this.scan(eof);
+    if (eof && this.dropping === undefined && this.hasData()) this.pushSpan(this.line, this.outBytes + this.held.length);
     this.release();
   }
 
@@ -230,7 +259,7 @@ export class CsvQuoteGuard extends Transform {
   private release(): void {
     const n = this.rec;
     if (n === 0) return;
-    this.push(this.held.subarray(0, n));
+    this.passOn(this.held.subarray(0, n));
     this.held = this.held.subarray(n);
     this.p -= n;
     this.rec = 0;
@@ -246,6 +275,21 @@ export class CsvQuoteGuard extends Transform {
     this.commenting = false;
     this.escaping = false;
     this.qBad = false;
+    this.recErrorLine = undefined;
+  }
+
+  /** csv-parse emits the current record (a record with nothing in it is an empty line or a whole-line comment). */
+  private hasData(): boolean {
+    return this.fields > 0 || this.fieldLen > 0 || this.wasQuoting;
+  }
+
+  private pushSpan(endLine: number, end: number): void {
+    this.spans.push({ startLine: this.recLine, endLine, start: this.recStart, end, errorLine: this.recErrorLine });
+  }
+
+  /** The first csv-parse error in the record: its line. */
+  private markError(): void {
+    this.recErrorLine ??= this.line;
   }
 
   /**
@@ -363,13 +407,17 @@ export class CsvQuoteGuard extends Transform {
       }
       // CSV_INVALID_CLOSING_QUOTE: csv-parse stays inside the quote.
       this.qBad = true;
+      this.markError();
       if (this.line > this.qLine) {
         this.cutAtLineEnd('runaway', this.qPos, eof, this.line);
         return true;
       }
       return false;
     }
-    if (this.fieldLen !== 0) return false; // INVALID_OPENING_QUOTE: the quote is a character of the field
+    if (this.fieldLen !== 0) {
+      this.markError(); // INVALID_OPENING_QUOTE: the quote is a character of the field
+      return false;
+    }
     this.quoting = true;
     this.qPos = p;
     this.qLine = this.line;
@@ -384,9 +432,7 @@ export class CsvQuoteGuard extends Transform {
     const L = this.lex!;
     const rdl = this.rdAt(p);
     if (rdl !== 0) {
-      this.resetRecord();
-      this.p = this.rec = p + rdl;
-      this.recLine = this.line;
+      this.endRecord(p, rdl);
       return true;
     }
     if (this.commenting) {
@@ -405,6 +451,20 @@ export class CsvQuoteGuard extends Transform {
     this.wasQuoting = false;
     this.p = p + dl;
     return true;
+  }
+
+  /** A record delimiter at p (its line break already counted): the record's span, unless csv-parse skips the line. */
+  private endRecord(p: number, rdl: number): void {
+    const L = this.lex!;
+    if (this.hasData() || (!this.commenting && !L.skipEmptyLines)) {
+      const b = this.held[p];
+      const endLine = b === L.cr[0] || b === L.lf[0] ? this.line - 1 : this.line;
+      this.pushSpan(endLine, this.outBytes + p + rdl);
+    }
+    this.resetRecord();
+    this.p = this.rec = p + rdl;
+    this.recStart = this.outBytes + this.p;
+    this.recLine = this.line;
   }
 
   /** A byte of a field's value (trimmed or kept as csv-parse would). */
@@ -525,10 +585,10 @@ export class CsvQuoteGuard extends Transform {
       const crAt = b.length - this.lex!.cr.length;
       drop.excerpt = [Buffer.from(b.subarray(from, Math.min(crAt, from + keep)))];
       drop.excerptBytes = drop.excerpt[0]!.length;
-      if (from > 0) this.push(b.subarray(0, from));
+      if (from > 0) this.passOn(b.subarray(0, from));
       this.held = b.subarray(crAt);
     } else {
-      if (from > 0) this.push(b.subarray(0, from));
+      if (from > 0) this.passOn(b.subarray(0, from));
       this.held = EMPTY;
     }
     this.p = this.rec = 0;
@@ -561,7 +621,7 @@ export class CsvQuoteGuard extends Transform {
     if (text > room) d.truncated = true;
     const breaks = d.before + (term > 0 ? 1 : 0);
     this.dropping = undefined;
-    this.cuts.push({
+    const cut: CsvCut = {
       reason: d.reason,
       startLine: d.startLine,
       endLine: d.startLine + d.before,
@@ -571,8 +631,8 @@ export class CsvQuoteGuard extends Transform {
       raw: Buffer.concat(d.excerpt).toString(this.lex!.encoding),
       truncated: d.truncated,
       atEnd: eof && end >= b.length,
-    });
-    this.afterCut(end, d.startLine + breaks, breaks);
+    };
+    this.afterCut(end, d.startLine + breaks, cut);
     return true;
   }
 
@@ -584,7 +644,7 @@ export class CsvQuoteGuard extends Transform {
     const term = this.terminatorBefore(end);
     const textEnd = Math.max(from, end - term);
     const keep = Math.min(textEnd - from, this.limits.rawExcerptBytes);
-    this.cuts.push({
+    const cut: CsvCut = {
       reason,
       startLine: this.recLine,
       endLine: this.recLine + breaks - (term > 0 ? 1 : 0),
@@ -595,23 +655,59 @@ export class CsvQuoteGuard extends Transform {
       raw: b.toString(this.lex!.encoding, from, from + keep),
       truncated: keep < textEnd - from,
       atEnd,
-    });
-    if (from > 0) this.push(b.subarray(0, from));
+    };
+    if (from > 0) this.passOn(b.subarray(0, from));
     this.held = b.subarray(from);
-    this.afterCut(end - from, this.recLine + breaks, breaks);
+    this.afterCut(end - from, this.recLine + breaks, cut);
   }
 
-  /** Drops held[0, end), puts `breaks` CRLFs in its place and scans on from a fresh state at `line`. */
-  private afterCut(end: number, line: number, breaks: number): void {
+  /** Drops held[0, end), puts the cut's `breaks` CRLFs in its place and scans on from a fresh state at `line`. */
+  private afterCut(end: number, line: number, cut: CsvCut): void {
+    const breaks = cut.breaks;
+    const start = this.outBytes;
     if (breaks > 0) {
       const L = this.lex!;
       const crlf = Buffer.concat([L.cr, L.lf]);
-      this.push(Buffer.concat(Array.from({ length: breaks }, () => crlf)));
+      this.passOn(Buffer.concat(Array.from({ length: breaks }, () => crlf)));
     }
+    this.spans.push({ startLine: cut.startLine, endLine: cut.endLine, start, end: this.outBytes, cut });
     this.held = this.held.subarray(end);
     this.p = this.rec = 0;
+    this.recStart = this.outBytes;
     this.crEnd = -1;
     this.line = this.recLine = line;
     this.resetRecord();
+  }
+}
+
+/** A FIFO of spans: `shift` costs O(1) (the array is compacted now and then). */
+export class SpanQueue {
+  private items: CsvSpan[] = [];
+  private first = 0;
+
+  get length(): number {
+    return this.items.length - this.first;
+  }
+
+  push(s: CsvSpan): void {
+    this.items.push(s);
+  }
+
+  head(): CsvSpan | undefined {
+    return this.items[this.first];
+  }
+
+  shift(): CsvSpan | undefined {
+    const s = this.items[this.first];
+    if (s === undefined) return undefined;
+    this.first++;
+    if (this.first === this.items.length) {
+      this.items = [];
+      this.first = 0;
+    } else if (this.first >= 1024 && this.first * 2 >= this.items.length) {
+      this.items = this.items.slice(this.first);
+      this.first = 0;
+    }
+    return s;
   }
 }

@@ -12,18 +12,7 @@ import {
   type InvalidBytes,
   type TextEncoding,
 } from './decode-stream.js';
-import { CsvQuoteGuard, type CsvCut, type GuardLimits } from './csv-quote-guard.js';
-import {
-  afterLastBreak,
-  countBreaks,
-  countCrlf,
-  findNextRecordStart,
-  matchRawBackward,
-  parserLineIncrements,
-  skipLines,
-  skipRawLines,
-  trimTrailingBreaks,
-} from './csv-raw-text.js';
+import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits, type SpanQueue } from './csv-quote-guard.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
 import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
@@ -41,63 +30,39 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
  * emits one reject per cut, in file order, before the next record csv-parse yields.
  *
  * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
- * ragged row is still seen with its real field count, and with `info` + `raw` so each record knows
- * where it is. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through
- * `on_skip`, which pushes a marker into the parser's own output: rejects stay in file order and share
- * its backpressure.
+ * ragged row is still seen with its real field count, and with `info` for the byte offset where each record
+ * ends. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through `on_skip`,
+ * which pushes a marker into the parser's own output: rejects stay in file order and share its backpressure.
  *
- * Line numbers. `info.lines` is csv-parse's line counter when a record ends, but it counts a CRLF
- * inside a quoted field as two lines. The reader keeps `anchorLine` (true line where the next record's
- * raw text begins) and `corr` (csv-parse's over-count so far, = the CRLFs seen inside quoted fields):
- *   start = anchorLine + empty/comment lines skipped before it;  end = info.lines − corr.
- * A multi-line record (end > start) whose raw contains CRLF checks its fields for CRLF pairs; a
- * single-line record costs a few integer operations.
- *
- * Malformed records. A dropped record's text is recovered from the ByteWindow when the next record
- * (or error, or the end of file) shows where it stopped: from `anchorOffset` (the byte offset where
- * the dropped record's raw begins = end of the previous record) up to where the next raw begins. That
- * also re-synchronises line numbers exactly. If the text cannot be matched (should not happen), the
- * reject carries the partial raw csv-parse gave and line numbers fall back to csv-parse's counter.
+ * Where each record is. The guard scans every byte before csv-parse does and queues each record's span (true
+ * first and last line, byte range in the stream csv-parse reads, line of its first syntax error) and each cut.
+ * A record csv-parse yields is the span ending at its `info.bytes`; an error belongs to the first span ending
+ * after the error's `bytes`. Spans passed on the way are cuts (their rejects, in file order). A rejected
+ * record's text is its span's bytes, from the ByteWindow (the guard's output, kept from the first record not
+ * yet handled).
  */
-
-interface RowInfo {
-  readonly lines: number;
-  readonly bytes: number;
-  readonly empty_lines: number;
-  readonly comment_lines: number;
-}
 
 interface ParsedRow {
   record: string[];
-  raw: string;
-  info: RowInfo;
+  info: { readonly bytes: number };
 }
 
 /** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
 class SkippedRecord {
-  constructor(
-    readonly error: CsvError,
-    readonly raw: string,
-  ) {}
+  constructor(readonly error: CsvError) {}
 }
 
-/** A dropped record waiting to learn where it ends. */
+/** A dropped record; its reject waits until csv-parse is past it (later errors of the same record, its text). */
 interface PendingDrop {
   record: number;
-  /** True line where its raw text begins (before leading empty/comment lines). */
-  rawStartLine: number;
-  /** True line where the record begins. */
-  startLine: number;
-  /** Empty/comment lines before the record inside its raw. */
-  lead: number;
-  /** csv-parse's line number of the raw's first character (identifies the record across errors). */
-  parserStart: number;
+  span: CsvSpan;
   error: CsvError;
-  errorLine: number;
-  /** Longest partial raw csv-parse reported for this record. */
-  lastRaw: string;
-  /** A later error of the same record said its quote is never closed (it runs to the end of the file). */
+  /** An error of the record said its quote is never closed (it runs to the end of the file). */
   unclosed: boolean;
+}
+
+function outOfStep(pos: number): Error {
+  return new Error(`CSV reader out of step with its quote guard at byte ${pos}`);
 }
 
 const noop = (): void => undefined;
@@ -137,7 +102,6 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
     trim: o.trim ?? false,
     skip_empty_lines: o.skipEmptyLines ?? true,
     info: true,
-    raw: true,
     relax_column_count: true,
     skip_records_with_error: true,
     // Explicit (not auto-detected from the first line): a file mixing LF and CRLF lines must not leave
@@ -233,8 +197,8 @@ function startParse(options: ReaderOptions, input: Readable): Started {
   const window = new ByteWindow();
   const parser: Parser = new Parser({
     ...options.parse,
-    on_skip: (err: CsvError | undefined, raw: string | undefined) => {
-      if (err !== undefined) parser.push(new SkippedRecord(err, raw ?? ''));
+    on_skip: (err: CsvError | undefined) => {
+      if (err !== undefined) parser.push(new SkippedRecord(err));
     },
   });
   pipeline(input, decoder, guard, window, parser, noop);
@@ -247,31 +211,24 @@ class CsvReadState {
   headerLine: number | undefined;
   /** Data records so far (rejected ones included). */
   recordNo = 0;
-  /** True line where the next raw text begins. */
-  anchorLine = 1;
-  /** Byte offset where the next raw text begins (valid while `synced`). */
-  anchorOffset = 0;
-  synced = true;
-  /** csv-parse's line over-count so far (CRLFs inside quoted fields). */
-  corr = 0;
-  prevEmpty = 0;
-  prevComment = 0;
-  /** Set when line numbers of the current row were already re-synchronised from text. */
-  resynced = false;
+  /** True line after the last record handled (for a read error's message). */
+  nextLine = 1;
   pending: PendingDrop | undefined;
   /** Items ready to be yielded, in file order. */
   readonly out: SourceItem[] = [];
-  /** Rows starting before this line are the empty lines a cut left (they are records when skipEmptyLines is off). */
-  private cutUntil = 0;
+  private readonly spans: SpanQueue;
+  /** A cut whose reject is out while its empty lines are still read (skipEmptyLines off). */
+  private shownCut: CsvCut | undefined;
 
   constructor(
     readonly cfg: SourceConfig,
     readonly parser: Parser,
     readonly window: ByteWindow,
-    readonly guard: CsvQuoteGuard,
+    guard: CsvQuoteGuard,
     readonly limits: GuardLimits,
     readonly decoder: DecodeToUtf8,
   ) {
+    this.spans = guard.spans;
     const columns = cfg.csv?.columns;
     if (columns !== undefined) {
       checkColumnNames(cfg, columns, undefined);
@@ -280,67 +237,82 @@ class CsvReadState {
     }
   }
 
-  private encoding(): BufferEncoding {
-    return this.parser.options.encoding ?? 'utf8';
+  /** The file text of a span without its final line break ('' if the window no longer holds it: should not happen). */
+  private spanText(s: CsvSpan): string {
+    const buf = this.window.slice(s.start, s.end);
+    if (buf === undefined) return '';
+    const text = buf.toString(this.parser.options.encoding ?? 'utf8');
+    const cut = text.endsWith('\r\n') ? 2 : text.endsWith('\n') || text.endsWith('\r') ? 1 : 0;
+    return text.slice(0, text.length - cut);
+  }
+
+  /** Done with the bytes before `end`. */
+  private release(end: number): void {
+    if (end > this.window.floor) this.window.floor = end;
+  }
+
+  /**
+   * Takes the spans ending before `pos` (a cut among them becomes its reject; a skipped record's span is never
+   * before `pos`) and returns the first span left, not taken.
+   */
+  private spanFrom(pos: number, passCuts: boolean): CsvSpan | undefined {
+    const spans = this.spans;
+    for (;;) {
+      const s = spans.head();
+      if (s === undefined || (s.end >= pos && !(passCuts && s.cut !== undefined))) return s;
+      spans.shift();
+      if (s.cut !== undefined) this.cutReject(s.cut);
+      this.release(s.end);
+      this.nextLine = s.endLine + 1;
+    }
   }
 
   /** Handles one parsed record: the header, a data record or a ragged-row reject (into `out`). */
   onRow(row: ParsedRow): void {
-    const info = row.info;
-    const lead = info.empty_lines - this.prevEmpty + info.comment_lines - this.prevComment;
-    this.prevEmpty = info.empty_lines;
-    this.prevComment = info.comment_lines;
-    if (this.pending !== undefined) this.out.push(this.resolveBeforeRow(row, lead));
-    const start = this.anchorLine + lead;
-    let end = info.lines - this.corr;
-    if (this.resynced) {
-      this.resynced = false;
-    } else if (end > start && row.raw.indexOf('\r\n') !== -1) {
-      // A multi-line record: csv-parse counted each CRLF inside a quoted field twice.
-      let pairs = 0;
-      const fields = row.record;
-      for (let i = 0; i < fields.length; i++) if (fields[i].indexOf('\r\n') !== -1) pairs += countCrlf(fields[i]);
-      end -= pairs;
-      this.corr += pairs;
+    if (this.pending !== undefined) this.resolvePending();
+    const pos = row.info.bytes;
+    const span = this.spanFrom(pos, false);
+    if (span?.cut !== undefined) {
+      // an empty line a cut left (a record when skipEmptyLines is off): the cut's reject, once
+      this.cutReject(span.cut);
+      if (span.end === pos) this.spans.shift();
+      return;
     }
-    this.anchorLine = end + 1;
-    this.anchorOffset = info.bytes;
-    this.window.floor = info.bytes;
-    this.synced = true;
+    if (span?.end !== pos) throw outOfStep(pos);
+    this.spans.shift();
+    this.nextLine = span.endLine + 1;
+    this.onRecord(row.record, span);
+    this.release(span.end);
+  }
 
-    this.flushCuts(start);
-    if (start < this.cutUntil) return; // an empty line left by a cut
-
+  private onRecord(fields: string[], span: CsvSpan): void {
+    const start = span.startLine;
     // invalid bytes on lines before `start` were in rejected records or comment lines: dropped
     const invalid = this.decoder.invalid;
-    if (invalid.length > 0 && invalid[0].line <= end) {
-      const found = takeInvalid(invalid, start, end);
+    if (invalid.length > 0 && invalid[0].line <= span.endLine) {
+      const found = takeInvalid(invalid, start, span.endLine);
       if (found.length > 0) {
-        this.encodingReject(row, lead, start, found);
+        this.encodingReject(span, found);
         return;
       }
     }
-
     const header = this.header;
     if (header === undefined) {
-      checkColumnNames(this.cfg, row.record, start);
-      this.header = row.record;
-      this.width = row.record.length;
+      checkColumnNames(this.cfg, fields, start);
+      this.header = fields;
+      this.width = fields.length;
       this.headerLine = start;
       return;
     }
     const record = ++this.recordNo;
-    const fields = row.record;
     const width = this.width;
     if (fields.length !== width) {
-      const from = skipRawLines(row.raw, lead);
-      const raw = row.raw.slice(from, trimTrailingBreaks(row.raw, from));
       const expected = this.headerLine === undefined ? '`csv.columns`' : `header, line ${this.headerLine}`;
       this.out.push(rejectItem(
         { source: this.cfg.name, file: this.cfg.path, line: start, record },
         'csv-ragged',
         `expected ${width} fields (${expected}), got ${fields.length}`,
-        raw,
+        this.spanText(span),
       ));
       return;
     }
@@ -350,88 +322,90 @@ class CsvReadState {
   }
 
   /** A record (or the header row: fatal) holding bytes not valid in the file's encoding. */
-  private encodingReject(row: ParsedRow, lead: number, start: number, found: InvalidBytes[]): void {
+  private encodingReject(span: CsvSpan, found: InvalidBytes[]): void {
     const advice = encodingAdvice(this.decoder, this.cfg.csv?.encoding, '`csv.encoding`');
     if (this.header === undefined) {
-      throw sourceFatal(this.cfg, `cannot read the header row: ${invalidBytesMessage(found, advice)}`, { code: 'encoding-invalid', line: start });
+      throw sourceFatal(this.cfg, `cannot read the header row: ${invalidBytesMessage(found, advice)}`, { code: 'encoding-invalid', line: span.startLine });
     }
-    const from = skipRawLines(row.raw, lead);
-    const raw = row.raw.slice(from, trimTrailingBreaks(row.raw, from));
-    const origin = { source: this.cfg.name, file: this.cfg.path, line: start, record: ++this.recordNo };
-    this.out.push(rejectItem(origin, 'encoding-invalid', invalidBytesMessage(found, advice), raw));
+    const origin = { source: this.cfg.name, file: this.cfg.path, line: span.startLine, record: ++this.recordNo };
+    this.out.push(rejectItem(origin, 'encoding-invalid', invalidBytesMessage(found, advice), this.spanText(span)));
   }
 
-  /** Handles a record csv-parse dropped; the reject of the *previous* dropped record, if now complete, goes to `out`. */
+  /** Handles an error csv-parse reports for a record it drops; the reject waits until csv-parse is past the record. */
   onSkip(item: SkippedRecord): void {
     const err = item.error;
-    const raw = item.raw;
-    const parserStart = Number(err.lines) - parserLineIncrements(raw);
+    // csv-parse's `bytes` when it reports an error: at or after the end of the previous record, before this one's end
+    const pos = Number(err.bytes);
     const p = this.pending;
-    if (p !== undefined && parserStart === p.parserStart && raw.startsWith(p.lastRaw)) {
-      if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(p.startLine);
-      p.lastRaw = raw; // another error in the same record
-      if (err.code === 'CSV_QUOTE_NOT_CLOSED') p.unclosed = true;
+    if (p !== undefined && pos < p.span.end) {
+      if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(p.span.startLine);
+      if (err.code === 'CSV_QUOTE_NOT_CLOSED') p.unclosed = true; // another error in the same record
       return;
     }
-    if (p !== undefined) this.out.push(this.resolveBeforeSkip(p, raw));
-    const lead = Number(err.empty_lines) - this.prevEmpty + Number(err.comment_lines) - this.prevComment;
-    this.prevEmpty = Number(err.empty_lines);
-    this.prevComment = Number(err.comment_lines);
-    const rawStartLine = this.synced ? this.anchorLine : parserStart - this.corr;
-    const startLine = rawStartLine + lead;
-    if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(startLine);
-    this.flushCuts(startLine);
+    if (p !== undefined) this.resolvePending();
+    const span = this.spanFrom(pos + 1, true);
+    if (span === undefined) throw outOfStep(pos);
+    this.spans.shift();
+    this.nextLine = span.endLine + 1;
+    if (err.code === 'CSV_MAX_RECORD_SIZE') throw this.tooLong(span.startLine);
     if (this.header === undefined) {
       throw sourceFatal(this.cfg, `cannot read the header row: ${describeCsvError(err, undefined)}`, {
         code: 'csv-syntax',
-        line: startLine,
+        line: span.startLine,
       });
     }
-    const bodyFrom = skipRawLines(raw, lead);
-    this.pending = {
-      record: ++this.recordNo,
-      rawStartLine,
-      startLine,
-      lead,
-      parserStart,
-      error: err,
-      errorLine: startLine + countBreaks(raw, bodyFrom, raw.length),
-      lastRaw: raw,
-      unclosed: false,
-    };
+    this.pending = { record: ++this.recordNo, span, error: err, unclosed: err.code === 'CSV_QUOTE_NOT_CLOSED' };
   }
 
   /** At the end of the file: the reject of a last dropped record and the cuts after it, if any. */
   finish(): void {
-    const p = this.pending;
-    if (p !== undefined) {
-      this.pending = undefined;
-      const text = this.synced ? this.windowText(this.window.total) : undefined;
-      this.out.push(text === undefined ? this.partialReject(p) : this.dropReject(p, text.text, 0, text.text.length));
-    }
-    this.flushCuts(Infinity);
+    if (this.pending !== undefined) this.resolvePending();
+    this.spanFrom(Infinity, true);
   }
 
-  /** Emits the rejects of the records the guard cut before line `upTo` (a cut before the header row is fatal). */
-  private flushCuts(upTo: number): void {
-    const cuts = this.guard.cuts;
-    while (cuts.length > 0 && cuts[0].startLine <= upTo) {
-      const c = cuts.shift()!;
-      if (this.header === undefined) {
-        throw sourceFatal(this.cfg, `cannot read the header row: ${this.cutReason(c)}`, {
-          code: cutCode(c),
-          line: c.startLine,
-          hint: c.reason === 'size' ? CUT_SIZE_HINT : CUT_QUOTE_HINT,
-        });
-      }
-      this.cutUntil = c.startLine + c.breaks;
-      const lines = c.endLine > c.startLine ? `lines ${c.startLine}–${c.endLine}` : `line ${c.startLine}`;
-      let message = `${this.cutReason(c)}: ${lines} rejected${c.atEnd ? '' : `, reading resumed at line ${c.endLine + 1}`}`;
-      if (c.truncated) message += ` (raw: its first ${this.limits.rawExcerptBytes} bytes)`;
-      this.out.push(
-        rejectItem({ source: this.cfg.name, file: this.cfg.path, line: c.startLine, record: ++this.recordNo }, cutCode(c), message, c.raw),
-      );
+  private resolvePending(): void {
+    const p = this.pending!;
+    this.pending = undefined;
+    this.out.push(this.syntaxReject(p, this.spanText(p.span)));
+    this.release(p.span.end);
+  }
+
+  private syntaxReject(p: PendingDrop, raw: string): SourceItem {
+    const { startLine, endLine } = p.span;
+    const errorLine = p.span.errorLine ?? startLine;
+    let message = describeCsvError(p.error, this.header);
+    if (p.error.code === 'CSV_QUOTE_NOT_CLOSED') {
+      message += `: lines ${startLine}–${endLine} (to the end of the file) were read as one record`;
+    } else {
+      if (errorLine !== startLine) message += ` at line ${errorLine}`;
+      if (p.unclosed) message += `; a quote is then never closed: lines ${startLine}–${endLine} (to the end of the file) were read as one record`;
+      else if (endLine > startLine) message += `; the record spans lines ${startLine}–${endLine}`;
     }
+    return rejectItem(
+      { source: this.cfg.name, file: this.cfg.path, line: startLine, record: p.record },
+      'csv-syntax',
+      message,
+      raw,
+    );
+  }
+
+  /** The reject of a record the guard cut (before the header row: fatal). */
+  private cutReject(c: CsvCut): void {
+    if (c === this.shownCut) return;
+    this.shownCut = c;
+    if (this.header === undefined) {
+      throw sourceFatal(this.cfg, `cannot read the header row: ${this.cutReason(c)}`, {
+        code: cutCode(c),
+        line: c.startLine,
+        hint: c.reason === 'size' ? CUT_SIZE_HINT : CUT_QUOTE_HINT,
+      });
+    }
+    const lines = c.endLine > c.startLine ? `lines ${c.startLine}–${c.endLine}` : `line ${c.startLine}`;
+    let message = `${this.cutReason(c)}: ${lines} rejected${c.atEnd ? '' : `, reading resumed at line ${c.endLine + 1}`}`;
+    if (c.truncated) message += ` (raw: its first ${this.limits.rawExcerptBytes} bytes)`;
+    this.out.push(
+      rejectItem({ source: this.cfg.name, file: this.cfg.path, line: c.startLine, record: ++this.recordNo }, cutCode(c), message, c.raw),
+    );
   }
 
   /** What went wrong in a cut record (no field value: column names only, escaped). */
@@ -454,109 +428,6 @@ class CsvReadState {
       case 'size':
         return `record longer than ${this.limits.maxRecordBytes} bytes without a line break (${col}; no open quote: a huge unquoted field, or not CSV)`;
     }
-  }
-
-  /** File text from `anchorOffset` to `to` (a BOM at offset 0 is left out). */
-  private windowText(to: number): { text: string; bomBytes: number } | undefined {
-    const buf = this.window.slice(this.anchorOffset, to);
-    if (buf === undefined) return undefined;
-    const text = buf.toString(this.encoding());
-    if (this.anchorOffset === 0 && text.charCodeAt(0) === 0xfeff) {
-      return { text: text.slice(1), bomBytes: Buffer.byteLength('\ufeff', this.encoding()) };
-    }
-    return { text, bomBytes: 0 };
-  }
-
-  /** The pending dropped record ends where `row`'s raw begins. */
-  private resolveBeforeRow(row: ParsedRow, lead: number): SourceItem {
-    const p = this.pending as PendingDrop;
-    this.pending = undefined;
-    const info = row.info;
-    const w = this.synced ? this.windowText(info.bytes) : undefined;
-    const i = w === undefined ? -1 : matchRawBackward(w.text, row.raw);
-    if (w !== undefined && i >= 0) {
-      const text = w.text;
-      const out = this.dropReject(p, text, 0, i);
-      const rowRawStart = p.rawStartLine + countBreaks(text, 0, i);
-      const rowEnd = rowRawStart + countBreaks(text, i, trimTrailingBreaks(text, i));
-      this.anchorLine = rowRawStart;
-      this.corr = info.lines - rowEnd;
-      this.resynced = true;
-      return out;
-    }
-    const out = this.partialReject(p);
-    // Line numbers from csv-parse's counter: derive the row's start from its end.
-    const raw = row.raw;
-    const from = skipRawLines(raw, lead);
-    const to = trimTrailingBreaks(raw, from);
-    const pairs = countCrlf(raw, from, to);
-    this.corr += pairs;
-    const end = info.lines - this.corr;
-    this.anchorLine = end - countBreaks(raw, from, to) - lead;
-    this.resynced = true;
-    return out;
-  }
-
-  /** The pending dropped record ends where the next dropped record (partial raw `nextRaw`) begins. */
-  private resolveBeforeSkip(p: PendingDrop, nextRaw: string): SourceItem {
-    this.pending = undefined;
-    if (this.synced) {
-      // Decode only what is needed, growing: a run of malformed rows must not decode the window each time.
-      const total = this.window.total;
-      let size = 4 * (p.lastRaw.length + nextRaw.length) + 256;
-      for (;;) {
-        const to = Math.min(total, this.anchorOffset + size);
-        const w = this.windowText(to);
-        if (w === undefined) break;
-        // a cut in the middle of a character or line: decide on complete lines only
-        const text = to === total ? w.text : w.text.slice(0, afterLastBreak(w.text));
-        const q = findNextRecordStart(text, p.lastRaw, nextRaw);
-        if (q >= 0) {
-          const out = this.dropReject(p, text, 0, q);
-          this.anchorOffset += w.bomBytes + Buffer.byteLength(text.slice(0, q), this.encoding());
-          this.window.floor = this.anchorOffset;
-          this.anchorLine = p.rawStartLine + countBreaks(text, 0, q);
-          return out;
-        }
-        if (q === -1 || to === total) break;
-        size *= 4;
-      }
-    }
-    this.synced = false;
-    return this.partialReject(p);
-  }
-
-  /** Reject for a dropped record whose file text is text[from, to). */
-  private dropReject(p: PendingDrop, text: string, from: number, to: number): SourceItem {
-    const bodyFrom = skipLines(text, p.lead, from);
-    const bodyTo = trimTrailingBreaks(text, bodyFrom, to);
-    this.corr += countCrlf(text, bodyFrom, bodyTo);
-    return this.syntaxReject(p, text.slice(bodyFrom, bodyTo), p.startLine + countBreaks(text, bodyFrom, bodyTo));
-  }
-
-  /** Reject for a dropped record whose end is unknown: the raw csv-parse gave up to the last error. */
-  private partialReject(p: PendingDrop): SourceItem {
-    const from = skipRawLines(p.lastRaw, p.lead);
-    const to = trimTrailingBreaks(p.lastRaw, from);
-    this.corr += countCrlf(p.lastRaw, from, to);
-    return this.syntaxReject(p, p.lastRaw.slice(from, to), p.startLine + countBreaks(p.lastRaw, from, to));
-  }
-
-  private syntaxReject(p: PendingDrop, raw: string, endLine: number): SourceItem {
-    let message = describeCsvError(p.error, this.header);
-    if (p.error.code === 'CSV_QUOTE_NOT_CLOSED') {
-      message += `: lines ${p.startLine}–${endLine} (to the end of the file) were read as one record`;
-    } else {
-      if (p.errorLine !== p.startLine) message += ` at line ${p.errorLine}`;
-      if (p.unclosed) message += `; a quote is then never closed: lines ${p.startLine}–${endLine} (to the end of the file) were read as one record`;
-      else if (endLine > p.startLine) message += `; the record spans lines ${p.startLine}–${endLine}`;
-    }
-    return rejectItem(
-      { source: this.cfg.name, file: this.cfg.path, line: p.startLine, record: p.record },
-      'csv-syntax',
-      message,
-      raw,
-    );
   }
 
   private tooLong(startLine: number): Error {
@@ -599,7 +470,7 @@ export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal, bytes?: 
     for (const item of out) yield item;
     out.length = 0;
   } catch (err) {
-    throw wrapReadError(cfg, err, { line: state?.anchorLine, what: 'CSV read error' });
+    throw wrapReadError(cfg, err, { line: state?.nextLine, what: 'CSV read error' });
   } finally {
     parser?.destroy();
     input.destroy();
