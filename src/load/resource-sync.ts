@@ -30,7 +30,10 @@ export type SyncOutcome =
   | { kind: 'deferred' } // outcome unknown: reconciled at the end of the phase
   | { kind: 'rejected'; issues: Issue[] };
 
-/** What the server holds for one mapped resource (`inspect`: state rebuild and check; nothing is sent). */
+/**
+ * What the server holds for one mapped resource (`inspect`: state rebuild and check; nothing is sent). `equal`:
+ * a `--reconcile always` run would send nothing for it (`decide`).
+ */
 export type Inspection =
   | { kind: 'found'; serverId: string; via: 'ledger' | 'match'; equal: boolean }
   /** Not on the server: a run would create it. `vanished`: the ledger records a server id the server no longer has. */
