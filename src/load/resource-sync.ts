@@ -195,18 +195,10 @@ export class ResourceSync {
     // `always` listed the type before the phase: the server, not the ledger, says what is there.
     const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
     const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
-    const d = await this.#decide(item, entry, byId, mapped);
-    if (d.kind === 'update') {
-      const outcome = await this.#update(item, d.serverId, mapped.hash);
-      if (outcome.kind !== 'rejected' || !outcome.issues.some((i) => hasCode(i, 'http-404'))) return outcome;
-      // The server no longer has the recorded id: decided again, knowing it is gone.
-      const again = await this.#decide(item, entry, null, mapped, `${this.#type}/${d.serverId} recorded in the state answered 404`);
-      return this.#carryOut(item, entry, again, mapped);
-    }
-    return this.#carryOut(item, entry, d, mapped);
+    return this.#carryOut(item, entry, await this.#decide(item, entry, byId, mapped), mapped);
   }
 
-  /** The run's part: what `decide` says, done (an update's 404 is handled by `#sync`). */
+  /** The run's part: what `decide` says, done. */
   async #carryOut(item: MappedResource, entry: LedgerEntry | undefined, d: Looked, mapped: MappedView): Promise<SyncOutcome> {
     const matchValue = matchValueOf(mapped);
     switch (d.kind) {
@@ -219,8 +211,12 @@ export class ResourceSync {
         this.#seen.push(item.key);
         if (this.#seen.length >= 1000) this.flushSeen();
         return { kind: 'unchanged', serverId: d.serverId };
-      case 'update':
-        return this.#update(item, d.serverId, mapped.hash);
+      case 'update': {
+        const outcome = await this.#update(item, d.serverId, mapped.hash);
+        if (outcome.kind !== 'rejected' || !outcome.issues.some((i) => hasCode(i, 'http-404'))) return outcome;
+        // The server no longer has the recorded id: decided again, knowing it is gone (never an update then).
+        return this.#carryOut(item, entry, await this.#decide(item, entry, null, mapped, `${this.#type}/${d.serverId} recorded in the state answered 404`), mapped);
+      }
       case 'adopt':
         return this.#adopt(item, mapped.hash, d.resource);
       case 'create':
