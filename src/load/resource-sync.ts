@@ -13,6 +13,7 @@ import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparable, comparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
 import { decideIdentity, MatchClaims } from './identity-check.js';
+import { decide, decideFound, teamUpdate, type FoundDecision, type Looked, type Matches, type MappedView } from './decide.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from '../core/retry.js';
@@ -29,7 +30,10 @@ export type SyncOutcome =
   | { kind: 'deferred' } // outcome unknown: reconciled at the end of the phase
   | { kind: 'rejected'; issues: Issue[] };
 
-/** What the server holds for one mapped resource (`inspect`: state rebuild and check; nothing is sent). */
+/**
+ * What the server holds for one mapped resource (`inspect`: state rebuild and check; nothing is sent). `equal`:
+ * a `--reconcile always` run would send nothing for it (`decide`).
+ */
 export type Inspection =
   | { kind: 'found'; serverId: string; via: 'ledger' | 'match'; equal: boolean }
   /** Not on the server: a run would create it. `vanished`: the ledger records a server id the server no longer has. */
@@ -96,8 +100,6 @@ const RECONCILE_ROUNDS = 10;
 
 /** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
 const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
-
-type FoundResult = { kind: 'none' } | { kind: 'ambiguous' } | { kind: 'one'; resource: IndexedResource } | { kind: 'rejected'; issues: Issue[] };
 
 const issue = (code: KnownIssueCode, message: string): Issue[] => [{ severity: 'error', code, message }];
 
@@ -186,40 +188,65 @@ export class ResourceSync {
   }
 
   async #sync(item: MappedResource): Promise<SyncOutcome> {
-    const { scope } = this.deps;
     // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
     // the state is lost would fail at the worst time.
-    const identity = await decideIdentity(this.#rule, item.resource);
-    if (!identity.ok) return { kind: 'rejected', issues: identity.issues };
-    const { matchValue } = identity;
-    const hash = contentHash(item.resource);
-    const entry = scope.get(item.mapping, item.key);
-    if (entry?.status === 'pending') {
-      this.#deferred.push({ item, hash, matchValue: entry.matchValue ?? matchValue, earlier: entry.lastRunId !== this.deps.runId });
-      return { kind: 'deferred' };
-    }
-    if (entry?.serverId) {
-      // `always` listed the type before the phase: the server, not the ledger, says what is there.
-      const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
-      const onServer = listed?.get(entry.serverId);
-      if (listed && !onServer) return this.#createOrAdopt(item, hash, matchValue, `${this.#type}/${entry.serverId} recorded in the state is gone from the server`);
-      if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt && (!onServer || onServer.hash === comparableHash(item.resource))) {
-        this.#seen.push(item.key);
-        if (this.#seen.length >= 1000) this.flushSeen();
-        return { kind: 'unchanged', serverId: entry.serverId };
-      }
-      const outcome = await this.#update(item, entry.serverId, hash);
-      if (outcome.kind === 'rejected' && outcome.issues.some((i) => hasCode(i, 'http-404'))) {
-        return this.#createOrAdopt(item, hash, matchValue, `${this.#type}/${entry.serverId} recorded in the state answered 404`);
-      }
-      return outcome;
-    }
-    return this.#createOrAdopt(item, hash, matchValue);
+    const mapped = await this.#mapped(item);
+    const entry = this.deps.scope.get(item.mapping, item.key);
+    // `always` listed the type before the phase: the server, not the ledger, says what is there.
+    const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
+    const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
+    return this.#carryOut(item, entry, await this.#decide(item, entry, byId, mapped), mapped);
   }
 
-  /** Why this mapping needs a listing before creating a key the ledger does not know; undefined: create directly. */
-  #reasonToLook(): string | undefined {
-    if (this.deps.policy === 'never') return undefined;
+  /** The run's part: what `decide` says, done. */
+  async #carryOut(item: MappedResource, entry: LedgerEntry | undefined, d: Looked, mapped: MappedView): Promise<SyncOutcome> {
+    const matchValue = matchValueOf(mapped);
+    switch (d.kind) {
+      case 'reject':
+        return { kind: 'rejected', issues: d.issues };
+      case 'defer':
+        if (d.why === 'pending') this.#deferred.push({ item, hash: mapped.hash, matchValue: entry?.matchValue ?? matchValue, earlier: entry?.lastRunId !== this.deps.runId });
+        return { kind: 'deferred' };
+      case 'unchanged':
+        this.#seen.push(item.key);
+        if (this.#seen.length >= 1000) this.flushSeen();
+        return { kind: 'unchanged', serverId: d.serverId };
+      case 'update': {
+        const outcome = await this.#update(item, d.serverId, mapped.hash);
+        if (outcome.kind !== 'rejected' || !outcome.issues.some((i) => hasCode(i, 'http-404'))) return outcome;
+        // The server no longer has the recorded id: decided again, knowing it is gone (never an update then).
+        return this.#carryOut(item, entry, await this.#decide(item, entry, null, mapped, `${this.#type}/${d.serverId} recorded in the state answered 404`), mapped);
+      }
+      case 'adopt':
+        return this.#adopt(item, mapped.hash, d.resource);
+      case 'create':
+        return this.#create(item, mapped.hash, matchValue);
+    }
+  }
+
+  /** What `decide` is given of the mapped resource. */
+  async #mapped(item: MappedResource): Promise<MappedView> {
+    return { type: this.#type, identity: await decideIdentity(this.#rule, item.resource), hash: contentHash(item.resource), comparable: comparableHash(item.resource) };
+  }
+
+  /**
+   * `decide`, searching the server by match rule when it asks to (`look`: the key is claimed, the type listed).
+   * A key left ambiguous is kept for the settling once every key is known. Never returns `look`.
+   */
+  async #decide(item: MappedResource, entry: LedgerEntry | undefined, byId: IndexedResource | null | undefined, mapped: MappedView, why?: string, policy = this.deps.policy): Promise<Looked> {
+    const first = decide(entry, { byId }, mapped, policy);
+    if (first.kind !== 'look' && !(first.kind === 'create' && first.blind)) return first;
+    const matchValue = matchValueOf(mapped);
+    this.#claim(matchValue, item.key);
+    if (first.kind !== 'look') return first;
+    const index = await this.deps.indexes.get(this.#type, why ?? first.gone ?? this.#reasonToLook());
+    const d = decide(entry, { byId, matches: this.#found(item.key, matchValue, mapped.comparable, index) }, mapped, policy);
+    if (d.kind === 'defer') this.#ambiguous.push({ item, hash: mapped.hash, matchValue });
+    return d;
+  }
+
+  /** Why this mapping needs a listing before creating a key the ledger does not know (decided once, at the first one). */
+  #reasonToLook(): string {
     if (this.#unknownReason === undefined) {
       const synced = this.deps.scope.counts(this.res.def.name).synced;
       this.#unknownReason = synced === 0
@@ -229,44 +256,26 @@ export class ResourceSync {
     return this.#unknownReason;
   }
 
-  /** A key without a server id in the ledger: find it on the server by its match rule, else create it. */
-  async #createOrAdopt(item: MappedResource, hash: string, matchValue: string, gone?: string): Promise<SyncOutcome> {
-    this.#claim(matchValue, item.key);
-    const reason = gone ?? this.#reasonToLook();
-    if (reason === undefined) return this.#create(item, hash, matchValue);
-    const index = await this.deps.indexes.get(this.#type, reason);
-    const found = this.#found(item.key, matchValue, comparableHash(item.resource), index);
-    if (found.kind === 'rejected') return found;
-    if (found.kind === 'none') return this.#create(item, hash, matchValue);
-    if (found.kind === 'ambiguous') {
-      this.#ambiguous.push({ item, hash, matchValue });
-      return { kind: 'deferred' };
-    }
-    return this.#adopt(item, hash, found.resource);
+  /** A deferred key against a final listing (every key sharing its match value known): adopted, created or rejected. */
+  #settled(a: { item: MappedResource; matchValue: string }, index: ServerIndex): Exclude<FoundDecision, { kind: 'defer' }> {
+    const d = decideFound(this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true), comparableHash(a.item.resource));
+    return d.kind === 'defer' ? { kind: 'reject', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`) } : d;
   }
 
   /** Keys left `ambiguous` by `#found`, now that every key sharing their match value is known. */
   async *#settleAmbiguous(): AsyncGenerator<{ item: MappedResource; outcome: SyncOutcome }> {
     for (const a of this.#ambiguous.splice(0)) {
       const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
-      const found = this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true);
-      if (found.kind === 'rejected' || found.kind === 'ambiguous') yield { item: a.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`) } };
-      else if (found.kind === 'none') yield { item: a.item, outcome: await this.#create(a.item, a.hash, a.matchValue) };
-      else yield { item: a.item, outcome: await this.#adopt(a.item, a.hash, found.resource) };
+      const d = this.#settled(a, index);
+      yield { item: a.item, outcome: d.kind === 'adopt' ? await this.#adopt(a.item, a.hash, d.resource) : d.kind === 'create' ? await this.#create(a.item, a.hash, a.matchValue) : { kind: 'rejected', issues: d.issues } };
     }
   }
 
-  /** `inspect` counterpart of `#settleAmbiguous`. */
+  /** Keys `inspect` left ambiguous, now that every key sharing their match value is known. */
   async *settleAmbiguousInspections(record: boolean): AsyncGenerator<{ item: MappedResource; inspection: Inspection }> {
     for (const a of this.#ambiguous.splice(0)) {
       const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
-      const mappedHash = comparableHash(a.item.resource);
-      const found = this.#found(a.item.key, a.matchValue, mappedHash, index, true);
-      if (found.kind === 'one') {
-        this.#owners.set(found.resource.id, a.item.key);
-        if (record) this.deps.scope.recordSynced({ mapping: a.item.mapping, key: a.item.key, resourceType: a.item.type, serverId: found.resource.id, versionId: found.resource.versionId, hash: a.hash, runId: this.deps.runId });
-        yield { item: a.item, inspection: { kind: 'found', serverId: found.resource.id, via: 'match', equal: true } };
-      } else yield { item: a.item, inspection: found.kind === 'rejected' ? found : { kind: 'absent' } };
+      yield { item: a.item, inspection: this.#inspection(a.item, undefined, this.#settled(a, index), record) };
     }
   }
 
@@ -276,7 +285,7 @@ export class ResourceSync {
    * one holding exactly the mapped content is taken if it is the only one; otherwise the key is rejected
    * naming them all — care-etl never picks one of two copies by chance.
    */
-  #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): FoundResult {
+  #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): Matches {
     const owner = (id: string) => this.#owners.get(id) ?? this.deps.scope.keyOfServerId(this.#type, id)?.key;
     let hits = index.lookup(this.res.def.name, matchValue).filter((r) => {
       const o = owner(r.id);
@@ -361,11 +370,11 @@ export class ResourceSync {
       let endedMembers: string[] = [];
       if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
         const server = await this.#call(() => client.get('CareTeam', id));
-        body = endDroppedParticipants(body, server, this.deps.now);
-        endedMembers = newlyEndedMembers(server, body);
+        const team = teamUpdate(body, server, this.deps.now);
+        ({ body, endedMembers } = team);
         // The mapped team plus the participants it keeps ended may be what the server holds already (an adoption
         // after the state was lost): then there is nothing to send.
-        if (comparableHash(body) === comparableHash(server)) {
+        if (team.same) {
           this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: server.meta?.versionId, hash, runId });
           return { kind: 'unchanged', serverId: id };
         }
@@ -382,55 +391,58 @@ export class ResourceSync {
   }
 
   /**
-   * What the server holds for this key, without sending anything (`care-etl state rebuild|check`). With
-   * `record`, a resource found is recorded in the ledger (synced, with the server's content hash unless it
-   * equals the mapped one, so the next run updates exactly what differs) and a recorded id the server no
-   * longer has is forgotten (the next run creates the key again).
+   * What the server holds for this key, without sending anything (`care-etl state rebuild|check`): decided as a
+   * `--reconcile always` run would (every key checked against the listing). With `record`, a resource found is
+   * recorded in the ledger (synced, with the server's content hash unless it equals the mapped one, so the next
+   * run updates exactly what differs) and a recorded id the server no longer has is forgotten (the next run
+   * creates the key again).
    */
   async inspect(item: MappedResource, record: boolean): Promise<Inspection> {
     try {
-      const { scope, runId } = this.deps;
       const index = await this.deps.indexes.get(this.#type, `state ${record ? 'rebuild' : 'check'}`);
-      const entry = scope.get(item.mapping, item.key);
-      const mappedHash = comparableHash(item.resource);
-      const write = (serverId: string, r: IndexedResource) => {
-        if (!record) return;
-        const hash = r.hash === mappedHash ? contentHash(item.resource) : r.hash;
-        scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId, versionId: r.versionId, hash, runId });
-      };
-      let vanished: string | undefined;
-      if (entry?.serverId) {
-        const r = index.get(entry.serverId);
-        if (r) {
-          this.#owners.set(r.id, item.key);
-          write(r.id, r);
-          return { kind: 'found', serverId: r.id, via: 'ledger', equal: r.hash === mappedHash };
-        }
-        vanished = entry.serverId;
-      }
-      const matchValue = await this.matchValue(item.resource);
-      this.#claim(matchValue, item.key);
-      const found = this.#found(item.key, matchValue, mappedHash, index);
-      if (found.kind === 'rejected') return found;
-      if (found.kind === 'ambiguous') {
-        this.#ambiguous.push({ item, hash: contentHash(item.resource), matchValue });
-        return { kind: 'deferred' };
-      }
-      if (found.kind === 'one') {
-        this.#owners.set(found.resource.id, item.key);
-        write(found.resource.id, found.resource);
-        return { kind: 'found', serverId: found.resource.id, via: 'match', equal: found.resource.hash === mappedHash };
-      }
-      if (record && entry) scope.forget(item.mapping, item.key);
-      return vanished ? { kind: 'absent', vanished } : { kind: 'absent' };
+      const mapped = await this.#mapped(item);
+      const entry = this.deps.scope.get(item.mapping, item.key);
+      const byId = entry?.serverId ? (index.get(entry.serverId) ?? null) : undefined;
+      // rebuild: decided as the entry it records will be (the server's copy, its content hash).
+      const seenAs = record && entry && byId ? { ...entry, status: 'synced' as const, hash: byId.hash === mapped.comparable ? mapped.hash : byId.hash, endedAt: undefined } : entry;
+      const d = await this.#decide(item, seenAs, byId, mapped, undefined, 'always');
+      const settled = d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: entry?.matchValue ?? matchValueOf(mapped) }, index) : d;
+      return this.#inspection(item, entry, settled, record, byId === null ? entry?.serverId : undefined);
     } catch (err) {
       if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;
       return { kind: 'rejected', issues: issuesOf(err) };
     }
   }
 
+  /** The `state` part: a decision told as what the server holds (recorded with `record`). */
+  #inspection(item: MappedResource, entry: LedgerEntry | undefined, d: Looked, record: boolean, vanished?: string): Inspection {
+    const write = (r: IndexedResource | undefined) => {
+      if (!r) return;
+      this.#owners.set(r.id, item.key);
+      if (!record) return;
+      const hash = r.hash === comparableHash(item.resource) ? contentHash(item.resource) : r.hash;
+      this.deps.scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: r.id, versionId: r.versionId, hash, runId: this.deps.runId });
+    };
+    switch (d.kind) {
+      case 'reject':
+        return { kind: 'rejected', issues: d.issues };
+      case 'defer':
+        return { kind: 'deferred' };
+      case 'unchanged':
+      case 'update':
+        write(d.onServer);
+        return { kind: 'found', serverId: d.serverId, via: 'ledger', equal: d.kind === 'unchanged' };
+      case 'adopt':
+        write(d.resource);
+        return { kind: 'found', serverId: d.resource.id, via: 'match', equal: !d.update };
+      case 'create':
+        if (record && entry) this.deps.scope.forget(item.mapping, item.key);
+        return vanished ? { kind: 'absent', vanished } : { kind: 'absent' };
+    }
+  }
+
   /**
-   * What a run would do with this key — decided as `sync` decides it (same ledger rules, same match rule, same
+   * What a run would do with this key — `decide` as `sync` calls it (same ledger rules, same match rule, same
    * reconcile policy), without sending or recording anything (`care-etl plan`). Needs the run's indexes built
    * with `keepBodies`: the type is listed once and every outcome carries the server's body, so an update can be
    * shown as a field-level diff. Keys the state records are compared with the listing too (`drift`).
@@ -445,76 +457,57 @@ export class ResourceSync {
   }
 
   async #plan(item: MappedResource): Promise<PlanOutcome> {
-    const { scope, policy } = this.deps;
-    const identity = await decideIdentity(this.#rule, item.resource); // as `#sync`: every row
-    if (!identity.ok) return { kind: 'rejected', issues: identity.issues };
+    const mapped = await this.#mapped(item);
+    if (!mapped.identity.ok) return { kind: 'rejected', issues: mapped.identity.issues }; // as `sync`: before any listing
     const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
-    const hash = contentHash(item.resource);
-    const mappedHash = comparableHash(item.resource);
-    const entry = scope.get(item.mapping, item.key);
-    if (entry?.status === 'pending') {
-      // The run defers it and reconciles it against a fresh listing: found → adopted, else created.
-      const matchValue = entry.matchValue ?? (await this.matchValue(item.resource));
-      return this.#planFound(item, this.#found(item.key, matchValue, mappedHash, index, true), index, { note: 'an interrupted create of an earlier run that never reached the server' });
+    const entry = this.deps.scope.get(item.mapping, item.key);
+    const byId = entry?.serverId ? (index.get(entry.serverId) ?? null) : undefined;
+    const d = await this.#decide(item, entry, byId, mapped);
+    if (d.kind === 'defer' && d.why === 'pending') {
+      // The run reconciles it against a fresh listing: found → adopted, else created.
+      const settled = this.#settled({ item, matchValue: entry?.matchValue ?? mapped.identity.matchValue }, index);
+      return this.#described(item, settled, index, { note: 'an interrupted create of an earlier run that never reached the server' });
     }
-    if (entry?.serverId) {
-      const id = entry.serverId;
-      const onServer = index.get(id);
-      const gone = `${this.#type}/${id} recorded in the state is gone from the server`;
-      if (!onServer && policy === 'always') return this.#planCreateOrAdopt(item, mappedHash, index, gone);
-      if (entry.status === 'synced' && entry.hash === hash && !entry.endedAt && (policy !== 'always' || onServer?.hash === mappedHash)) {
-        this.#owners.set(id, item.key);
-        if (onServer?.hash === mappedHash) return { kind: 'unchanged', serverId: id };
-        return { kind: 'unchanged', serverId: id, drift: { before: onServer ? this.#body(index, id) : undefined, after: item.resource } };
+    return this.#described(item, d, index, { matchValue: mapped.identity.matchValue });
+  }
+
+  /** The `plan` part: a decision told with the server's bodies (`before`) and what the run would send (`after`). */
+  #described(item: MappedResource, d: Looked, index: ServerIndex, { note, matchValue = '' }: { note?: string; matchValue?: string } = {}): PlanOutcome {
+    switch (d.kind) {
+      case 'reject':
+        return { kind: 'rejected', issues: d.issues };
+      case 'defer':
+        return { kind: 'deferred' };
+      case 'unchanged':
+        this.#owners.set(d.serverId, item.key);
+        return d.drift ? { kind: 'unchanged', serverId: d.serverId, drift: { before: d.drift === 'differs' ? this.#body(index, d.serverId) : undefined, after: item.resource } } : { kind: 'unchanged', serverId: d.serverId };
+      case 'update':
+        return this.#planUpdate(item, d.serverId, index, false);
+      case 'adopt':
+        this.#owners.set(d.resource.id, item.key);
+        return d.update ? this.#planUpdate(item, d.resource.id, index, true) : { kind: 'unchanged', serverId: d.resource.id, adopted: true };
+      case 'create': {
+        // --reconcile never: created without looking — say so when the server already holds a copy.
+        const hits = d.blind ? index.lookup(this.res.def.name, matchValue).map((r) => `${this.#type}/${r.id}`) : [];
+        if (hits.length) note = `the server already holds ${hits.join(', ')} matching it; with reconcile: never the run creates another copy`;
+        return { kind: 'create', ...(d.recreate ? { recreate: d.recreate } : {}), ...(note ? { note } : {}) };
       }
-      // The run's update of a resource the server no longer has is answered 404, then created again (or adopted).
-      if (!onServer) return this.#planCreateOrAdopt(item, mappedHash, index, gone);
-      return this.#planUpdate(item, onServer, index, false);
     }
-    return this.#planCreateOrAdopt(item, mappedHash, index);
   }
 
-  /** `plan` counterpart of `#createOrAdopt`. */
-  async #planCreateOrAdopt(item: MappedResource, mappedHash: string, index: ServerIndex, gone?: string): Promise<PlanOutcome> {
-    const matchValue = await this.matchValue(item.resource);
-    this.#claim(matchValue, item.key);
-    if ((gone ?? this.#reasonToLook()) === undefined) {
-      // --reconcile never: created without looking — say so when the server already holds a copy.
-      const hits = index.lookup(this.res.def.name, matchValue).map((r) => `${this.#type}/${r.id}`);
-      return hits.length ? { kind: 'create', note: `the server already holds ${hits.join(', ')} matching it; with reconcile: never the run creates another copy` } : { kind: 'create' };
-    }
-    const found = this.#found(item.key, matchValue, mappedHash, index);
-    if (found.kind === 'ambiguous') {
-      this.#ambiguous.push({ item, hash: contentHash(item.resource), matchValue });
-      return { kind: 'deferred' };
-    }
-    return this.#planFound(item, found, index, { recreate: gone });
-  }
-
-  #planFound(item: MappedResource, found: FoundResult, index: ServerIndex, create: { recreate?: string; note?: string } = {}): PlanOutcome {
-    if (found.kind === 'rejected') return found;
-    if (found.kind === 'ambiguous') return { kind: 'rejected', issues: issue('duplicate-on-server', 'several identical server copies match this key and no other key takes them') };
-    if (found.kind === 'none') return { kind: 'create', ...(create.recreate ? { recreate: create.recreate } : {}), ...(create.note ? { note: create.note } : {}) };
-    this.#owners.set(found.resource.id, item.key);
-    if (found.resource.hash === comparableHash(item.resource)) return { kind: 'unchanged', serverId: found.resource.id, adopted: true };
-    return this.#planUpdate(item, found.resource, index, true);
-  }
-
-  #planUpdate(item: MappedResource, on: IndexedResource, index: ServerIndex, adopted: boolean): PlanOutcome {
-    const before = this.#body(index, on.id);
+  /** What an update would send: a care team with `onMissing: end` keeps its dropped participants, ended (`teamUpdate`). */
+  #planUpdate(item: MappedResource, serverId: string, index: ServerIndex, adopted: boolean): PlanOutcome {
+    const before = this.#body(index, serverId);
     let after = item.resource;
     let endedMembers: string[] = [];
+    this.#owners.set(serverId, item.key);
     if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
-      // As `#update` does with the resource it reads first (a listing may fill absent fields with nulls: pruned).
-      const server = comparable(before) as Resource;
-      after = endDroppedParticipants(after, server, this.deps.now);
-      endedMembers = newlyEndedMembers(server, after);
-      this.#owners.set(on.id, item.key);
-      // As `#update`: nothing to send when the team with its kept ended participants is what the server holds.
-      if (comparableHash(after) === on.hash) return { kind: 'unchanged', serverId: on.id, ...(adopted ? { adopted } : {}) };
+      // A listing may fill absent fields with nulls: compared pruned, as the run compares the team it reads.
+      const team = teamUpdate(after, comparable(before) as Resource, this.deps.now);
+      if (team.same) return { kind: 'unchanged', serverId, ...(adopted ? { adopted } : {}) };
+      ({ body: after, endedMembers } = team);
     }
-    this.#owners.set(on.id, item.key);
-    return { kind: 'update', serverId: on.id, ...(adopted ? { adopted } : {}), before, after, ...(endedMembers.length ? { endedMembers } : {}) };
+    return { kind: 'update', serverId, ...(adopted ? { adopted } : {}), before, after, ...(endedMembers.length ? { endedMembers } : {}) };
   }
 
   #body(index: ServerIndex, id: string): Resource {
@@ -523,16 +516,16 @@ export class ResourceSync {
     return body;
   }
 
-  /** `plan` counterpart of `#settleAmbiguous`. */
+  /** Keys `plan` left ambiguous, now that every key sharing their match value is known. */
   async *settleAmbiguousPlans(): AsyncGenerator<{ item: MappedResource; outcome: PlanOutcome }> {
     for (const a of this.#ambiguous.splice(0)) {
       const index = await this.deps.indexes.get(this.#type, PLAN_REASON);
-      yield { item: a.item, outcome: this.#planFound(a.item, this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true), index) };
+      yield { item: a.item, outcome: this.#described(a.item, this.#settled(a, index), index) };
     }
   }
 
   /**
-   * `plan` counterpart of `endMissing`: what `onMissing: end` would end — the state's loaded, not yet ended
+   * What `endMissing` would do, for `plan`: what `onMissing: end` would end — the state's loaded, not yet ended
    * entries whose key is not among `seen` (every key of the source, rejected rows included) — with the body
    * before and after. One the server no longer has would fail (404); one already ended is only recorded by the
    * run (not listed).
@@ -636,10 +629,10 @@ export class ResourceSync {
 
   /** One deferred create against a fresh listing: adopt, create, or (lost again) defer to the next round (undefined). */
   async #settle(d: Deferred, index: ServerIndex): Promise<{ item: MappedResource; outcome: SyncOutcome } | undefined> {
-    const found = this.#found(d.item.key, d.matchValue, comparableHash(d.item.resource), index, true);
-    if (found.kind === 'rejected' || found.kind === 'ambiguous') return { item: d.item, outcome: found.kind === 'rejected' ? found : { kind: 'rejected', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(d.matchValue)}`) } };
-    if (found.kind === 'one') {
-      const outcome = await this.#adopt(d.item, d.hash, found.resource);
+    const settled = this.#settled(d, index);
+    if (settled.kind === 'reject') return { item: d.item, outcome: { kind: 'rejected', issues: settled.issues } };
+    if (settled.kind === 'adopt') {
+      const outcome = await this.#adopt(d.item, d.hash, settled.resource);
       // This run's own create, stored though its answer was lost: it counts as created.
       if (!d.earlier && outcome.kind !== 'rejected' && outcome.kind !== 'deferred') return { item: d.item, outcome: { ...outcome, kind: 'created' } };
       return { item: d.item, outcome };
@@ -704,23 +697,9 @@ export function endedBody(type: WritableType, current: Resource, end: string): R
   return body;
 }
 
-/** Participants present on the server but gone from the export are kept, with `period.end` = run date. */
-export function endDroppedParticipants(mapped: Resource, server: Resource, now: Date): Resource {
-  type P = { member?: { reference?: string }; period?: { start?: string; end?: string } };
-  const current = (server.participant as P[] | undefined) ?? [];
-  const next = (mapped.participant as P[] | undefined) ?? [];
-  const kept = new Set(next.map((p) => p.member?.reference));
-  const dropped = current
-    .filter((p) => p.member?.reference && !kept.has(p.member.reference))
-    .map((p) => (p.period?.end ? p : { ...p, period: { ...p.period, end: now.toISOString() } }));
-  return dropped.length ? { ...mapped, participant: [...next, ...dropped] } : mapped;
-}
-
-/** Members whose participant is open on the server and carries a `period.end` in `next`: the associations `next` ends. */
-export function newlyEndedMembers(server: Resource, next: Resource): string[] {
-  type P = { member?: { reference?: string }; period?: { end?: string } };
-  const open = new Set(((server.participant as P[] | undefined) ?? []).filter((p) => p.member?.reference && !p.period?.end).map((p) => p.member!.reference!));
-  return ((next.participant as P[] | undefined) ?? []).filter((p) => p.period?.end && open.has(p.member?.reference ?? '')).map((p) => p.member!.reference!);
+/** The mapped resource's match value ('' when its rule rejected it: then `decide` rejects the key first). */
+function matchValueOf(m: MappedView): string {
+  return m.identity.ok ? m.identity.matchValue : '';
 }
 
 /** A match value for messages: identifiers and references as they are, content identities shortened. */
