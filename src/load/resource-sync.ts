@@ -2,12 +2,12 @@ import type { CareClient } from '../api/client.js';
 import { classifyRetry } from '../api/client.js';
 import { ApiError, ProtocolError, TransportError } from '../api/errors.js';
 import type { Resource } from '../api/types.js';
-import { hasCode, type Issue } from '../core/issues.js';
+import { hasCode, issue, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import type { LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
 import { contentHash } from '../core/content-hash.js';
 import type { WritableType } from '../schemas/resource-types.js';
-import { CareEtlError, issuesOf, type KnownIssueCode } from '../core/issues.js';
+import { CareEtlError, issuesOf } from '../core/issues.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparable, comparableHash } from './identity.js';
@@ -101,7 +101,6 @@ const RECONCILE_ROUNDS = 10;
 /** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
 const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
 
-const issue = (code: KnownIssueCode, message: string): Issue[] => [{ severity: 'error', code, message }];
 
 /**
  * Brings the server in line with one mapping's resources, exactly once per source key — with or without the
@@ -259,7 +258,7 @@ export class ResourceSync {
   /** A deferred key against a final listing (every key sharing its match value known): adopted, created or rejected. */
   #settled(a: { item: MappedResource; matchValue: string }, index: ServerIndex): Exclude<FoundDecision, { kind: 'defer' }> {
     const d = decideFound(this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true), comparableHash(a.item.resource));
-    return d.kind === 'defer' ? { kind: 'reject', issues: issue('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`) } : d;
+    return d.kind === 'defer' ? { kind: 'reject', issues: [issue.error('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`)] } : d;
   }
 
   /** Keys left `ambiguous` by `#found`, now that every key sharing their match value is known. */
@@ -301,7 +300,7 @@ export class ResourceSync {
     }
     if (hits.length > 1) {
       const ids = hits.map((r) => `${this.#type}/${r.id}`);
-      return { kind: 'rejected', issues: issue('duplicate-on-server', `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`) };
+      return { kind: 'rejected', issues: [issue.error('duplicate-on-server', `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`)] };
     }
     return hits.length ? { kind: 'one', resource: hits[0]! } : { kind: 'none' };
   }
@@ -542,7 +541,7 @@ export class ResourceSync {
       wouldEnd++;
       const listed = index.body(e.serverId);
       if (!listed) {
-        failed.push({ key: e.key, issues: issue('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`) });
+        failed.push({ key: e.key, issues: [issue.error('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`)] });
         continue;
       }
       const current = comparable(listed) as Resource;
@@ -606,7 +605,7 @@ export class ResourceSync {
     }
     for (const d of this.#deferred.splice(0)) {
       const why = d.why ? ` (last: ${d.why.length > 300 ? `${d.why.slice(0, 299)}…` : d.why})` : '';
-      yield { item: d.item, outcome: { kind: 'rejected', issues: issue('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations${why}; it stays pending and is reconciled on the next run`) } };
+      yield { item: d.item, outcome: { kind: 'rejected', issues: [issue.error('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations${why}; it stays pending and is reconciled on the next run`)] } };
     }
   }
 

@@ -1,6 +1,6 @@
 import { pipeline, type Readable } from 'node:stream';
 import { CsvError, Parser, type Options as CsvParseOptions } from 'csv-parse';
-import type { Issue, KnownIssueCode } from '../core/issues.js';
+import { issue, type Issue, type KnownIssueCode } from '../core/issues.js';
 import { ByteWindow } from './byte-window.js';
 import {
   ACCEPTED_ENCODINGS,
@@ -127,7 +127,7 @@ function checkColumnNames(cfg: SourceConfig, names: readonly string[], line: num
   const seen = new Map<string, number>();
   const where = line === undefined ? 'in `csv.columns`' : 'in the header row';
   const problem = (message: string): void => {
-    issues.push({ severity: 'fatal', code: 'csv-header', message, location: { file: cfg.path, line } });
+    issues.push(issue.fatal('csv-header', message, { location: { file: cfg.path, line } }));
   };
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
