@@ -67,8 +67,6 @@ import { ConcurrencyWindow, type WindowGrowth, type WindowStats } from './concur
 import { FifoQueue } from '../core/fifo-queue.js';
 import { RatePacer } from './rate-pacer.js';
 
-export type { WindowGrowth } from './concurrency-window.js';
-
 export interface AdaptiveLimiterOptions {
   /** Starting concurrency (a pinned `--concurrency`, or where capacity discovery starts). */
   initial: number;

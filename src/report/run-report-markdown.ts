@@ -14,8 +14,6 @@ import {
   type RunReportInput,
 } from './report-model.js';
 
-export type { RunReportInput } from './report-model.js';
-
 /**
  * `run --report FILE.md`: the content of the HTML report (`renderRunReportHtml`) as GitHub-flavoured Markdown, for
  * CI job summaries (`cat report.md >> "$GITHUB_STEP_SUMMARY"`): the run, counts per mapping, outcomes per mapping
