@@ -2,6 +2,7 @@
 // Lists every function, method, accessor, constructor and arrow function under a source folder with its line
 // count (first line to last line, inclusive), then prints the longest N and, per file, how many exceed a limit.
 // Usage: node scripts/function-lengths.mjs [--root src] [--top 15] [--limit 150] [--json]
+// Exits 1 when a function is longer than --limit lines (npm test runs it with --limit 100).
 // A nested function is counted on its own and also inside its parent's `lines` (what a reader has to hold in
 // their head when reading the outer one); `own` leaves nested functions out.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -83,6 +84,8 @@ functions.sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file) || a.
 const perFile = new Map();
 for (const f of functions) if (f.lines > limit) perFile.set(f.file, (perFile.get(f.file) ?? 0) + 1);
 
+const overLimit = [...perFile.values()].reduce((a, b) => a + b, 0);
+if (overLimit) process.exitCode = 1;
 if (args.includes('--json')) {
   console.log(JSON.stringify({ root, limit, functions: functions.length, longest: functions.slice(0, top), overLimit: Object.fromEntries(perFile) }, null, 2));
 } else {
@@ -91,8 +94,7 @@ if (args.includes('--json')) {
   for (const f of functions.slice(0, top)) {
     console.log(`${String(f.lines).padStart(5)} ${String(f.own).padStart(5)}  ${f.file}:${f.line}  ${f.name}`);
   }
-  const total = [...perFile.values()].reduce((a, b) => a + b, 0);
-  console.log(`\nfunctions > ${limit} lines: ${total}${total ? '' : ' (none)'}`);
+  console.log(`\nfunctions > ${limit} lines: ${overLimit}${overLimit ? ' — split them (a phase, a helper per step) or npm test fails' : ' (none)'}`);
   for (const [file, count] of [...perFile].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))) {
     console.log(`${String(count).padStart(5)}  ${file}`);
   }

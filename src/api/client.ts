@@ -440,7 +440,6 @@ export class CareClient {
         throw noAnswer(err, false);
       }
       status = res.statusCode;
-      const ok = res.statusCode >= 200 && res.statusCode < 300;
       let raw: Buffer | undefined;
       try {
         raw = await readCapped(res.body, res.headers['content-length'], maxResponseBytes);
@@ -448,49 +447,58 @@ export class CareClient {
         status = 'error';
         throw noAnswer(err, true);
       }
-      if (raw === undefined && ok) {
-        throw new ResponseTooLargeError(
-          `${call.operation} ${call.resourceType}: the server's answer is larger than ${maxResponseBytes} bytes (--max-response-bytes); not retried — it would be as large again (${call.method} ${path})`,
-          { operation: call.operation, limit: maxResponseBytes },
-        );
-      }
-      // An error status with an oversize body: the status says enough, the body is not read.
-      let json: unknown;
-      try {
-        json = raw?.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
-      } catch {
-        json = undefined;
-      }
-      if (ok) {
-        if (!json || typeof json !== 'object' || Array.isArray(json)) {
-          throw new ProtocolError(`${call.operation} ${call.resourceType}: HTTP ${res.statusCode} without a JSON object body (${call.method} ${path})`, {
-            operation: call.operation,
-            ambiguous: call.operation === 'create',
-          });
-        }
-        return json;
-      }
-      const outcome =
-        json && typeof json === 'object' && (json as { resourceType?: unknown }).resourceType === 'OperationOutcome'
-          ? ((json as { issue?: OperationOutcomeIssue[] }).issue ?? [])
-          : undefined;
-      const init = {
-        status: res.statusCode,
-        operation: call.operation,
-        resourceType: call.resourceType,
-        resourceId: call.resourceId,
-        method: call.method,
-        path,
-        outcome: Array.isArray(outcome) ? outcome : undefined,
-        retryAfterMs: parseRetryAfter(res.headers['retry-after']),
-        sentValues: call.body === undefined ? undefined : sentTextValues(call.body),
-      };
-      if (res.statusCode === 401 || res.statusCode === 403) throw new AuthenticationError(init);
-      throw new ApiError(init);
+      return answerOf(call, path, res, raw, maxResponseBytes);
     } finally {
       clearTimeout(timer);
       call.signal?.removeEventListener('abort', forward);
       this.#onResponse?.({ method: call.method, path, status, ms: performance.now() - started });
     }
   }
+}
+
+/**
+ * What a fully read answer means: the JSON object of a 2xx, else the error its status says (401/403: an
+ * `AuthenticationError`). `raw` undefined = the body was over `maxResponseBytes`.
+ */
+function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: Buffer | undefined, maxResponseBytes: number): unknown {
+  const ok = res.statusCode >= 200 && res.statusCode < 300;
+  if (raw === undefined && ok) {
+    throw new ResponseTooLargeError(
+      `${call.operation} ${call.resourceType}: the server's answer is larger than ${maxResponseBytes} bytes (--max-response-bytes); not retried — it would be as large again (${call.method} ${path})`,
+      { operation: call.operation, limit: maxResponseBytes },
+    );
+  }
+  // An error status with an oversize body: the status says enough, the body is not read.
+  let json: unknown;
+  try {
+    json = raw?.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (ok) {
+    if (!json || typeof json !== 'object' || Array.isArray(json)) {
+      throw new ProtocolError(`${call.operation} ${call.resourceType}: HTTP ${res.statusCode} without a JSON object body (${call.method} ${path})`, {
+        operation: call.operation,
+        ambiguous: call.operation === 'create',
+      });
+    }
+    return json;
+  }
+  const outcome =
+    json && typeof json === 'object' && (json as { resourceType?: unknown }).resourceType === 'OperationOutcome'
+      ? ((json as { issue?: OperationOutcomeIssue[] }).issue ?? [])
+      : undefined;
+  const init = {
+    status: res.statusCode,
+    operation: call.operation,
+    resourceType: call.resourceType,
+    resourceId: call.resourceId,
+    method: call.method,
+    path,
+    outcome: Array.isArray(outcome) ? outcome : undefined,
+    retryAfterMs: parseRetryAfter(res.headers['retry-after']),
+    sentValues: call.body === undefined ? undefined : sentTextValues(call.body),
+  };
+  if (res.statusCode === 401 || res.statusCode === 403) throw new AuthenticationError(init);
+  throw new ApiError(init);
 }

@@ -1,13 +1,7 @@
 /**
- * Regular expressions of mappings run on RE2 (re2js, pure JS): matching time is linear in the input, so a
- * pattern such as `/(a+)+$/` cannot hang a run on a long cell. `LinearRegExp` is the `RegexEngine` JSONata 2.x
- * accepts (`jsonata(src, { RegexEngine })`): JSONata constructs it from the native literal it parsed, sets
- * `lastIndex` and calls `exec`, exactly as it does with `RegExp`.
- *
- * The JavaScript source is translated so that the common cases keep JavaScript's meaning where RE2's differs:
- * `\s`/`\S` are JavaScript's Unicode white space (no-break space included), `.` stops at `\r`, U+2028 and
- * U+2029 as well as `\n`. What RE2 cannot run (lookahead, lookbehind, backreferences, repeat counts above
- * 1000) is a `LinearRegexError`, found when the mapping is checked (src/mapping/regex-check.ts).
+ * Regular expressions of mappings run on RE2 (re2js): time linear in the input. `LinearRegExp` is the `RegexEngine`
+ * JSONata accepts; what RE2 cannot run is a `LinearRegexError`, found when the mapping is checked.
+ * Design: docs/design/expression-safety.md.
  */
 import { RE2JS } from 're2js';
 

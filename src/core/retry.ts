@@ -1,14 +1,7 @@
 /**
- * Retry policy: exponential backoff with full jitter, server-specified delays (Retry-After) first.
- *
- * Pure and injectable (`random`, `sleep`, `signal`); it knows nothing about HTTP: the caller passes a
- * `classify` function that says whether an error may be retried (and after how long the server asked).
- * Whether a request is *safe* to repeat is the classifier's business — a POST whose answer was lost must
- * not be retried blindly (the loader reconciles it through the ledger instead).
- *
- * With a concurrency limiter (`AdaptiveLimiter`, src/load/), wrap the limiter inside the retry, not the other way round:
- * `withRetry(() => limiter.run(send), classify)` — a request sleeping before its next attempt then holds no
- * concurrency slot, and its next attempt is queued (and paced) like any other start.
+ * Retry policy: exponential backoff with full jitter, server-specified delays (Retry-After) first. Pure; it knows
+ * nothing about HTTP (the caller's `classify` says what may be retried). Wrap a limiter inside the retry.
+ * Design: docs/design/retry.md.
  */
 import { setTimeout as sleepTimer } from 'node:timers/promises';
 

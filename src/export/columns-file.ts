@@ -1,13 +1,7 @@
 /**
- * `--columns file.yaml`: the columns of one export in a file of their own, same shape as one entry of the
- * mapping's `exports:` section:
- *
- *   columns:
- *     id: id
- *     mrn: $sourceKey(subject.reference)
- *
- * Compiled by `compileMapping` (same functions, same file:line:col errors); the mapping's lookup tables
- * are available as `$<name>`. The export is named after the file (`observations.yaml` → `observations`).
+ * `--columns file.yaml`: the columns of one export in a file of their own (same shape as one `exports:` entry),
+ * compiled by `compileMapping`; the export is named after the file.
+ * Design: docs/design/export.md.
  */
 import { basename, dirname, extname, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';

@@ -1,16 +1,7 @@
 /**
- * `--dictionary FILE`: what every column of an export means, so the data can be handed over with it.
- *
- * One entry per column written, in output order: `name`, `source` (the JSONata expression of a custom column, the
- * equivalent expression of a built-in one, the coding of a wide instrument column), `type` and `description`.
- * `type` is declared for built-in columns whose type is fixed; for the others (custom expressions, `value`,
- * instrument columns) it is what the export actually wrote: `integer`, `number`, `string`, `boolean`, `json`
- * (objects/arrays), several joined with `|`, or `empty` when every cell was empty.
- *
- * Format by extension: `.json` → one JSON document `{ export, layout, format, pseudonymized, … , columns: [...] }`;
- * anything else → CSV (`name,source,type,description`, RFC 4180, formulas neutralised like the export).
- * Written after the export file, through a temporary sibling and a rename; it holds no patient data, so it gets
- * the ordinary file mode (umask).
+ * `--dictionary FILE`: what every column of an export means (name, source, type, description), as JSON or CSV;
+ * it holds no patient data.
+ * Design: docs/design/export.md.
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';

@@ -1,28 +1,7 @@
 /**
- * `exportObservations`: every Observation of the tenant → one row each (CSV or NDJSON), streamed page by
- * page with bounded memory.
- *
- * - Paging follows the bundles' `next` links (CareClient.pages); the next page is fetched while the current
- *   one is written (one page ahead: at most two pages in memory), so the time is ≈ pages × server latency.
- * - Filters run on the client (the spec shows no query parameters): `since` on `meta.lastUpdated`
- *   (inclusive; an observation without a readable `meta.lastUpdated` is kept — better twice than never),
- *   `patients` on the source key of `subject`. `query` is passed through on the first request for servers
- *   that support parameters (e.g. `_lastUpdated=ge…`).
- * - `since: 'last'` reads the watermark of this export in the ledger scope; it is moved only after a
- *   complete export (output flushed and `finalize` done). The new watermark is the server's time at the
- *   first page (the first Bundle's `meta.lastUpdated`, else this machine's clock) minus `overlapMs`:
- *   anything written before the listing started was listed, anything written while it ran has a later
- *   `lastUpdated` and is exported again next time. The overlap (default 60 s) absorbs clock skew between
- *   servers and writes committed after they were stamped. The guarantee stays at-least-once, but what the
- *   previous export already delivered is not delivered again: every observation an export delivers (or skips
- *   as already delivered) whose `meta.lastUpdated` falls inside the *next* export's overlap window (≥ the new
- *   watermark), or that has no readable `lastUpdated`, is remembered in the ledger by id → version fingerprint
- *   (`meta.versionId` + `meta.lastUpdated`; a content hash when it has neither). The next `since: 'last'`
- *   export skips an observation whose id and fingerprint it finds there (counted in `alreadyDelivered`); a
- *   new version, or anything not remembered, is exported. The remembered set is staged in the ledger while
- *   the export runs (bounded memory) and replaces the previous one in the same transaction as the watermark.
- * - `layout: 'wide'` spools the observations to disk and writes one row per patient and day after the last
- *   page (wide-layout.ts); `pseudonymizer` evaluates every column on a pseudonymised copy (pseudonymize.ts).
+ * `exportObservations`: every Observation of the tenant → one row each (CSV or NDJSON), streamed page by page
+ * with bounded memory; `since: 'last'` watermark with an overlap window and delivered-ids dedupe.
+ * Design: docs/design/export.md.
  */
 import { tmpdir } from 'node:os';
 import type { Writable } from 'node:stream';

@@ -1,21 +1,7 @@
 /**
- * `--pseudonymize`: an export that can be shared without the patients' identifiers.
- *
- * - **Keyed hash.** Every server id (the observation's own, the patient's, any other referenced resource's) and
- *   every patient source key (e.g. the MRN) is replaced by HMAC-SHA-256(key, domain ‖ value), hex, truncated to
- *   32 characters (128 bits: no collision in any tenant's lifetime). The domains (`server-id`, `source-key`) keep
- *   a patient's server id and MRN from hashing to the same text. Same key → same pseudonyms in every export, so
- *   longitudinal analysis still joins; without the key a pseudonym cannot be reversed or recomputed from an MRN.
- * - **The key** comes from `--pseudonym-key-file FILE` (wins) or the `CARE_PSEUDONYM_KEY` variable (a `.env`
- *   file beside the mapping works too); leading/trailing whitespace is ignored; at least 16 characters. It is
- *   registered as a secret (every output of the process is scrubbed of it) and never stored or printed.
- * - **Allowlist.** Columns (default or custom) are evaluated on a *copy* of the observation that keeps only
- *   fields that carry no identifier and no free text: status, category, code, effective[x], issued, coded or
- *   numeric value[x], interpretation, method, body site, data-absent reason, reference ranges, components
- *   (same rules), `meta.versionId`/`meta.lastUpdated`, and references reduced to `Type/<pseudonym>`. Dropped:
- *   `identifier`, narrative `text`, `contained`, extensions, `note`, `valueString` and any value[x] this
- *   tool does not know, reference `display`/`identifier`, unparseable references. `keepFreeText` puts back
- *   `valueString`, `note` and reference `display` (names!) for whoever needs them and takes the responsibility.
+ * `--pseudonymize`: ids and patient source keys replaced by a keyed hash (HMAC-SHA-256), columns evaluated on an
+ * allowlisted copy of the observation (no identifier, no free text unless `keepFreeText`).
+ * Design: docs/design/export.md.
  */
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';

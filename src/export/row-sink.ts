@@ -1,19 +1,7 @@
 /**
- * Rows → bytes, with backpressure: `write()` returns false when the output is behind, then the caller
- * awaits `drain()` before writing more, so memory stays bounded whatever the number of rows.
- *
- * CSV: csv-stringify, RFC 4180 (fields with a comma, quote, CR, LF — bare or paired — or any other control
- * character are quoted, quotes doubled, CRLF record separator), UTF-8, optional BOM, header row always
- * written (an empty export is header-only). csv-stringify alone quotes only fields holding the record
- * delimiter string (CRLF), so a bare LF went out unquoted: `quoted_match` closes that. What no spreadsheet can
- * hold is replaced by U+FFFD (shown as �): NUL, and lone UTF-16 surrogates (which UTF-8 cannot encode).
- * Formula injection (OWASP "CSV Injection"): with `escapeFormulas` (the default) a text cell starting with
- * `=`, `+`, `-`, `@`, tab or CR (or their full-width forms) is prefixed with `'` (csv-stringify's
- * `escape_formulas`). A cell that is a JSON *number* is written as is, even when negative: `-3` is the value
- * -3, not a formula, and analysts need it numeric; a *text* "-3" is neutralised like any text.
- *
- * NDJSON: one JSON object per row, keys = column names, values as JSON (no formula escaping: NDJSON is
- * not opened by spreadsheets).
+ * Rows → bytes with backpressure (`write()` false → await `drain()`): strict RFC 4180 CSV with formula
+ * neutralising, or NDJSON.
+ * Design: docs/design/export.md.
  */
 import { once } from 'node:events';
 import { Transform, type Writable } from 'node:stream';

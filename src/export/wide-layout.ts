@@ -1,25 +1,7 @@
 /**
- * `--layout wide`: one row per patient and day, one column per questionnaire score.
- *
- * - **Row key.** The patient (the server id of `subject` when it is a Patient; its pseudonym under
- *   `--pseudonymize`) and the **UTC day** of `effectiveDateTime` (or `effectiveInstant`, `effectivePeriod.start`):
- *   a date-time with a zone is converted to UTC and cut to YYYY-MM-DD; a date without a time (`2024-03-01`,
- *   `2024-03`, `2024`) is kept as written; no readable effective date → an empty `date` (one row per patient for
- *   those). Observations whose subject is not a Patient, or whose code has no coding with a code, cannot be
- *   placed: they are counted (`unplaced`) and left out (the long layout has them).
- * - **Instrument columns.** One per instrument seen in the export, keyed by its LOINC code (else the first
- *   coding's system + code), named from a small table of known instruments (`PHQ-9 (44261-6)`), else
- *   `LOINC 12345-6`, else `<code> (<system>)` — never from free text, so the names do not depend on which
- *   observation came first. Sorted by name: the same set of instruments gives the same header.
- * - **Several results of one instrument the same day:** the latest wins (latest effective time, then latest
- *   `meta.lastUpdated`, then the later in the listing); `observations` counts what the row merged and
- *   `superseded` how many of those are not shown.
- * - **Bounded memory.** Every observation is first spooled as one small record into an SQLite file
- *   (better-sqlite3; a WITHOUT ROWID table whose primary key *is* the output order, so reading it back sorted
- *   needs no sort in memory nor SQLite temp files), page cache 16 MB, then read back in order, one row built
- *   at a time. The file lives in a private folder (0700, file 0600 — it holds patient data) created in `dir`
- *   (the state folder beside the mapping for the CLI) and is removed when the export ends, whatever the
- *   outcome; a folder left by a process that died (SIGKILL) is removed by the next wide export.
+ * `--layout wide`: one row per patient and UTC day, one column per questionnaire score; spooled through a
+ * private SQLite file so memory stays bounded.
+ * Design: docs/design/export.md.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, rmSync } from 'node:fs';

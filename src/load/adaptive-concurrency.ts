@@ -1,73 +1,12 @@
 /**
- * AdaptiveLimiter: a FIFO task queue whose concurrency window adapts to the server and which paces the starts
- * of new tasks (a rate, plus a shared "not before" time from Retry-After). No dependencies. Its parts, each in
- * its own file: the FIFO (`core/fifo-queue.ts`), the concurrency window (`concurrency-window.ts`: AIMD when pinned,
- * a gradient controller that discovers the server's capacity), the CUBIC start pacer (`rate-pacer.ts`) and the
- * admitted-rate estimator it is set from (`admitted-rate.ts`). This file runs tasks and turns the caller's
- * signals into decisions of those parts.
- *
- * ## Capacity: a concurrency window steered by round-trip times
- * A server's capacity is how many requests it serves at once; past it, requests wait in its queue and the
- * round-trip time grows while the throughput does not. With `growth: 'gradient'` the window starts small and
- * grows while the RTT of successes stays flat, and settles a small queue above the capacity once the RTT rises
- * (details in concurrency-window.ts), within [min, max]. With `growth: 'aimd'` (default; a pinned concurrency)
- * it never grows past `max` and climbs back there by +1 per round of `limit` successes after a decrease.
- * Either way 429s and 503s halve it (below).
- *
- * ## Why a concurrency window alone is not enough against a rate limit
- * A server usually protects itself with a *rate* limit R (requests/s: a token bucket, a fixed window),
- * not a concurrency limit. With concurrency C and latency L we send ≈ C/L requests/s, and pure AIMD on C
- * (halve on 429, +1 per round) behaves badly against it:
- *  - 429 answers are fast, so a slot that gets one is free again at once: the rejected requests (and
- *    their retries) come back at a very high rate — a storm of 429s that no concurrency cut prevents;
- *  - the right C is R·L, which depends on the latency; halving overshoots below it and the additive
- *    increase needs many rounds to climb back: the classic sawtooth averages ~75 % of R;
- *  - with Retry-After every 429 costs a shared pause (often 1 s: 1 s worth of R lost) during which
- *    nothing starts. Throughput depends mostly on *how rarely* we hit the limit.
- *
- * ## Design: the window + a rate pacer steered like TCP CUBIC
- * - Every start (first attempts and retries alike) goes through the pacer once it is active. Until the
- *   first overload there is no pacing: a server without a rate limit is never slowed down.
- * - Overloads are congestion *events*: one decrease per `cooldownMs` (a burst of 429s from requests
- *   already in flight counts once) — unless more overloads arrive than there were tasks in flight at the
- *   decrease: then tasks started *after* it are refused too, the pace is still far too high, and it is
- *   halved again at once (not below the rate the server admitted per wall-clock second lately).
- * - At a decrease we measure what the server *admitted* (successes per second of busy time, Retry-After
- *   pauses excluded, since the previous decrease) and derive the ceiling `wMax` ≈ R from it and from the
- *   pace we had when the server said no; the pace drops to `rateDecrease`·wMax (0.9).
- * - The pace then grows along a cubic curve (TCP CUBIC): quickly back towards wMax, flat around it for a
- *   while, then accelerating above it to discover a limit that was raised. Overloaded *before* clearly
- *   passing the old ceiling → that ceiling was too high (it included a burst the server had banked) →
- *   the next one is set 5 % under where it broke ("fast convergence"). So the plateau settles just under
- *   R where nothing is refused, and the probing costs one 429 (one pause) every 10–20 s.
- * - Early on, measurements are dominated by the server's banked burst (a token bucket starts full): an
- *   overload soon after a (re)start is not trusted as a measurement — the pace is halved, or (first
- *   overload) starts from the successes of the last second and doubles every 500 ms ("slow start") until
- *   the next overload gives a ceiling.
- * - The concurrency window is halved per overload event and per `onUnavailable` (once per cooldown): the
- *   safety net for overload that is not a rate limit (a saturated server answering 503 or a gateway's
- *   502/504). While pacing, the halving stops at Little's law — paced rate × average task duration, the
- *   concurrency that rate needs — so the window does not starve the rate.
- * - Every Retry-After is honoured: no task starts before the shared "not before" time (it only moves
- *   forward, capped by `retryAfterCapMs`).
- *
- * Measured on a simulated token-bucket server (fake clock, test/load/adaptive-concurrency.test.ts):
- * ≥ 87 % of R with Retry-After: 1 s and a burst of 0.2–1 s worth, ≈ 100 % without Retry-After or with a
- * burst of one second's worth (the sandbox's), a handful of 429s per 30 s.
- *
- * Usage with retries: `withRetry(() => limiter.run(send), classify)` — a request sleeping before its next
- * attempt holds no slot, and its next attempt is queued and paced like any start. In `send`, call
- * `limiter.onSuccess(rttMs)` for a 2xx (with the request's round-trip time: the gradient window needs it),
- * `limiter.onOverload(retryAfterMs)` for a 429 (rate limit: pace and shared pause) and
- * `limiter.onUnavailable()` for a 502/503/504 (window only: random faults must not pause every start).
- * src/load/resource-sync.ts does exactly this.
+ * AdaptiveLimiter: a FIFO task queue whose concurrency window adapts to the server (concurrency-window.ts) and
+ * whose starts are paced after a rate limit (rate-pacer.ts, admitted-rate.ts); it turns the caller's signals into their decisions.
+ * Design: docs/design/adaptive-concurrency.md.
  */
 import { AdmittedRateEstimator } from './admitted-rate.js';
 import { ConcurrencyWindow, type WindowGrowth, type WindowStats } from './concurrency-window.js';
 import { FifoQueue } from '../core/fifo-queue.js';
 import { RatePacer } from './rate-pacer.js';
-
-export type { WindowGrowth } from './concurrency-window.js';
 
 export interface AdaptiveLimiterOptions {
   /** Starting concurrency (a pinned `--concurrency`, or where capacity discovery starts). */

@@ -1,25 +1,7 @@
 /**
- * The concurrency window of the AdaptiveLimiter: how many tasks may run at once. Clock-free (every call takes
- * the time `t`). Two ways to grow it, both shrinking on the limiter's overload signals (429, 503):
- *
- * - `aimd` (a pinned `--concurrency N`): +1 per round of `limit` successes, up to `max` — after a decrease it
- *   climbs back to N, never above.
- * - `gradient` (capacity discovery, after Netflix concurrency-limits' Gradient2 and TCP Vegas): each round of
- *   round-trip-time samples (one window's worth) yields its median, the *short* RTT; the *baseline* is the lowest
- *   round median of the last BASELINE_WINDOW_MS (or BASELINE_WINDOW_RTTS round trips, when longer), what the server
- *   answers in when nothing waits. While short ≈ baseline (within FLAT_TOLERANCE, plus NOISE_MS of timer jitter) the
- *   server is not queueing: the window doubles per round until the first round that is not flat or the first 429/503
- *   (TCP's slow start), then grows by √window per round. A round counts only requests started after the window last
- *   changed (one decision per round trip: older ones describe the old window). Once queueing inflates the short RTT,
- *   the requests really being served number about window·baseline/short: the window moves (SMOOTHING) towards that
- *   plus a queue allowance of √window — so it settles a few requests above the server's capacity (full throughput,
- *   RTT ≈ +10–20 %), shrinking proportionally when the capacity drops. A window that is not used (fewer than half its
- *   slots busy: the work is what limits) is not grown. The baseline of a server that is always a little queued would
- *   drift up with it (Gradient2's known weakness): after DRAIN_AFTER_MS (or DRAIN_AFTER_RTTS round trips) without a
- *   flat round, one round drains the queue (window := window·baseline/short, no allowance) so that the baseline is
- *   measured again. Both spans count round trips too: against a server answering in seconds, 10 s would be two or
- *   three rounds, the baseline would expire before a drain could measure it again, and the window would creep up to
- *   the ceiling.
+ * The concurrency window of the AdaptiveLimiter: how many tasks may run at once. Clock-free (every call takes `t`);
+ * `aimd` (a pinned --concurrency) or `gradient` (capacity discovery from round-trip times).
+ * Design: docs/design/adaptive-concurrency.md.
  */
 
 export type WindowGrowth = 'aimd' | 'gradient';

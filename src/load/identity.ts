@@ -1,16 +1,7 @@
 /**
- * How a resource is recognised on the server without the ledger (the server is the system of record):
- * its *match values* under the mapping's match rule, and a *comparable hash* that ignores what servers add.
- *
- * Match rules (`match:` in a mapping; see schemas/mapping.schema.json):
- * - `identifier` (Patient, Practitioner default): `system|value`. A mapped resource is looked up by its first
- *   identifier with both; a server resource is indexed under every one it carries (servers may add their own).
- * - `references` (CareTeam default): the subject and the set of participant members, e.g.
- *   `subject=Patient/p1;members=Practitioner/a,Practitioner/b` — what tells two care teams apart when the
- *   specification gives CareTeam no identifier, and needs nothing from the user.
- * - a JSONata expression (compiled by the mapping layer).
- * Whatever the rule, a resource for which it gives nothing falls back to its content (`content:<hash>`), so
- * a create whose answer was lost can still be found if nothing changed since.
+ * How a resource is recognised on the server without the ledger: its match values under the mapping's match
+ * rule (identifier, references, JSONata), else its content hash.
+ * Design: docs/design/resource-identity.md.
  */
 import { prune } from '../mapping/compile-mapping.js';
 import { canonicalJson, contentHash } from '../core/content-hash.js';

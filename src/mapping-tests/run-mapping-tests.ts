@@ -237,7 +237,7 @@ export function stubContext(stubs: RefStubs, typeOf: (name: string) => string | 
   };
 }
 
-async function* inlineItems(c: TestCaseDef, test: MappingTestFile, res: CompiledResource, shownFile: string): AsyncGenerator<SourceItem> {
+async function* inlineItems(c: TestCaseDef, res: CompiledResource, shownFile: string): AsyncGenerator<SourceItem> {
   let record = 0;
   for (const row of c.input ?? []) {
     record++;
@@ -339,7 +339,7 @@ async function runCase(c: TestCaseDef, test: MappingTestFile, mapping: CompiledM
   const res = mapping.resources.get(resourceName)!;
   const typeOf = (name: string) => mapping.resources.get(name)?.def.type;
   const ctx = stubContext(mergeRefs(test.refs, c.refs), typeOf, c.now ?? test.now ?? runStart);
-  const items = c.fixture ? fixtureItems(c, mapping, res, shown) : inlineItems(c, test, res, shown(test.file));
+  const items = c.fixture ? fixtureItems(c, mapping, res, shown) : inlineItems(c, res, shown(test.file));
 
   const outputs: TransformItem[] = [];
   try {

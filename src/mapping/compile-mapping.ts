@@ -1,17 +1,7 @@
 /**
- * Compiles every JSONata expression of a loaded mapping once, checks names across the file (`from`,
- * `$ref` targets, lookup tables, functions), computes the load order and returns evaluators.
- *
- * Evaluation contract (read before calling):
- * - evaluate rows one after another with `await` (not Promise.all over many rows: ~12× slower);
- * - `evalKey` / `evalGroupKey` take one record; for a grouped resource call `evalKey` with the group's
- *   first record (its `key` defaults to the groupBy expression);
- * - `evalWhere` (only with `where:`) takes one record, before its key or group key: false = skip the record;
- * - `evalMap` takes a record, or with `groupBy` the array of the group's records (`$` is that array);
- *   it returns the pruned resource, or `undefined` when the map produced nothing (the record is skipped);
- * - every row-level failure is a `MappingEvalError` (one Issue, exit code 1): reject the row, go on.
- * Each expression runs as a compiled JS closure when it is in the compiled subset of JSONata, else (and for any
- * row the closure is not sure of) on JSONata's interpreter: src/mapping/expression-evaluator.ts.
+ * Compiles every JSONata expression of a loaded mapping once, checks names across the file and returns
+ * evaluators. Read the evaluation contract (rows one after another, `MappingEvalError` per row) before calling.
+ * Design: docs/design/mapping-evaluation.md.
  */
 import jsonata from 'jsonata';
 import { CareEtlError, ExitCode, hasCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';

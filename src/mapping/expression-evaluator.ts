@@ -23,18 +23,9 @@ export function compilerEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
 }
 
 /**
- * JSONata guardrails (2.2), given to every expression; each failure rejects the row, never the run.
- * - `stack`: evaluation nested deeper than 500 levels (non-tail recursion without an end) fails with D1011 instead
- *   of exhausting the JS stack.
- * - `timeout` (added per mapping by `compileMapping`: `limits.expressionTimeoutMs`, default 5000 ms from
- *   schemas/mapping.schema.json, CARE_EXPRESSION_TIMEOUT_MS overrides, 0 = off): JSONata optimises tail calls,
- *   so `($f := function($x) { $f($x) }; $f(1))` never reaches the stack limit and would spin forever; the time
- *   limit fails it with D1012. It is measured from the start of each `evaluate()` and checked with Date.now() at
- *   every evaluation step (cost: BENCHMARKS.md, "Expression time limit"). It cannot interrupt one long built-in
- *   call, hence:
- * - `RegexEngine`: every regular expression runs on RE2 (src/core/linear-regex.ts), in time linear in the cell's
- *   length, so no pattern (`/(a+)+$/`) can hang a run between two time-limit checks.
- * Compiled closures need neither: they hold no lambda, so no loop or recursion beyond the data's own size.
+ * JSONata guardrails given to every expression (stack depth, time limit, linear-time regex): each failure
+ * rejects the row, never the run.
+ * Design: docs/design/expression-safety.md.
  */
 export const JSONATA_OPTIONS = { stack: 500, RegexEngine: LINEAR_REGEX_ENGINE } as const;
 

@@ -1,21 +1,7 @@
 /**
- * The care-etl function library, registered on every compiled expression (docs/mapping-functions.md).
- *
- * Per-row context (`$ref`, `$sourceKey`, `$now`): functions are registered ONCE per expression at compile
- * time; the row's `EvalContext` travels in the `bindings` argument of `evaluate()` under CTX_BINDING, and a
- * function reads it with `this.environment.lookup(CTX_BINDING)` (JSONata calls functions with
- * `this = { environment, input }`). Why not a mutable "current context" slot: a slot is only correct while
- * evaluations are strictly sequential, and breaks silently the day someone overlaps two rows; the
- * environment lookup is just as cheap (evaluate() creates its execution frame anyway, we add one binding)
- * and is correct under any interleaving. Rows should still be evaluated sequentially for speed
- * (library-pitfalls: ~12× faster than many concurrent evaluations).
- *
- * Built-ins deliberately overridden (compatible semantics):
- * - `$lookup(object, key)`: unchanged for ordinary objects; for a table from `lookups:` (in memory or indexed
- *   on disk) an unknown code fails (`lookup-miss`) unless a third argument (default) is given.
- * - `$now()` / `$millis()`: the run's `EvalContext.now` instead of the evaluation time, so every row of
- *   a run sees the same instant (stable output, testable).
- * Not overridden: `$trim` (built-in already trims and collapses whitespace), `$split` (ours is `$splitList`).
+ * The care-etl function library (docs/mapping-functions.md), registered once per expression; the row's
+ * `EvalContext` travels in `evaluate()`'s bindings under CTX_BINDING, never in a mutable slot.
+ * Design: docs/design/mapping-evaluation.md.
  */
 import type { KnownIssueCode } from '../core/issues.js';
 import type jsonata from 'jsonata';

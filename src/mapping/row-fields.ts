@@ -31,22 +31,31 @@ function isNode(v: unknown): v is AstNode {
 }
 
 export function rowFieldReads(src: string, ast: jsonata.ExprNode | object): RowFields {
-  const out: RowFields = { reads: [], existsGuarded: new Set() };
-  const seen = new WeakSet<object>(); // the parent operator (%) shares slot objects between nodes
+  const walker = new RowFieldWalker(src);
+  walker.walkAll(ast, 'row');
+  return walker.out;
+}
 
-  const walkAll = (v: unknown, cx: Context): void => {
-    if (Array.isArray(v)) for (const x of v) walkAll(x, cx);
-    else if (isNode(v)) walk(v, cx);
-  };
+/** One walk over one expression's tree, collecting its row field reads into `out`. */
+class RowFieldWalker {
+  readonly out: RowFields = { reads: [], existsGuarded: new Set() };
+  readonly #seen = new WeakSet<object>(); // the parent operator (%) shares slot objects between nodes
+
+  constructor(private readonly src: string) {}
+
+  walkAll(v: unknown, cx: Context): void {
+    if (Array.isArray(v)) for (const x of v) this.walkAll(x, cx);
+    else if (isNode(v)) this.#walk(v, cx);
+  }
 
   /** Children of a node we do not model: only `$$` paths inside them are record reads. */
-  const walkChildren = (node: AstNode): void => {
+  #walkChildren(node: AstNode): void {
     for (const child of Object.values(node)) {
-      if (child !== null && typeof child === 'object') walkAll(child, 'other');
+      if (child !== null && typeof child === 'object') this.walkAll(child, 'other');
     }
-  };
+  }
 
-  const walkPath = (node: AstNode, cx: Context): void => {
+  #walkPath(node: AstNode, cx: Context): void {
     const steps = Array.isArray(node.steps) ? (node.steps as unknown[]).filter(isNode) : [];
     let atRow = cx === 'row';
     for (const step of steps) {
@@ -54,67 +63,62 @@ export function rowFieldReads(src: string, ast: jsonata.ExprNode | object): RowF
       if (step.type === 'variable' && (step.value === '' || step.value === '$')) {
         // `$` keeps the context; `$$` is the input record wherever it stands
         const keeps = step.value === '$' || atRow;
-        for (const f of filters) walkFilters(f, keeps ? 'row' : 'other');
+        for (const f of filters) this.#walkFilters(f, keeps ? 'row' : 'other');
         atRow = keeps && !step.focus && !step.index;
         continue;
       }
       if (atRow && step.type === 'name' && typeof step.value === 'string') {
-        out.reads.push({ name: step.value, offset: nodeStart(src, step) });
-        for (const f of filters) walkFilters(f, 'other');
+        this.out.reads.push({ name: step.value, offset: nodeStart(this.src, step) });
+        for (const f of filters) this.#walkFilters(f, 'other');
       } else {
-        walk(step, atRow ? 'row' : 'other');
+        this.#walk(step, atRow ? 'row' : 'other');
       }
       atRow = false;
     }
-    if (node.group !== undefined) walkAll((node.group as { lhs?: unknown }).lhs, atRow ? 'row' : 'other');
-  };
+    if (node.group !== undefined) this.walkAll((node.group as { lhs?: unknown }).lhs, atRow ? 'row' : 'other');
+  }
 
-  const walkFilters = (stages: unknown, cx: Context): void => {
+  #walkFilters(stages: unknown, cx: Context): void {
     if (!Array.isArray(stages)) return;
-    for (const s of stages) if (isNode(s)) walkAll(s.expr, s.type === 'filter' ? cx : 'other');
-  };
+    for (const s of stages) if (isNode(s)) this.walkAll(s.expr, s.type === 'filter' ? cx : 'other');
+  }
 
-  const walk = (node: AstNode, cx: Context): void => {
-    if (seen.has(node)) return;
-    seen.add(node);
+  #walk(node: AstNode, cx: Context): void {
+    if (this.#seen.has(node)) return;
+    this.#seen.add(node);
     switch (node.type) {
       case 'path':
-        walkPath(node, cx);
+        this.#walkPath(node, cx);
         return;
       case 'name':
         // a name outside a path (the parser normally wraps them): a read when in the record's context
-        if (cx === 'row' && typeof node.value === 'string') out.reads.push({ name: node.value, offset: nodeStart(src, node) });
+        if (cx === 'row' && typeof node.value === 'string') this.out.reads.push({ name: node.value, offset: nodeStart(this.src, node) });
         return;
       case 'function':
-      case 'partial': {
-        const proc = node.procedure;
-        if (isNode(proc) && proc.type !== 'variable') walk(proc, cx);
-        const args = Array.isArray(node.arguments) ? node.arguments : [];
-        if (isNode(proc) && proc.type === 'variable' && proc.value === 'exists') guard(args[0], cx);
-        walkAll(args, cx);
+      case 'partial':
+        this.#walkCall(node, cx);
         return;
-      }
       case 'condition':
-        walkAll([node.condition, node.then, node.else], cx);
+        this.walkAll([node.condition, node.then, node.else], cx);
         return;
       case 'binary':
       case 'apply':
-        walkAll([node.lhs, node.rhs], cx);
+        this.walkAll([node.lhs, node.rhs], cx);
         return;
       case 'bind':
-        walkAll(node.rhs, cx);
+        this.walkAll(node.rhs, cx);
         return;
       case 'block':
-        walkAll(node.expressions, cx);
+        this.walkAll(node.expressions, cx);
         return;
       case 'unary':
         if (node.value === '{' && Array.isArray(node.lhs)) {
           // object constructor: keys are not read (brief), values are evaluated against the input
-          for (const pair of node.lhs) if (Array.isArray(pair)) walkAll(pair[1], cx);
-        } else walkAll([node.expression, node.expressions], cx);
+          for (const pair of node.lhs) if (Array.isArray(pair)) this.walkAll(pair[1], cx);
+        } else this.walkAll([node.expression, node.expressions], cx);
         return;
       case 'variable':
-        for (const f of [node.stages, node.predicate]) walkFilters(f, 'other');
+        for (const f of [node.stages, node.predicate]) this.#walkFilters(f, 'other');
         return;
       case 'string':
       case 'number':
@@ -123,17 +127,22 @@ export function rowFieldReads(src: string, ast: jsonata.ExprNode | object): RowF
         return;
       default:
         // lambda, transform, sort, wildcard, descendant, parent, …: not the record's context
-        walkChildren(node);
+        this.#walkChildren(node);
     }
-  };
+  }
+
+  #walkCall(node: AstNode, cx: Context): void {
+    const proc = node.procedure;
+    if (isNode(proc) && proc.type !== 'variable') this.#walk(proc, cx);
+    const args = Array.isArray(node.arguments) ? node.arguments : [];
+    if (isNode(proc) && proc.type === 'variable' && proc.value === 'exists') this.#guard(args[0], cx);
+    this.walkAll(args, cx);
+  }
 
   /** `$exists(FIELD)` / `$exists($.FIELD)`: FIELD may be missing from a record. */
-  const guard = (arg: unknown, cx: Context): void => {
+  #guard(arg: unknown, cx: Context): void {
     if (cx !== 'row' || !isNode(arg) || arg.type !== 'path' || !Array.isArray(arg.steps)) return;
     const first = (arg.steps as unknown[]).find((s) => !(isNode(s) && s.type === 'variable' && s.value === ''));
-    if (isNode(first) && first.type === 'name' && typeof first.value === 'string') out.existsGuarded.add(first.value);
-  };
-
-  walkAll(ast, 'row');
-  return out;
+    if (isNode(first) && first.type === 'name' && typeof first.value === 'string') this.out.existsGuarded.add(first.value);
+  }
 }

@@ -16,8 +16,6 @@ import {
   type RunReportInput,
 } from './report-model.js';
 
-export type { RunReportInput } from './report-model.js';
-
 /**
  * `run --report FILE.html`: the run as ONE self-contained HTML file to hand over — no network, no external asset, no
  * script (a CSP meta tag forbids every fetch: `default-src 'none'; style-src 'unsafe-inline'`), inline CSS and an

@@ -14,17 +14,10 @@ import {
   type RunReportInput,
 } from './report-model.js';
 
-export type { RunReportInput } from './report-model.js';
-
 /**
- * `run --report FILE.md`: the content of the HTML report (`renderRunReportHtml`) as GitHub-flavoured Markdown, for
- * CI job summaries (`cat report.md >> "$GITHUB_STEP_SUMMARY"`): the run, counts per mapping, outcomes per mapping
- * (a text bar), rejected rows grouped by reason (lines/records and source keys; row content only with
- * `includeRows`, in fenced blocks), what was ended, the server listings, warnings.
- *
- * Text from the export (messages, keys) is escaped (`escapeMarkdown`): no link, image, HTML, emphasis, math or table
- * cell can be injected; line breaks inside a cell become `<br>`. Known secrets are redacted (each text, then the
- * whole document).
+ * `run --report FILE.md`: the HTML report's content as GitHub-flavoured Markdown (CI job summaries); export text
+ * is escaped (`escapeMarkdown`) and known secrets are redacted.
+ * Design: docs/design/run-report.md.
  */
 export function renderRunReportMarkdown(input: RunReportInput): string {
   const m = buildReportModel(input);

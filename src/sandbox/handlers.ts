@@ -12,7 +12,7 @@ import { makeObservation } from './observations.js';
 export const MAX_PAGE_SIZE = 1000;
 
 // Only a plausible host[:port] is echoed into link URLs (the Host header is client-controlled).
-const HOST_RE = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+const HOST_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
 const REF_RE = /^([A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/;
 const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
 

@@ -15,9 +15,7 @@ import { oo, Replies, type Json } from './http.js';
 import { handle, sha256 } from './routing.js';
 import { SandboxStore } from './store.js';
 
-export { checkFaults, type FaultOptions } from './faults.js';
-export type { CapacityStats } from './capacity.js';
-export { MAX_PAGE_SIZE } from './handlers.js';
+export type { FaultOptions } from './faults.js';
 
 export interface SandboxOptions {
   /** Default 127.0.0.1; a non-loopback address is refused unless allowRemote. */

@@ -2,25 +2,10 @@ import { isUtf8 } from 'node:buffer';
 import { Transform, type TransformCallback } from 'node:stream';
 import iconv from 'iconv-lite';
 
-/*
- * Text decoding of a source file, upstream of the parsers: fs → DecodeToUtf8 → (CSV guard, csv-parse | NDJSON
- * lines | stream-json). The parsers only ever see UTF-8: csv-parse matches its delimiter, quote and line breaks
- * byte by byte, so UTF-16 given to it straight splits characters whose bytes look like `0A 00` (see the property
- * suite), and single-byte code pages (Windows-1252, ISO-8859-x) are not Node encodings at all.
- *
- * - UTF-8 (the default): the chunks pass through unchanged — no copy — and are checked with `buffer.isUtf8`
- *   (native); a character split across two chunks is checked from the few bytes carried over.
- * - Windows-1252 / ISO-8859-x (iconv-lite tables) and UTF-16 (Node's utf16le, byte-swapped for BE): decoded and
- *   re-encoded as UTF-8.
- * A byte-order mark decides over the declared encoding: EF BB BF → UTF-8 (kept: the parsers drop it as before),
- * FF FE → UTF-16LE, FE FF → UTF-16BE (removed).
- *
- * Bytes that are not valid in the encoding (a malformed UTF-8 sequence, a byte a code page leaves undefined —
- * 0x81 0x8D 0x8F 0x90 0x9D in Windows-1252 —, a lone UTF-16 surrogate or an odd last byte) are never turned
- * into plausible text silently: each becomes U+FFFD in the output and an `InvalidBytes` entry (file offset, line)
- * in `invalid`, in file order, registered before the bytes are passed on. The readers turn the entries into a
- * reject of the record holding them (CSV, NDJSON) or a fatal error (JSON). Lines are counted like the readers
- * count them (LF, CRLF, lone CR) — on the UTF-8 path a scan for line breaks per chunk, no copy.
+/**
+ * Text decoding upstream of the parsers: UTF-8 passes through (checked), code pages and UTF-16 are re-encoded;
+ * invalid bytes become U+FFFD plus an `InvalidBytes` entry the readers turn into a reject or a fatal error.
+ * Design: docs/design/text-decoding.md.
  */
 
 /** `csv.encoding` values (schemas/mapping.schema.json lists the same); matched case-insensitively. */

@@ -15,28 +15,8 @@ import {
   type SourceItem,
 } from './types.js';
 
-export type {
-  ByteMeter,
-  CsvOptions,
-  OpenSourceOptions,
-  Origin,
-  SourceConfig,
-  SourceFormat,
-  SourceItem,
-  SourceRecord,
-  SourceReject,
-} from './types.js';
-export {
-  CSV_DEFAULT_MAX_QUOTED_LINES,
-  CSV_MAX_RECORD_CHARS,
-  HEADER_SAMPLE_RECORDS,
-  JSON_MAX_WHOLE_FILE_BYTES,
-  JSON_PRECHECK_MAX_BYTES,
-  NDJSON_MAX_LINE_BYTES,
-  RECORD_MAX_DEPTH,
-  RECORD_MAX_ITEMS,
-  RECORD_MAX_TEXT_CHARS,
-} from './types.js';
+export type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from './types.js';
+export { CSV_MAX_RECORD_CHARS, NDJSON_MAX_LINE_BYTES, RECORD_MAX_DEPTH, RECORD_MAX_ITEMS } from './types.js';
 export { detectFormat, SourceBytes } from './source-file.js';
 export { notTextHint, notTextReason } from './text-check.js';
 

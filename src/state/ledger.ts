@@ -1,36 +1,7 @@
 /**
- * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks, and
- * (schema 2) the observations an export delivered inside its overlap window (`export_delivered`).
- *
- * Schema versions: migrations are additive (schema 2 only adds `export_delivered`), so a newer care-etl opens an
- * older file and upgrades it in place; an older care-etl refuses a newer file ("written by a newer care-etl").
- *
- * The loader's exactly-once guarantee rests on one rule: **an intent to create is committed to this file
- * before the POST is sent.** After a crash/kill/timeout the entry is still `pending` and the next run
- * reconciles it (search the server by `matchValue`, adopt or create) instead of blindly creating again.
- *
- * ## Durability: WAL + synchronous=NORMAL (and when it is not enough)
- * In WAL mode a commit appends the transaction's pages to `state.db-wal` with write(2) and returns; with
- * `synchronous=NORMAL` SQLite only fsyncs the WAL at checkpoints, not at every commit. Once write(2) has
- * returned, the bytes live in the kernel's page cache, which belongs to the OS, not to the process: a crash,
- * an uncaught exception, `kill -9` or an OOM kill of *the process* loses nothing — the next open replays
- * the WAL (SQLite docs: "transactions are durable across application crashes regardless of the synchronous
- * setting or journal mode"). What NORMAL can lose is the last commits before an **OS crash or power loss**
- * (the database stays consistent, it just rolls back to an earlier commit). For the loader that would
- * mean: an intent lost while its POST reached the server → a duplicate on the next run, unless the loader
- * reconciles unknown keys by their match value. Whoever needs that level too opens the ledger with
- * `{ synchronous: 'FULL' }` (an fsync per commit, ~0.1–10 ms depending on the disk; batch intents in
- * one `transaction()` to amortise it).
- *
- * ## One writer
- * The file is opened with `locking_mode=EXCLUSIVE` by default: two care-etl processes on the same state
- * file would both see a key as new and both create it. The second one fails fast with a clear message.
- * (Side effect: WAL runs without the `-shm` file; the OS releases the lock when the process dies, even
- * on SIGKILL.)
- *
- * ## Files
- * The db file is created 0600 before SQLite opens it; SQLite gives its `-wal`/`-journal`/`-shm` side files
- * the permissions of the db file, and we chmod them anyway after open. The folder is created 0700.
+ * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks. An intent
+ * to create is committed before the POST is sent; WAL + synchronous=NORMAL, one writer (EXCLUSIVE lock), 0600.
+ * Design: docs/design/ledger.md.
  */
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';

@@ -166,7 +166,7 @@ describe('AdaptiveLimiter pauses and pacing', () => {
     const lim = new AdaptiveLimiter({ initial: 4, now: clock });
     lim.onOverload(500);
     const started: number[] = [];
-    const all = [0, 1, 2].map((i) => lim.run(async () => void started.push(Date.now())));
+    const all = [0, 1, 2].map(() => lim.run(async () => void started.push(Date.now())));
     await vi.advanceTimersByTimeAsync(499);
     expect(started).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);

@@ -6,9 +6,9 @@
 import { builtins } from './builtins.js';
 import type { CallableFunction } from './types.js';
 
-export { compileExpression, type CompileResult } from './compile.js';
-export { BAIL, bail, boolize } from './runtime.js';
-export { parseSignature, type Signature } from './signature.js';
+export { compileExpression } from './compile.js';
+export { bail, boolize } from './runtime.js';
+export { parseSignature } from './signature.js';
 export type { CallableFunction, CompileOptions, CompiledExpression } from './types.js';
 
 /** JSONata's built-ins the compiler implements, as callables (name without `$`). */
