@@ -39,12 +39,12 @@ describe('one home per flag', () => {
   });
 
   it('a variant keeps what it does not change: plan narrows --progress, keeps its default; --index-page-size is one flag in run, plan and state', () => {
-    const plan = Plan.flags.progress as { options: string[]; default: string; description: string };
-    const run = Run.flags.progress as { options: string[]; default: string; description: string };
+    const plan = Plan.flags.progress as { options?: readonly string[]; default?: unknown; description?: string };
+    const run = Run.flags.progress as { options?: readonly string[]; default?: unknown; description?: string };
     expect(plan.options).toEqual(['auto', 'lines', 'none']);
     expect(run.options).toEqual(['auto', 'bar', 'lines', 'none']);
     expect([plan.default, plan.description]).toEqual([run.default, run.description]);
-    const pageSize = [Run, Plan, StateCheck].map((c) => (c.flags['index-page-size'] as { description: string; min: number }).description);
+    const pageSize = [Run, Plan, StateCheck].map((c) => (c.flags['index-page-size'] as { description?: string }).description);
     expect(new Set(pageSize).size).toBe(1);
     expect((Runs.flags.state as { description: string }).description).toBe((Export.flags.state as { description: string }).description);
   });
