@@ -4,7 +4,7 @@
  * path, SIGINT/SIGTERM → an abort signal, progress selection and the log level. A command keeps only
  * flags → one library call → a summary.
  */
-import { Command, Errors, Flags } from '@oclif/core';
+import { Command, Errors } from '@oclif/core';
 import type { Input, ParserOutput } from '@oclif/core/interfaces';
 
 type Out = Record<string, unknown>;
@@ -12,6 +12,7 @@ import { stripVTControlCharacters } from 'node:util';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown, registerSecret } from '../core/secret.js';
 import { describeError, type ErrorJson } from './render.js';
+import { flag } from './flags.js';
 
 export type LogLevel = 'quiet' | 'normal' | 'verbose';
 export type ProgressMode = 'bar' | 'lines' | 'none';
@@ -68,21 +69,25 @@ function registerArgvSecrets(argv: string[]): void {
 
 /** oclif's argument/flag errors (missing argument, unknown flag, a flag's own parse error) as a usage error. */
 class UsageError extends CareEtlError {
-  constructor(err: unknown, command: string) {
+  constructor(err: unknown, command: string, flags: Record<string, { description?: string }>) {
     const raw = stripVTControlCharacters(err instanceof Error ? err.message : String(err));
     const message = raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': ');
-    super(message, { exitCode: ExitCode.config, hint: `See \`${command} --help\`.` });
+    const rule = declaredRule(message, flags);
+    super(message, { exitCode: ExitCode.config, hint: `${rule ? `${rule} ` : ''}See \`${command} --help\`.` });
     this.name = 'UsageError';
   }
 }
 
+/** A refused combination names the flag declaring it ("… when using --bom"): that flag's description says the rule. */
+function declaredRule(message: string, flags: Record<string, { description?: string }>): string | undefined {
+  const name = /when using --([\w-]+)/.exec(message)?.[1];
+  const description = name ? flags[name]?.description : undefined;
+  return description ? `--${name}: ${description.replace(/\.$/, '')}.` : undefined;
+}
+
 export abstract class CareCommand<T> extends Command {
   static override enableJsonFlag = true;
-  static override baseFlags = {
-    verbose: Flags.boolean({ description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors', helpGroup: 'OUTPUT', exclusive: ['quiet'] }),
-    quiet: Flags.boolean({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
-    'env-file': Flags.string({ description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win', helpGroup: 'OUTPUT' }),
-  };
+  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), 'env-file': flag['env-file']() };
 
   protected logLevel: LogLevel = 'normal';
   /** Aborted on the first SIGINT/SIGTERM: the library stops reading, finishes its bookkeeping and returns. */
@@ -123,7 +128,8 @@ export abstract class CareCommand<T> extends Command {
       out = await super.parse(options, argv);
     } catch (err) {
       // Never oclif's error object itself: under --json it would print the whole parsed config, secrets included.
-      throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim());
+      const declared = { ...this.ctor.baseFlags, ...(options ?? this.ctor).flags };
+      throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim(), declared);
     }
     const flags = out.flags as { verbose?: boolean; quiet?: boolean; 'env-file'?: string; 'api-key'?: string };
     const args = out.args as { mapping?: string };

@@ -4,6 +4,7 @@ import { allowanceError, parseAllowance } from '../load/ending-guard.js';
 /**
  * Numeric flags whose errors say what was expected and what was given, p-queue style:
  * "Expected `--max-in-flight` to be an integer ≥ 1, got `x`" (exit 2 through CareCommand's usage errors).
+ * Each returns a definition (src/cli/flags.ts names it once; a command calls it, or derives a variant).
  */
 function numberFlag(name: string, description: string, expected: string, ok: (n: number, input: string) => boolean) {
   return Flags.custom<number>({
@@ -13,7 +14,7 @@ function numberFlag(name: string, description: string, expected: string, ok: (n:
       if (input.trim() === '' || !ok(n, input)) throw new Error(`Expected \`--${name}\` to be ${expected}, got \`${input}\``);
       return n;
     },
-  })();
+  });
 }
 
 /** An integer ≥ 1 (digits only: `1e3`, `0x10`, `2.0` are refused). */
@@ -34,4 +35,4 @@ export const allowEndingFlag = (description: string) =>
       if (!parseAllowance(input)) throw new Error(allowanceError('--allow-ending', input));
       return input.trim();
     },
-  })();
+  });

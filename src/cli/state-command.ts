@@ -1,5 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { connectionFlags, connectionFromFlags } from './connection-flags.js';
+import { flag } from './flags.js';
 import type { ErrorJson } from './render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
 import type { CommandShell } from './base-command.js';
@@ -7,9 +8,9 @@ import type { CommandShell } from './base-command.js';
 /** Arguments and flags shared by `state rebuild` and `state check`. */
 export const stateArgs = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
 export const stateFlags = {
-  state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-  'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
-  progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
+  state: flag.state(),
+  'index-page-size': flag['index-page-size'](),
+  progress: flag.progress({ options: ['auto', 'lines', 'none'] }),
   ...connectionFlags,
 };
 

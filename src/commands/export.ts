@@ -1,8 +1,11 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
+import { CareEtlError, ExitCode } from '../core/issues.js';
 import { registerSecret } from '../core/secret.js';
+import { DEFAULT_EXPORT_NAME } from '../export/default-columns.js';
 import type { ExportSummary } from '../export/run-export.js';
 
 export type ExportResult = ExportSummary | ErrorJson;
@@ -33,28 +36,34 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     name: Args.string({ description: "export of the mapping's exports: section (needed only when it declares several)" }),
   };
   static override flags = {
-    out: Flags.string({ char: 'o', description: 'output file, or - for stdout', default: '-' }),
-    columns: Flags.string({ description: 'YAML file with `columns:` (header → JSONata) instead of the mapping\'s exports:' }),
-    format: Flags.string({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
-    bom: Flags.boolean({ description: 'CSV: start with a UTF-8 byte order mark (Excel)' }),
-    'escape-formulas': Flags.boolean({ description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)", default: true, allowNo: true }),
-    layout: Flags.string({ description: 'long: one row per observation; wide: one row per patient and day, one column per instrument', options: ['long', 'wide'], default: 'long' }),
-    pseudonymize: Flags.boolean({ description: 'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text' }),
-    'pseudonym-key-file': Flags.string({ description: '--pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)' }),
-    'keep-free-text': Flags.boolean({ description: '--pseudonymize: keep free text (value strings, notes, reference display names — may hold names)' }),
-    dictionary: Flags.string({ description: 'also write a data dictionary of the columns to this file (.json → JSON, else CSV)' }),
-    since: Flags.string({ description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' }),
-    overlap: Flags.integer({ description: '--since last: seconds re-read before the previous export started (clock skew, late commits)', default: 60, min: 0 }),
-    patient: Flags.string({ description: 'only this patient (source key, e.g. MRN); repeatable', multiple: true, multipleNonGreedy: true }),
-    query: Flags.string({ description: 'query parameter k=v for the first request (servers that support filters); repeatable', multiple: true, multipleNonGreedy: true }),
-    'page-size': Flags.integer({ description: 'page size asked of the server (_count on the first request)', min: 1 }),
-    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-    progress: Flags.string({ description: 'progress on stderr', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
+    // `--json` prints the summary on stdout: the rows need a file.
+    json: flag.json({
+      description: 'Format output as json: the summary on stdout, so the rows need a file (--out FILE).',
+      relationships: [{ type: 'all', flags: ['out'] }, { type: 'none', flags: [{ name: 'out', when: async (f) => f.out === '-' }] }],
+    }),
+    out: flag.out({ char: 'o', description: 'output file, or - for stdout (the default; not with --json, which prints the summary there)' }),
+    columns: flag.columns(),
+    format: flag.format(),
+    bom: flag.bom(),
+    'escape-formulas': flag['escape-formulas'](),
+    layout: flag.layout(),
+    pseudonymize: flag.pseudonymize(),
+    'pseudonym-key-file': flag['pseudonym-key-file'](),
+    'keep-free-text': flag['keep-free-text'](),
+    dictionary: flag.dictionary(),
+    since: flag.since(),
+    overlap: flag.overlap(),
+    patient: flag.patient(),
+    query: flag.query(),
+    'page-size': flag['page-size']({ description: 'page size asked of the server (_count on the first request)' }),
+    state: flag.state(),
+    progress: flag.progress(),
     ...connectionFlags,
   };
 
   async run(): Promise<ExportResult> {
     const { args, flags } = await this.parse(Export);
+    refuseNameWithOwnColumns(args.name, flags);
     // Known before anything can be printed (a .env file beside the mapping is loaded by parse).
     registerSecret(process.env.CARE_PSEUDONYM_KEY?.trim());
     const [{ runExport }, { createExportProgress }] = await Promise.all([import('../export/run-export.js'), import('../export/progress.js')]);
@@ -85,7 +94,6 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         pageSize: flags['page-size'],
         statePath: flags.state,
         connection: connectionFromFlags(flags),
-        json,
         onTarget: (t) => {
           // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
           if (t.embedded) process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
@@ -117,5 +125,17 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     }
     process.exitCode = 0;
     return summary;
+  }
+}
+
+/** The export name is an argument: oclif declares rules between flags only, so its two are checked here. */
+function refuseNameWithOwnColumns(name: string | undefined, flags: { columns?: string; layout: string }): void {
+  if (name === undefined) return;
+  if (flags.columns !== undefined) throw new CareEtlError('Give either an export name or `--columns`, not both', { exitCode: ExitCode.config });
+  if (flags.layout === 'wide' && name !== DEFAULT_EXPORT_NAME) {
+    throw new CareEtlError('`--layout wide` has its own columns (patient, date, one column per instrument): it takes no export name or `--columns`', {
+      exitCode: ExitCode.config,
+      hint: 'Drop the export name, or use `--layout long` for custom columns.',
+    });
   }
 }

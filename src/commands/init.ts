@@ -1,6 +1,6 @@
 import { relative } from 'node:path';
-import { Flags } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { flag } from '../cli/flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { StarterResult } from '../init/starter-mapping.js';
 
@@ -25,9 +25,9 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
     '<%= config.bin %> init --from cdm/person.csv --from cdm/provider.csv --from cdm/visit_occurrence.csv --from cdm/visit_detail.csv',
   ];
   static override flags = {
-    from: Flags.string({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
-    out: Flags.string({ description: 'the mapping file to write', default: 'mapping.yaml' }),
-    force: Flags.boolean({ description: 'overwrite the output file if it exists' }),
+    from: flag.from(),
+    out: flag.out({ description: 'the mapping file to write', default: 'mapping.yaml' }),
+    force: flag.force(),
   };
 
   async run(): Promise<InitResult> {

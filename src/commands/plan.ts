@@ -1,10 +1,10 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
-import { allowEndingFlag } from '../cli/number-flags.js';
+import { flag } from '../cli/flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { PlanDocument } from '../pipeline/plan.js';
-import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
+import type { ReconcilePolicy } from '../mapping/types.js';
 
 export default class Plan extends CareCommand<PlanDocument | ErrorJson> {
   static override summary = 'Show what a run would do — creates, updates with field diffs, adoptions, ends, rejects — writing nothing.';
@@ -20,13 +20,15 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
-    out: Flags.string({ description: 'write the whole plan to this file as JSON (mode 0600)' }),
-    limit: Flags.integer({ description: 'changes shown per mapping and kind on the terminal (0: the table only); --out and --json hold them all', default: 10, min: 0 }),
-    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
-    reconcile: Flags.string({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`", options: [...RECONCILE_POLICIES] }),
-    'index-page-size': Flags.integer({ description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000)", min: 0 }),
-    'allow-ending': allowEndingFlag("the run's --allow-ending to plan for: how many resources of each onMissing: end mapping it may end (a count or a percentage like 25%; default: the mapping's allowEnding:, else 10%) — see `care-etl run --help`"),
-    progress: Flags.string({ description: 'progress display', options: ['auto', 'lines', 'none'], default: 'auto' }),
+    out: flag.out({ description: 'write the whole plan to this file as JSON (mode 0600)' }),
+    limit: flag.limit({ description: 'changes shown per mapping and kind on the terminal (0: the table only); --out and --json hold them all', default: 10 }),
+    state: flag.state({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
+    reconcile: flag.reconcile({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`" }),
+    'index-page-size': flag['index-page-size'](),
+    'allow-ending': flag['allow-ending']({
+      description: "the run's --allow-ending to plan for: how many resources of each onMissing: end mapping it may end (a count or a percentage like 25%; default: the mapping's allowEnding:, else 10%) — see `care-etl run --help`",
+    }),
+    progress: flag.progress({ options: ['auto', 'lines', 'none'] }),
     ...connectionFlags,
   };
 

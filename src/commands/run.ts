@@ -1,15 +1,15 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
-import { allowEndingFlag, positiveIntFlag } from '../cli/number-flags.js';
+import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-pipeline.js';
-import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
-// Both are small and dependency-free: the flags' help needs their defaults before `run()`.
+import type { ReconcilePolicy } from '../mapping/types.js';
+// Both are small and dependency-free.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 
-const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
+const { DEFAULT_MAX_CONCURRENCY } = AdaptiveLimiter;
 
 export type RunResult = RunReport | ErrorJson;
 
@@ -31,36 +31,20 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
-    'dry-run': Flags.boolean({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
-    out: Flags.string({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
-    rejects: Flags.string({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it' }),
-    report: Flags.string({ description: 'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON' }),
-    'include-rows': Flags.boolean({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
-    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-    concurrency: Flags.integer({
-      description: 'pin the requests in flight at N instead of discovering the server\'s capacity (429/503 still lower it for a while)',
-      min: 1,
-      exclusive: ['max-concurrency'],
-    }),
-    'max-concurrency': positiveIntFlag(
-      'max-concurrency',
-      `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
-    ),
-    'max-errors': Flags.integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
-    'only-rejected': Flags.boolean({
-      description:
-        'send only the rows the last run rejected (its rejects file: --rejects, default .care-etl/rejects.ndjson), read from the current source: by key, or by file and line for rows rejected before their key was known; the other rows are read but not sent, onMissing: end is skipped',
-    }),
-    reconcile: Flags.string({
-      description:
-        'when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping\'s reconcile:)',
-      options: [...RECONCILE_POLICIES],
-    }),
-    'index-page-size': Flags.integer({ description: 'page size (_count) asked for when listing the server; 0 = the server\'s own (default 1000; a server that refuses _count is asked without it)', min: 0 }),
-    'allow-ending': allowEndingFlag(
-      "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",
-    ),
-    progress: Flags.string({ description: 'progress display', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
+    'dry-run': flag['dry-run'](),
+    out: flag.out({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
+    rejects: flag.rejects(),
+    report: flag.report(),
+    'include-rows': flag['include-rows'](),
+    state: flag.state(),
+    concurrency: flag.concurrency(),
+    'max-concurrency': flag['max-concurrency'](),
+    'max-errors': flag['max-errors'](),
+    'only-rejected': flag['only-rejected'](),
+    reconcile: flag.reconcile(),
+    'index-page-size': flag['index-page-size'](),
+    'allow-ending': flag['allow-ending'](),
+    progress: flag.progress(),
     ...connectionFlags,
   };
 

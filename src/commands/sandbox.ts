@@ -1,6 +1,5 @@
-import { Flags } from '@oclif/core';
 import { CareCommand, writeUnredacted } from '../cli/base-command.js';
-import { nonNegativeFlag, positiveIntFlag, rateFlag } from '../cli/number-flags.js';
+import { flag } from '../cli/flags.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { FaultOptions } from '../sandbox/server.js';
 
@@ -24,21 +23,20 @@ export default class SandboxCommand extends CareCommand<void> {
     '<%= config.bin %> sandbox --latency 50 --max-in-flight 24',
   ];
   static override flags = {
-    port: Flags.integer({ description: 'TCP port (0 = any free port)', default: 8080, min: 0, max: 65535 }),
-    host: Flags.string({ description: 'loopback address to listen on', default: '127.0.0.1' }),
-    data: Flags.string({ description: 'SQLite file that keeps the data across restarts (default: in memory)' }),
-    seed: Flags.integer({ description: 'seed of the generated Observations', default: 42 }),
-    'observations-per-patient': Flags.integer({ description: 'Observations generated per created patient', default: 2, min: 0 }),
-    'page-size': Flags.integer({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, min: 1, max: 1000 }),
-    // p-queue style validation (src/cli/number-flags.ts), so a typo never silently turns a fault off.
-    latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
-    'max-in-flight': positiveIntFlag('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
-    jitter: nonNegativeFlag('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
-    'rate-limit': nonNegativeFlag('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
-    'error-503-rate': rateFlag('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
-    'drop-rate': rateFlag('drop-rate', 'share of requests whose connection is dropped before processing'),
-    'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
-    'fault-seed': Flags.integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
+    port: flag.port(),
+    host: flag.host(),
+    data: flag.data(),
+    seed: flag.seed(),
+    'observations-per-patient': flag['observations-per-patient'](),
+    'page-size': flag['page-size']({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, max: 1000 }),
+    latency: flag.latency(),
+    'max-in-flight': flag['max-in-flight'](),
+    jitter: flag.jitter(),
+    'rate-limit': flag['rate-limit'](),
+    'error-503-rate': flag['error-503-rate'](),
+    'drop-rate': flag['drop-rate'](),
+    'ambiguous-create-rate': flag['ambiguous-create-rate'](),
+    'fault-seed': flag['fault-seed'](),
   };
 
   async run(): Promise<void> {

@@ -1,5 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { flag } from '../cli/flags.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { TestReport } from '../mapping-tests/types.js';
 
@@ -22,7 +23,7 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
     paths: Args.string({ description: 'test files (*.test.yaml), folders to search recursively, or mapping files (their tests beside them); default: the current folder', required: false }),
   };
   static override flags = {
-    grep: Flags.string({ char: 'g', description: 'only run the cases whose name contains this text' }),
+    grep: flag.grep(),
   };
 
   async run(): Promise<TestReport | ErrorJson> {

@@ -1,5 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { flag } from '../cli/flags.js';
 import { ExitCode } from '../core/issues.js';
 import type { ErrorJson } from '../cli/render.js';
 import type { ValidateReport } from '../pipeline/validate-mapping.js';
@@ -16,8 +17,8 @@ Exit codes: 0 valid (and no sampled row rejected); 1 valid, but sampled rows wer
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
-    sample: Flags.integer({ description: 'run the first N rows of each source through transform, validation and the offline load checks; exit 1 if one is rejected', min: 1 }),
-    'allow-rejects': Flags.boolean({ description: 'with --sample: report rejected sampled rows but exit 0 (an export known to hold bad rows)', dependsOn: ['sample'] }),
+    sample: flag.sample(),
+    'allow-rejects': flag['allow-rejects'](),
   };
 
   async run(): Promise<ValidateReport | ErrorJson> {

@@ -281,7 +281,7 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
   if (layout === 'wide' && opts.columns && opts.columns.name !== DEFAULT_EXPORT_NAME) {
     throw new CareEtlError('The wide layout has its own columns (patient, date, one column per instrument): it takes no export name or columns file', {
       exitCode: ExitCode.config,
-      hint: 'Drop the export name / `--columns`, or use `--layout long`.',
+      hint: "Drop the columns, or use `layout: 'long'`.",
     });
   }
   const columns = opts.columns ?? defaultExport();
@@ -355,7 +355,7 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
 /** The lower bound on `meta.lastUpdated`: none, a date, or the watermark of the previous export (`'last'`). */
 function lowerBound(opts: ExportObservationsOptions, watermarkName: string): { sinceMs?: number; sinceMode: ExportReport['sinceMode'] } {
   if (opts.since === 'last') {
-    if (!opts.scope) throw new CareEtlError('`--since last` needs the state ledger (it keeps the watermark)', { exitCode: ExitCode.config });
+    if (!opts.scope) throw new CareEtlError("Expected `scope` (the state ledger: it keeps the watermark) with `since: 'last'`, got none", { exitCode: ExitCode.config });
     const w = opts.scope.getWatermark(watermarkName);
     return { sinceMs: w === undefined ? undefined : parseSince(w, `the watermark ${watermarkName}`), sinceMode: 'last' };
   }
@@ -370,7 +370,7 @@ function lowerBound(opts: ExportObservationsOptions, watermarkName: string): { s
 
 /** `--patient`: every key must be a patient the ledger knows (else the filter would silently export nothing of it). */
 function checkPatients(patients: ReadonlySet<string>, mappings: readonly string[], scope: LedgerScope | undefined): void {
-  if (!scope) throw new CareEtlError('`--patient` needs the state ledger (it maps source keys to server ids)', { exitCode: ExitCode.config });
+  if (!scope) throw new CareEtlError('Expected `scope` (the state ledger: it maps source keys to server ids) with `patients`, got none', { exitCode: ExitCode.config });
   if (mappings.length === 0) {
     throw new CareEtlError('`--patient` takes patient source keys, but the mapping file has no Patient mapping to resolve them', { exitCode: ExitCode.config });
   }

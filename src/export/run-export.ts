@@ -23,7 +23,7 @@ import { Ledger } from '../state/ledger.js';
 import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
 import { writeDictionary } from './dictionary.js';
-import { EXPORT_LAYOUTS, exportObservations, parseSince, type ColumnSource, type ExportLayout, type ExportProgress, type ExportReport } from './observation-exporter.js';
+import { EXPORT_LAYOUTS, exportObservations, parseSince, type ColumnSource, type ExportLayout, type ExportObservationsOptions, type ExportProgress, type ExportReport } from './observation-exporter.js';
 import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
 
@@ -49,7 +49,7 @@ export interface RunExportOptions {
   dictionary?: string;
   /** `last`, an ISO date or a date-time with a zone. */
   since?: string;
-  /** `--since last`: seconds re-read before the previous export's start (default 60). */
+  /** `since: 'last'`: seconds re-read before the previous export's start (default 60). */
   overlapSeconds?: number;
   /** Patient source keys. */
   patients?: string[];
@@ -62,9 +62,7 @@ export interface RunExportOptions {
   connection?: ConnectionInput;
   env?: NodeJS.ProcessEnv;
   sandboxDataFile?: string;
-  /** `--json`: the summary goes to stdout, so the rows may not. */
-  json?: boolean;
-  /** Where `--out -` writes (default process.stdout). */
+  /** Where `out: '-'` writes (default process.stdout). */
   stdout?: Writable;
   onTarget?: (t: ExportTargetInfo) => void;
   onProgress?: (p: ExportProgress) => void;
@@ -97,10 +95,52 @@ function parseQuery(pairs: readonly string[] | undefined): Record<string, string
   const out: Record<string, string> = {};
   for (const p of pairs) {
     const i = p.indexOf('=');
-    if (i <= 0) throw config(`Expected \`--query\` to be key=value, got \`${p}\``);
+    if (i <= 0) throw config(`Expected \`query\` entries to be key=value, got \`${p}\``);
     out[p.slice(0, i)] = p.slice(i + 1);
   }
   return out;
+}
+
+/** The options checked by their own names (p-queue style), before anything is read; the CLI declares the same rules on its flags. */
+interface CheckedOptions {
+  outArg: string;
+  toStdout: boolean;
+  format: ExportFormat;
+  layout: ExportLayout;
+  query?: Record<string, string>;
+  patients?: string[];
+  overlapSeconds: number;
+  /** Absolute path of the data dictionary, if asked for. */
+  dictionary?: string;
+}
+
+function checkOptions(opts: RunExportOptions): CheckedOptions {
+  const outArg = opts.out ?? '-';
+  const toStdout = outArg === '-';
+  const format = (opts.format ?? 'csv') as ExportFormat;
+  if (!EXPORT_FORMATS.includes(format)) throw config(`Expected \`format\` to be one of ${EXPORT_FORMATS.join(', ')}, got \`${opts.format}\``);
+  if (opts.bom && format !== 'csv') throw config(`Expected \`bom\` to be used with \`format: 'csv'\`, got \`format: '${format}'\``);
+  if (opts.exportName !== undefined && opts.columnsFile !== undefined) throw config('Expected `exportName` or `columnsFile`, got both');
+  const layout = (opts.layout ?? 'long') as ExportLayout;
+  if (!EXPORT_LAYOUTS.includes(layout)) throw config(`Expected \`layout\` to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${opts.layout}\``);
+  const ownColumns = opts.columnsFile !== undefined ? 'columnsFile' : opts.exportName !== undefined && opts.exportName !== DEFAULT_EXPORT_NAME ? 'exportName' : undefined;
+  if (layout === 'wide' && ownColumns) {
+    throw config(`Expected no \`${ownColumns}\` with \`layout: 'wide'\`, got \`${ownColumns}: '${opts[ownColumns]}'\``, 'The wide layout has its own columns (patient, date, one column per instrument).');
+  }
+  const query = parseQuery(opts.query);
+  if (opts.since !== undefined && opts.since !== 'last') parseSince(opts.since, 'since');
+  const patients = opts.patients?.map((p) => p.trim());
+  if (patients?.some((p) => p === '')) throw config('Expected `patients` to be patient source keys, got an empty value');
+  const overlapSeconds = opts.overlapSeconds ?? 60;
+  if (!Number.isFinite(overlapSeconds) || overlapSeconds < 0) throw config(`Expected \`overlapSeconds\` to be a number ≥ 0, got \`${opts.overlapSeconds}\``);
+  if (!opts.pseudonymize && opts.pseudonymKeyFile !== undefined) throw config('Expected `pseudonymKeyFile` to be used with `pseudonymize: true`, got `pseudonymize: false`');
+  if (!opts.pseudonymize && opts.keepFreeText) throw config('Expected `keepFreeText` to be used with `pseudonymize: true`, got `pseudonymize: false`');
+  if (opts.dictionary === '-' || opts.dictionary === '') throw config(`Expected \`dictionary\` to be a file path, got \`${opts.dictionary}\``);
+  const dictionary = opts.dictionary === undefined ? undefined : resolve(opts.dictionary);
+  if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
+    throw config(`Expected \`dictionary\` to be another file than \`out\`, got \`${opts.dictionary}\` for both`);
+  }
+  return { outArg, toStdout, format, layout, query, patients, overlapSeconds, dictionary };
 }
 
 function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {
@@ -130,45 +170,75 @@ function openOutputFile(path: string, shown: string): WriteStream {
     return createWriteStream(path, { fd: openPrivateFile(path), flush: true });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable --out path.' });
+    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable output path.' });
   }
 }
 
-export async function runExport(opts: RunExportOptions): Promise<ExportSummary> {
-  // ---------------------------------------------------------------- flags (nothing touched yet)
-  const outArg = opts.out ?? '-';
-  const toStdout = outArg === '-';
-  if (opts.json && toStdout) throw config('`--json` prints the summary on stdout: give the rows a file with `--out <file>`');
-  const format = (opts.format ?? 'csv') as ExportFormat;
-  if (!EXPORT_FORMATS.includes(format)) throw config(`Expected \`--format\` to be one of ${EXPORT_FORMATS.join(', ')}, got \`${opts.format}\``);
-  if (opts.bom && format !== 'csv') throw config('`--bom` applies to `--format csv` only');
-  if (opts.exportName !== undefined && opts.columnsFile !== undefined) throw config('Give either an export name or `--columns`, not both');
-  const query = parseQuery(opts.query);
-  if (opts.since !== undefined && opts.since !== 'last') parseSince(opts.since);
-  const patients = opts.patients?.map((p) => p.trim());
-  if (patients?.some((p) => p === '')) throw config('Expected `--patient` to be a patient source key, got an empty value');
-  const overlap = opts.overlapSeconds ?? 60;
-  if (!Number.isFinite(overlap) || overlap < 0) throw config(`Expected \`--overlap\` to be a number of seconds ≥ 0, got \`${opts.overlapSeconds}\``);
-  const layout = (opts.layout ?? 'long') as ExportLayout;
-  if (!EXPORT_LAYOUTS.includes(layout)) throw config(`Expected \`--layout\` to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${opts.layout}\``);
-  if (layout === 'wide' && ((opts.exportName !== undefined && opts.exportName !== DEFAULT_EXPORT_NAME) || opts.columnsFile !== undefined)) {
-    throw config(
-      '`--layout wide` has its own columns (patient, date, one column per instrument): it takes no export name or `--columns`',
-      'Drop the export name / `--columns`, or use `--layout long` for custom columns.',
-    );
+/** Writes the data dictionary (if asked for) and renames the partial file: the last step of a complete export. */
+function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: OutputFiles): NonNullable<ExportObservationsOptions['finalize']> {
+  return async ({ dictionary: entries, report }) => {
+    if (checked.dictionary !== undefined) {
+      try {
+        writeDictionary(checked.dictionary, {
+          export: report.export,
+          layout: report.layout,
+          format: report.format,
+          pseudonymized: report.pseudonymized,
+          keepFreeText: report.pseudonymized && opts.keepFreeText === true,
+          rows: report.rows,
+          generatedAt: new Date().toISOString(),
+          columns: entries,
+        });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable path for the data dictionary.' });
+      }
+    }
+    if (files.partial) {
+      renameSync(files.partial, files.out);
+      files.renamed = true;
+    }
+  };
+}
+
+/** `<out>` and the `<out>.partial` written first (none for stdout); `renamed` once the export is complete. */
+interface OutputFiles {
+  out: string;
+  partial?: string;
+  renamed: boolean;
+}
+
+/** What is opened for one export, closed whatever happens (an open embedded sandbox would keep the process alive). */
+interface OpenedResources {
+  target?: Target;
+  ledger?: Ledger;
+  client?: CareClient;
+}
+
+async function closeAll(files: OutputFiles, opened: OpenedResources): Promise<void> {
+  if (files.partial && !files.renamed) {
+    try {
+      rmSync(files.partial, { force: true });
+    } catch {
+      // never created (e.g. the folder is not writable)
+    }
   }
-  if (!opts.pseudonymize && opts.pseudonymKeyFile !== undefined) throw config('`--pseudonym-key-file` is for `--pseudonymize`: add it, or drop the key file');
-  if (!opts.pseudonymize && opts.keepFreeText) throw config('`--keep-free-text` is for `--pseudonymize` (an export without it keeps everything)');
+  await opened.client?.close().catch(() => {});
+  try {
+    opened.ledger?.close();
+  } catch {
+    // the export's own error matters more
+  }
+  await opened.target?.close().catch(() => {});
+}
+
+export async function runExport(opts: RunExportOptions): Promise<ExportSummary> {
+  const checked = checkOptions(opts); // nothing touched yet
+  const { outArg, toStdout, format, layout } = checked;
   const env = opts.env ?? process.env;
   // Before anything is read or printed: the key is registered as a secret and checked (exit 2 when missing).
   const pseudonymizer = opts.pseudonymize ? new Pseudonymizer(resolvePseudonymKey({ keyFile: opts.pseudonymKeyFile, env })) : undefined;
-  const dictionary = opts.dictionary === undefined ? undefined : resolve(opts.dictionary);
-  if (opts.dictionary === '-' || opts.dictionary === '') throw config('Expected `--dictionary` to be a file path');
-  if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
-    throw config('`--dictionary` must be another file than `--out`');
-  }
 
-  // ---------------------------------------------------------------- mapping
   const mappingFile = resolve(opts.mappingFile);
   const mapping = await loadMapping(mappingFile, { env });
   const compiled = compileMapping(mapping);
@@ -177,24 +247,20 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
     layout === 'wide' ? defaultExport() : opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName);
   const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
 
-  let target: Target | undefined;
-  let ledger: Ledger | undefined;
-  let client: CareClient | undefined;
   const out = toStdout ? '-' : resolve(outArg);
-  const partial = toStdout ? undefined : `${out}.partial`;
-  let renamed = false;
+  const files: OutputFiles = { out, partial: toStdout ? undefined : `${out}.partial`, renamed: false };
+  const opened: OpenedResources = {};
   try {
-    target = await openTarget(mapping, { env: opts.env, connection: opts.connection, sandboxDataFile: opts.sandboxDataFile });
+    const target = (opened.target = await openTarget(mapping, { env: opts.env, connection: opts.connection, sandboxDataFile: opts.sandboxDataFile }));
     const info: ExportTargetInfo = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
     opts.onTarget?.(info);
     const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
-    ledger = Ledger.open(statePath);
-    const scope = ledger.scope(target.scopeUrl, target.settings.tenantId);
-    client = new CareClient(target.settings, { onResponse: opts.onRequest });
-    const output = toStdout ? (opts.stdout ?? process.stdout) : openOutputFile(partial!, `${outArg}.partial`);
+    opened.ledger = Ledger.open(statePath);
+    const client = (opened.client = new CareClient(target.settings, { onResponse: opts.onRequest }));
+    const output = toStdout ? (opts.stdout ?? process.stdout) : openOutputFile(files.partial!, `${outArg}.partial`);
     const report = await exportObservations({
       client,
-      scope,
+      scope: opened.ledger.scope(target.scopeUrl, target.settings.tenantId),
       columns,
       output,
       endOutput: !toStdout,
@@ -207,55 +273,19 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       tempDir: dirname(statePath),
       columnSources: (columns as { sources?: Map<string, ColumnSource> }).sources,
       since: opts.since,
-      overlapMs: overlap * 1000,
-      patients,
+      overlapMs: checked.overlapSeconds * 1000,
+      patients: checked.patients,
       patientMappings,
-      query,
+      query: checked.query,
       pageSize: opts.pageSize,
       onProgress: opts.onProgress,
       signal: opts.signal,
-      finalize: async ({ dictionary: entries, report }) => {
-        if (dictionary !== undefined) {
-          try {
-            writeDictionary(dictionary, {
-              export: report.export,
-              layout: report.layout,
-              format: report.format,
-              pseudonymized: report.pseudonymized,
-              keepFreeText: report.pseudonymized && opts.keepFreeText === true,
-              rows: report.rows,
-              generatedAt: new Date().toISOString(),
-              columns: entries,
-            });
-          } catch (err) {
-            const code = (err as NodeJS.ErrnoException).code;
-            throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable --dictionary path.' });
-          }
-        }
-        if (partial) {
-          renameSync(partial, out);
-          renamed = true;
-        }
-      },
+      finalize: finalizer(opts, checked, files),
     });
     const warnings = mapping.warnings.map((w) => w.message);
     if (report.unplaced) warnings.push(`${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`);
-    return { ...report, mappingFile, out, statePath, target: info, ...(dictionary !== undefined ? { dictionary } : {}), warnings };
+    return { ...report, mappingFile, out, statePath, target: info, ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}), warnings };
   } finally {
-    // Every step runs whatever the others do (an open embedded sandbox would keep the process alive).
-    if (partial && !renamed) {
-      try {
-        rmSync(partial, { force: true });
-      } catch {
-        // never created (e.g. the folder is not writable)
-      }
-    }
-    await client?.close().catch(() => {});
-    try {
-      ledger?.close();
-    } catch {
-      // the export's own error matters more
-    }
-    await target?.close().catch(() => {});
+    await closeAll(files, opened);
   }
 }

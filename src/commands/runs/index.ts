@@ -1,5 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../../cli/base-command.js';
+import { flag } from '../../cli/flags.js';
 import type { ErrorJson } from '../../cli/render.js';
 import type { RunHistory } from '../../pipeline/run-history.js';
 
@@ -11,8 +12,8 @@ Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in
   static override examples = ['<%= config.bin %> runs examples/clinic/mapping.yaml', '<%= config.bin %> runs --state /cache/state.db --json', '<%= config.bin %> runs show mapping.yaml 12'];
   static override args = { mapping: Args.string({ description: 'mapping file (its .care-etl/state.db is read; default: ./.care-etl/state.db)' }) };
   static override flags = {
-    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-    limit: Flags.integer({ description: 'runs listed at most', default: 50, min: 1 }),
+    state: flag.state(),
+    limit: flag.limit({ description: 'runs listed at most', default: 50, min: 1 }),
   };
 
   async run(): Promise<RunHistory | ErrorJson> {

@@ -1,5 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { CareCommand } from '../../cli/base-command.js';
+import { flag } from '../../cli/flags.js';
 import type { ErrorJson } from '../../cli/render.js';
 import type { RunInfo } from '../../state/ledger.js';
 import type { RunReport } from '../../pipeline/run-pipeline.js';
@@ -14,7 +15,7 @@ export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {
     id: Args.integer({ description: 'run number (see `care-etl runs`)' }),
   };
   static override flags = {
-    state: Flags.string({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+    state: flag.state(),
   };
 
   async run(): Promise<RunInfo | ErrorJson> {

@@ -1,0 +1,168 @@
+/**
+ * Every flag of care-etl, defined once under its name (the connection flags: `connection-flags.ts`). Each entry
+ * is a definition: a command calls it (`flag.state()`), or derives a variant — another description, default or
+ * choice list — by passing those (`flag.state({ description })`), never by defining the name again.
+ * Combinations are declared here (`dependsOn`, `exclusive`, `relationships`), so oclif refuses them (exit 2)
+ * before a library function runs; CareCommand's usage error then quotes the flag's description as the hint.
+ */
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import type { BooleanFlag, OptionFlag } from '@oclif/core/interfaces';
+import { RECONCILE_POLICIES } from '../mapping/types.js';
+// Both are small and dependency-free: the flags' help needs their defaults before `run()`.
+import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
+import { allowEndingFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
+
+const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
+
+type IntBounds = { min?: number; max?: number };
+type Relationships = NonNullable<OptionFlag<string>['relationships']>;
+type IntDefaults = Partial<OptionFlag<number, IntBounds>> & IntBounds;
+/** An integer flag's definition: its variants may change the bounds, the description or the default. */
+type IntDefinition = { (variant: IntDefaults & { default: number }): OptionFlag<number>; (variant?: IntDefaults): OptionFlag<number | undefined> };
+function integer(defaults: IntDefaults): IntDefinition {
+  return ((variant: IntDefaults = {}) => Flags.integer({ ...defaults, ...variant } as IntBounds)) as IntDefinition;
+}
+function defaultedInteger(defaults: IntDefaults & { default: number }): (variant?: IntDefaults) => OptionFlag<number> {
+  return (variant: IntDefaults = {}) => Flags.integer({ ...defaults, ...variant } as IntBounds & { default: number });
+}
+
+function booleanFlag(defaults: Partial<BooleanFlag<boolean>>) {
+  return (variant: Partial<BooleanFlag<boolean>> = {}) => Flags.boolean({ ...defaults, ...variant });
+}
+
+/** A value checked when parsed, p-queue style ("Expected `--query` to be key=value, got `x`"). */
+function checkedString(defaults: { description: string; relationships?: Relationships }, check: (input: string) => Promise<string | undefined> | string | undefined) {
+  return Flags.custom<string>({
+    ...defaults,
+    parse: async (input) => {
+      const problem = await check(input);
+      if (problem) throw new Error(problem);
+      return input;
+    },
+  });
+}
+
+/** `--out` of `export` beside `--dictionary`: the dictionary would overwrite the export (or its partial file). */
+const sameFileAsOut = async (f: Record<string, unknown>) =>
+  typeof f.out === 'string' && f.out !== '-' && typeof f.dictionary === 'string' && [resolve(f.out), resolve(`${f.out}.partial`)].includes(resolve(f.dictionary));
+
+export const flag = {
+  // ---------------------------------------------------------------- every command (CareCommand.baseFlags)
+  verbose: booleanFlag({ description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors', helpGroup: 'OUTPUT', exclusive: ['quiet'] }),
+  quiet: booleanFlag({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
+  'env-file': Flags.custom<string>({ description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win', helpGroup: 'OUTPUT' }),
+  /** oclif's own `--json` (enableJsonFlag), for a command that declares what it excludes. */
+  json: booleanFlag({ description: 'Format output as json.', helpGroup: 'GLOBAL' }),
+
+  // ---------------------------------------------------------------- shared by several commands
+  state: Flags.custom<string>({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+  progress: Flags.custom<string>({ description: 'progress display (stderr)', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
+  out: Flags.custom<string>({ description: 'output file' }),
+  limit: integer({ description: 'entries shown at most', min: 0 }),
+  'page-size': integer({ description: 'page size of a listing', min: 1 }),
+  'index-page-size': integer({
+    description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000; a server that refuses _count is asked without it)",
+    min: 0,
+  }),
+  reconcile: Flags.custom<string>({
+    description:
+      "when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping's reconcile:)",
+    options: [...RECONCILE_POLICIES],
+  }),
+  'allow-ending': allowEndingFlag(
+    "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",
+  ),
+
+  // ---------------------------------------------------------------- run
+  'dry-run': booleanFlag({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
+  rejects: Flags.custom<string>({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it' }),
+  report: Flags.custom<string>({ description: 'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON' }),
+  'include-rows': booleanFlag({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
+  concurrency: integer({
+    description: "pin the requests in flight at N instead of discovering the server's capacity (429/503 still lower it for a while)",
+    min: 1,
+    exclusive: ['max-concurrency'],
+  }),
+  'max-concurrency': positiveIntFlag(
+    'max-concurrency',
+    `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+  ),
+  'max-errors': integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
+  'only-rejected': booleanFlag({
+    description:
+      'send only the rows the last run rejected (its rejects file: --rejects, default .care-etl/rejects.ndjson), read from the current source: by key, or by file and line for rows rejected before their key was known; the other rows are read but not sent, onMissing: end is skipped',
+  }),
+
+  // ---------------------------------------------------------------- validate, test, init
+  sample: integer({ description: 'run the first N rows of each source through transform, validation and the offline load checks; exit 1 if one is rejected', min: 1 }),
+  'allow-rejects': booleanFlag({ description: 'with --sample: report rejected sampled rows but exit 0 (an export known to hold bad rows)', dependsOn: ['sample'] }),
+  grep: Flags.custom<string>({ char: 'g', description: 'only run the cases whose name contains this text' }),
+  from: Flags.custom<string>({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
+  force: booleanFlag({ description: 'overwrite the output file if it exists' }),
+
+  // ---------------------------------------------------------------- export
+  columns: Flags.custom<string>({
+    description: "YAML file with `columns:` (header → JSONata) instead of the mapping's exports:; long layout only",
+    relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
+  }),
+  format: Flags.custom<string>({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
+  bom: booleanFlag({
+    description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
+    relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
+  }),
+  'escape-formulas': booleanFlag({ description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)", default: true, allowNo: true }),
+  layout: Flags.custom<string>({ description: 'long: one row per observation; wide: one row per patient and day, one column per instrument', options: ['long', 'wide'], default: 'long' }),
+  pseudonymize: booleanFlag({ description: 'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text' }),
+  'pseudonym-key-file': Flags.custom<string>({ description: 'with --pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)', dependsOn: ['pseudonymize'] }),
+  'keep-free-text': booleanFlag({ description: 'with --pseudonymize: keep free text (value strings, notes, reference display names — may hold names); an export without --pseudonymize keeps everything', dependsOn: ['pseudonymize'] }),
+  dictionary: checkedString(
+    {
+      description: 'also write a data dictionary of the columns to this file (.json → JSON, else CSV); another file than --out',
+      relationships: [{ type: 'none', flags: [{ name: 'out', when: sameFileAsOut }] }],
+    },
+    (input) => (input === '' || input === '-' ? `Expected \`--dictionary\` to be a file path, got \`${input}\`` : undefined),
+  ),
+  since: checkedString({ description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' }, async (input) => {
+    if (input === 'last') return undefined;
+    const { parseSince } = await import('../export/observation-exporter.js');
+    parseSince(input, '--since'); // throws the p-queue-style message
+    return undefined;
+  }),
+  overlap: defaultedInteger({ description: '--since last: seconds re-read before the previous export started (clock skew, late commits)', default: 60, min: 0 }),
+  patient: Flags.custom<string>({
+    description: 'only this patient (source key, e.g. MRN); repeatable',
+    multiple: true,
+    multipleNonGreedy: true,
+    parse: async (input) => {
+      if (input.trim() === '') throw new Error('Expected `--patient` to be a patient source key, got an empty value');
+      return input.trim();
+    },
+  }),
+  query: Flags.custom<string>({
+    description: 'query parameter k=v for the first request (servers that support filters); repeatable',
+    multiple: true,
+    multipleNonGreedy: true,
+    parse: async (input) => {
+      if (input.indexOf('=') <= 0) throw new Error(`Expected \`--query\` to be key=value, got \`${input}\``);
+      return input;
+    },
+  }),
+
+  // ---------------------------------------------------------------- sandbox
+  port: defaultedInteger({ description: 'TCP port (0 = any free port)', default: 8080, min: 0, max: 65535 }),
+  host: Flags.custom<string>({ description: 'loopback address to listen on', default: '127.0.0.1' }),
+  data: Flags.custom<string>({ description: 'SQLite file that keeps the data across restarts (default: in memory)' }),
+  seed: defaultedInteger({ description: 'seed of the generated Observations', default: 42 }),
+  'observations-per-patient': defaultedInteger({ description: 'Observations generated per created patient', default: 2, min: 0 }),
+  // p-queue style validation (number-flags.ts), so a typo never silently turns a fault off.
+  latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
+  'max-in-flight': positiveIntFlag('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
+  jitter: nonNegativeFlag('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
+  'rate-limit': nonNegativeFlag('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
+  'error-503-rate': rateFlag('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
+  'drop-rate': rateFlag('drop-rate', 'share of requests whose connection is dropped before processing'),
+  'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
+  'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
+};
+
