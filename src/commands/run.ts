@@ -3,7 +3,7 @@ import { CareCommand } from '../cli/base-command.js';
 import { allowEndingFlag, positiveIntFlag } from '../cli/number-flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
-import type { RunReport } from '../pipeline/run-pipeline.js';
+import type { RunReport } from '../pipeline/run-report.js';
 import { RECONCILE_POLICIES, type ReconcilePolicy } from '../mapping/types.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';

@@ -8,7 +8,7 @@ import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { defaultAllowEnding } from '../mapping/mapping-defaults.js';
 import type { ResourceMapping } from '../mapping/types.js';
 import { allowanceError, decideEnding, describeEnding, formatAllowance, parseAllowance, type AllowanceSource, type EndingAllowance } from '../load/ending-guard.js';
-import type { RunReport } from './run-pipeline.js';
+import type { RunReport } from './run-report.js';
 
 export interface EndingSetting {
   allow: EndingAllowance;
