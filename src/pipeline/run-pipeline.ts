@@ -113,11 +113,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   try {
     if (dryRun) {
       report.outDir = outDir;
-      // Each type's file exists (emptied) from the start: a type whose rows are all rejected leaves no stale output.
-      for (const name of compiled.order) {
-        const type = compiled.resources.get(name)!.def.type;
-        if (!dryOut.has(type)) dryOut.set(type, createPrivateWriteStream(join(outDir!, `${type}.ndjson`)));
-      }
+      openDryRunFiles(compiled, outDir!, dryOut);
     } else {
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
@@ -160,6 +156,14 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     closeLookups(mapping.lookups);
   }
   return report;
+}
+
+/** Each type's file exists (emptied) from the start: a type whose rows are all rejected leaves no stale output. */
+function openDryRunFiles(compiled: CompiledMapping, outDir: string, dryOut: Map<string, WriteStream>): void {
+  for (const name of compiled.order) {
+    const type = compiled.resources.get(name)!.def.type;
+    if (!dryOut.has(type)) dryOut.set(type, createPrivateWriteStream(join(outDir, `${type}.ndjson`)));
+  }
 }
 
 /** The report of a run about to start: every mapping at zero, the mode's own sections present. */
