@@ -5,10 +5,10 @@
  */
 import type { FieldChange } from '../load/identity.js';
 import { describeReject } from '../pipeline/rejects.js';
-import type { MappingPlan, PlanDocument } from '../pipeline/plan.js';
+import type { PlanDocument } from '../pipeline/plan.js';
 import { PLAN_CHANGES_EXIT } from '../pipeline/plan.js';
 import { ExitCode } from '../core/issues.js';
-import type { RunEvent } from '../pipeline/run-pipeline.js';
+import type { MappingPlan, RunEvent } from '../pipeline/run-report.js';
 import { describeIndex } from './run-progress.js';
 import { table } from './render.js';
 
@@ -46,11 +46,11 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
   const c = m.counts;
   const parts = [
     c.skipped && `${c.skipped} skipped`,
-    c.creates && `${c.creates} to create`,
-    c.updates && `${c.updates} to update`,
-    c.ends && `${c.ends} to end`,
-    c.adoptions && `${c.adoptions} adopted`,
-    c.rejects && `${c.rejects} rejected`,
+    c.created && `${c.created} to create`,
+    c.updated && `${c.updated} to update`,
+    c.ended && `${c.ended} to end`,
+    c.adopted && `${c.adopted} adopted`,
+    c.rejected && `${c.rejected} rejected`,
     c.drifted && `${c.drifted} drifted`,
   ].filter(Boolean);
   // The ending guard: shown whenever the run would end something, or refuse to (its message has counts only).
@@ -88,19 +88,19 @@ export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): 
   const rows = doc.order.map((n) => {
     const m = doc.mappings[n];
     const c = m?.counts;
-    return [n, m?.resourceType ?? '', c?.read ?? 0, ...(skips ? [c?.skipped ?? 0] : []), c?.creates ?? 0, c?.updates ?? 0, c?.unchanged ?? 0, c?.adoptions ?? 0, c?.ends ?? 0, c?.rejects ?? 0, c?.drifted ?? 0];
+    return [n, m?.resourceType ?? '', c?.read ?? 0, ...(skips ? [c?.skipped ?? 0] : []), c?.created ?? 0, c?.updated ?? 0, c?.unchanged ?? 0, c?.adopted ?? 0, c?.ended ?? 0, c?.rejected ?? 0, c?.drifted ?? 0];
   });
   const out = [table(head, rows)];
   for (const n of doc.order) if (doc.mappings[n]) out.push(...mappingSection(n, doc.mappings[n], limit));
   out.push('');
   for (const w of doc.warnings) out.push(`warning: ${w}`);
   const t = doc.totals;
-  out.push(`Plan: ${t.creates} to create, ${t.updates} to update, ${t.ends} to end; ${t.adoptions} adopted from the server, ${t.unchanged} unchanged, ${t.rejects} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`);
-  if (exitCode === ENDING_REFUSED_EXIT) out.push(`Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.creates + t.updates + t.ends ? ', and it would write to the server' : ''}.`);
+  out.push(`Plan: ${t.created} to create, ${t.updated} to update, ${t.ended} to end; ${t.adopted} adopted from the server, ${t.unchanged} unchanged, ${t.rejected} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`);
+  if (exitCode === ENDING_REFUSED_EXIT) out.push(`Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.created + t.updated + t.ended ? ', and it would write to the server' : ''}.`);
   else if (exitCode === PLAN_CHANGES_EXIT) out.push(`Exit code ${PLAN_CHANGES_EXIT}: the run would write to the server.`);
   else if (doc.interrupted) out.push('Interrupted: the plan is incomplete.');
-  else if (t.rejects) out.push(`No changes to the server${t.adoptions ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejects, 'row')} would be rejected (exit code 1).`);
-  else out.push(`No changes: the run would send nothing${t.adoptions ? ' (it would only record the adopted resources in its state)' : ''}.`);
+  else if (t.rejected) out.push(`No changes to the server${t.adopted ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejected, 'row')} would be rejected (exit code 1).`);
+  else out.push(`No changes: the run would send nothing${t.adopted ? ' (it would only record the adopted resources in its state)' : ''}.`);
   return out.join('\n');
 }
 

@@ -1,4 +1,4 @@
-import type { ByteProgress, MappingCounts, RunEvent } from '../pipeline/run-pipeline.js';
+import type { ByteProgress, MappingCounts, RunEvent } from '../pipeline/run-report.js';
 import { describeReject } from '../pipeline/rejects.js';
 import type { IndexBuild } from '../load/server-index.js';
 

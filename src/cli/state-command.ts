@@ -2,7 +2,7 @@ import { Args } from '@oclif/core';
 import { connectionFlags, connectionFromFlags } from './connection-flags.js';
 import { flag } from './flags.js';
 import type { ErrorJson } from './render.js';
-import type { RunReport } from '../pipeline/run-pipeline.js';
+import type { RunReport } from '../pipeline/run-report.js';
 import type { CommandShell } from './base-command.js';
 
 /** Arguments and flags shared by `state rebuild` and `state check`. */
@@ -16,9 +16,9 @@ export const stateFlags = {
 
 type StateFlags = { state?: string; 'index-page-size'?: number; progress: string } & Parameters<typeof connectionFromFlags>[0];
 
-/** Runs `inspectState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
+/** Runs `checkState` or `rebuildState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
 export async function runStateCommand(cmd: CommandShell, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
-  const [{ inspectState }, { createRunProgress }, { table }, { embeddedSandboxLine }] = await Promise.all([
+  const [{ checkState, rebuildState }, { createRunProgress }, { table }, { embeddedSandboxLine }] = await Promise.all([
     import('../pipeline/run-pipeline.js'),
     import('./run-progress.js'),
     import('./render.js'),
@@ -28,9 +28,8 @@ export async function runStateCommand(cmd: CommandShell, mapping: string, flags:
   const progress = cmd.progress === 'none' ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
   let report: RunReport;
   try {
-    report = await inspectState(
+    report = await (record ? rebuildState : checkState)(
       { mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent, onRequest: cmd.onRequest, signal: cmd.signal },
-      record,
     );
   } catch (err) {
     progress?.stop();

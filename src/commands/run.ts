@@ -3,7 +3,7 @@ import { CareCommand } from '../cli/base-command.js';
 import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
-import type { RunReport } from '../pipeline/run-pipeline.js';
+import type { RunReport } from '../pipeline/run-report.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 // Both are small and dependency-free.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';

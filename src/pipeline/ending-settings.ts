@@ -8,7 +8,7 @@ import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { defaultAllowEnding } from '../mapping/mapping-defaults.js';
 import type { ResourceMapping } from '../mapping/types.js';
 import { allowanceError, decideEnding, describeEnding, formatAllowance, parseAllowance, type AllowanceSource, type EndingAllowance } from '../load/ending-guard.js';
-import type { RunReport } from './run-pipeline.js';
+import type { RunReport } from './run-report.js';
 
 export interface EndingSetting {
   allow: EndingAllowance;
@@ -38,25 +38,25 @@ export function resolveAllowEnding(flag: string | number | undefined, res?: Reso
  * Decides one mapping's ending, records it in `report.endingGuard` (and, when refused, a warning naming the
  * counts, the limit and the flag that lifts it). True: the run may end them.
  */
-export function guardEnding(report: RunReport, res: CompiledResource, s: EndingSetting, x: { wouldEnd: number; rowsRead: number; membersEnded: number }): boolean {
-  const input = { wouldEnd: x.wouldEnd, loaded: s.loaded, rowsRead: x.rowsRead, allow: s.allow, from: s.from };
+export function guardEnding(report: RunReport, res: CompiledResource, setting: EndingSetting, tally: { wouldEnd: number; rowsRead: number; membersEnded: number }): boolean {
+  const input = { wouldEnd: tally.wouldEnd, loaded: setting.loaded, rowsRead: tally.rowsRead, allow: setting.allow, from: setting.from };
   const d = decideEnding(input);
   const message = describeEnding(res.def.name, res.def.type, input, d);
   report.endingGuard ??= {};
   report.endingGuard[res.def.name] = {
-    wouldEnd: x.wouldEnd,
-    loaded: s.loaded,
-    rowsRead: x.rowsRead,
-    allowance: formatAllowance(s.allow),
-    from: s.from,
+    wouldEnd: tally.wouldEnd,
+    loaded: setting.loaded,
+    rowsRead: tally.rowsRead,
+    allowance: formatAllowance(setting.allow),
+    from: setting.from,
     limit: d.limit,
     allowed: d.allowed,
     ...(d.reason ? { reason: d.reason } : {}),
-    ...(x.membersEnded ? { membersEnded: x.membersEnded } : {}),
+    ...(tally.membersEnded ? { membersEnded: tally.membersEnded } : {}),
     message,
   };
   if (!d.allowed) {
-    const members = x.membersEnded ? ` (${x.membersEnded} participant(s) dropped from care teams still in the export were ended inside their updates)` : '';
+    const members = tally.membersEnded ? ` (${tally.membersEnded} participant(s) dropped from care teams still in the export were ended inside their updates)` : '';
     report.warnings.push(`${message}${members}`);
   }
   return d.allowed;

@@ -1,7 +1,7 @@
 import { dirname, isAbsolute, relative } from 'node:path';
 import { formatLocation, type Issue } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
-import type { MappingCounts, RunReport } from '../pipeline/run-pipeline.js';
+import type { MappingCounts, RunReport } from '../pipeline/run-report.js';
 import { excerptOf, readRejectLines } from '../pipeline/rejects.js';
 import { handOverIssue } from '../pipeline/hand-over.js';
 import type { RejectRecord, RejectStage } from '../transform/reject-record.js';

@@ -1,5 +1,5 @@
 import { redactKnown } from '../core/secret.js';
-import type { MappingCounts } from '../pipeline/run-pipeline.js';
+import type { MappingCounts } from '../pipeline/run-report.js';
 import {
   buildReportModel,
   clean,

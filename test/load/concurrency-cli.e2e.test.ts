@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { copyTree, ROOT, runCli } from '../helpers/cli.js';
 
 let sb: Sandbox | undefined;

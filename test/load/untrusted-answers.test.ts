@@ -10,7 +10,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { isSafeId } from '../../src/api/errors.js';
-import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { LedgerEntry } from '../../src/state/ledger.js';
 import { startHostileServer, type HostileMode, type HostileModeServer } from '../helpers/hostile-server.js';
 import { makeClinic, withLedger } from '../sync/helpers.js';

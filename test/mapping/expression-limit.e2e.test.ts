@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { TestReport } from '../../src/mapping-tests/types.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 

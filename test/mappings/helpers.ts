@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { CareClient } from '../../src/api/client.js';
 import { resolveConnection, type ConnectionInput } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
-import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 
 /** An in-process sandbox, a connection to its first tenant, and temp state/rejects paths. */

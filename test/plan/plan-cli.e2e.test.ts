@@ -45,7 +45,7 @@ describe('care-etl plan (built CLI)', () => {
     expect(res.stdout).toContain('Exit code 4: the run would write to the server.');
     expect(statSync(out).mode & 0o777).toBe(0o600);
     const doc = JSON.parse(readFileSync(out, 'utf8')) as PlanDocument;
-    expect(doc).toMatchObject({ kind: 'care-etl-plan', version: 1, changes: true, totals: { creates: N + M + teams } });
+    expect(doc).toMatchObject({ kind: 'care-etl-plan', version: 2, changes: true, totals: { created: N + M + teams } });
     expect(doc.mappings.patient!.creates).toHaveLength(N); // the whole plan, not the --limit shown
     expect(JSON.stringify(doc)).not.toContain(sb.credentials.apiKey);
   });
@@ -75,7 +75,7 @@ describe('care-etl plan (built CLI)', () => {
     expect(readFileSync(clinic.state).equals(stateBefore)).toBe(true);
     const doc = JSON.parse(json.stdout) as PlanDocument & { exitCode: number };
     expect(doc.exitCode).toBe(4);
-    expect(doc.totals).toMatchObject({ creates: 0, updates: 5, ends: 0, adoptions: 0, rejects: 0 });
+    expect(doc.totals).toMatchObject({ created: 0, updated: 5, ended: 0, adopted: 0, rejected: 0 });
     expect(doc.mappings.patient!.updates.map((u) => [u.key, u.diff.map((d) => d.path)])).toEqual(edited.map((i) => [mrn(i), ['/telecom/0/value']]));
 
     expect(text.code, text.stderr).toBe(4);

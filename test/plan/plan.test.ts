@@ -11,7 +11,8 @@ import type { Resource } from '../../src/api/types.js';
 import { CareEtlError } from '../../src/core/issues.js';
 import { comparableDiff, comparableHash } from '../../src/load/identity.js';
 import { openLedgerSnapshot, planDocument, PLAN_CHANGES_EXIT, readOnlyScope, type PlanDocument } from '../../src/pipeline/plan.js';
-import { planPipeline, runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { planPipeline, runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { makeClinic, mrn, patientRow, patientsCsv, startRecordingProxy } from '../sync/helpers.js';
@@ -54,9 +55,9 @@ describe('care-etl plan against the sandbox', () => {
     expect(existsSync(clinic.state)).toBe(false);
     expect(report.exitCode).toBe(PLAN_CHANGES_EXIT);
     expect(doc.changes).toBe(true);
-    expect(doc.mappings.patient!.counts).toMatchObject({ read: N, creates: N, updates: 0, unchanged: 0, adoptions: 0, rejects: 0 });
-    expect(doc.mappings.practitioner!.counts).toMatchObject({ creates: M, rejects: 0 });
-    expect(doc.mappings.careteam!.counts).toMatchObject({ creates: teams, rejects: 0, ends: 0 });
+    expect(doc.mappings.patient!.counts).toMatchObject({ read: N, created: N, updated: 0, unchanged: 0, adopted: 0, rejected: 0 });
+    expect(doc.mappings.practitioner!.counts).toMatchObject({ created: M, rejected: 0 });
+    expect(doc.mappings.careteam!.counts).toMatchObject({ created: teams, rejected: 0, ended: 0 });
     const team = doc.mappings.careteam!.creates.find((c) => c.key === mrn(1))!;
     expect((team.resource as { subject: { reference: string } }).subject.reference).toBe(`Patient/plan-${mrn(1)}`);
     expect(sb.stats().resources[TENANT] ?? {}).toEqual({});
@@ -71,7 +72,7 @@ describe('care-etl plan against the sandbox', () => {
     expect(sha(clinic.state)).toBe(before);
     expect(report.exitCode).toBe(0);
     expect(doc.changes).toBe(false);
-    expect(doc.totals).toMatchObject({ creates: 0, updates: 0, ends: 0, adoptions: 0, rejects: 0, drifted: 0, unchanged: N + M + teams });
+    expect(doc.totals).toMatchObject({ created: 0, updated: 0, ended: 0, adopted: 0, rejected: 0, drifted: 0, unchanged: N + M + teams });
   });
 
   it('after editing 5 rows: exactly 5 updates, each with its field diff, and nothing else — then the run does exactly that', async () => {
@@ -84,7 +85,7 @@ describe('care-etl plan against the sandbox', () => {
     expect(sha(clinic.state)).toBe(stateBefore);
     expect(JSON.stringify(sb.stats().resources)).toBe(versionsBefore);
     expect(report.exitCode).toBe(PLAN_CHANGES_EXIT);
-    expect(doc.totals).toMatchObject({ creates: 0, updates: 5, ends: 0, adoptions: 0, rejects: 0, drifted: 0 });
+    expect(doc.totals).toMatchObject({ created: 0, updated: 5, ended: 0, adopted: 0, rejected: 0, drifted: 0 });
     const p = doc.mappings.patient!;
     expect(p.updates.map((u) => u.key)).toEqual(edited.map(mrn));
     for (const u of p.updates) {
@@ -97,7 +98,7 @@ describe('care-etl plan against the sandbox', () => {
     expect(p.adoptions).toEqual([]);
     expect(p.ends).toEqual([]);
     expect(p.rejects).toEqual([]);
-    for (const n of ['practitioner', 'careteam']) expect(doc.mappings[n]!.counts).toMatchObject({ creates: 0, updates: 0, ends: 0, adoptions: 0, rejects: 0 });
+    for (const n of ['practitioner', 'careteam']) expect(doc.mappings[n]!.counts).toMatchObject({ created: 0, updated: 0, ended: 0, adopted: 0, rejected: 0 });
 
     const applied = await run(clinic.mapping, clinic.state, clinic.rejects);
     expect(applied.totals).toMatchObject({ created: 0, updated: 5, ended: 0, adopted: 0, rejected: 0 });
@@ -110,16 +111,16 @@ describe('care-etl plan against the sandbox', () => {
     const { doc, report, methods } = await plan(clinic.mapping, clinic.state);
     expect([...methods]).toEqual(['GET']);
     expect(existsSync(clinic.state)).toBe(false);
-    expect(doc.totals).toMatchObject({ creates: 0, updates: 0, ends: 0, rejects: 0 });
-    expect(doc.mappings.patient!.counts).toMatchObject({ adoptions: N, unchanged: N });
-    expect(doc.mappings.practitioner!.counts).toMatchObject({ adoptions: M, unchanged: M });
-    expect(doc.mappings.careteam!.counts.adoptions).toBe(teams);
+    expect(doc.totals).toMatchObject({ created: 0, updated: 0, ended: 0, rejected: 0 });
+    expect(doc.mappings.patient!.counts).toMatchObject({ adopted: N, unchanged: N });
+    expect(doc.mappings.practitioner!.counts).toMatchObject({ adopted: M, unchanged: M });
+    expect(doc.mappings.careteam!.counts.adopted).toBe(teams);
     expect(doc.mappings.patient!.adoptions.every((a) => !a.updated)).toBe(true);
     expect(report.exitCode).toBe(0);
     expect(doc.changes).toBe(false);
 
     const applied = await run(clinic.mapping, clinic.state, clinic.rejects);
-    expect(applied.totals).toMatchObject({ created: 0, updated: 0, adopted: doc.totals.adoptions });
+    expect(applied.totals).toMatchObject({ created: 0, updated: 0, adopted: doc.totals.adopted });
   });
 
   it('a care team gone from the export (onMissing: end) and a dropped participant are planned as ends, with their diffs — as the run then ends them', async () => {
@@ -134,7 +135,7 @@ describe('care-etl plan against the sandbox', () => {
     expect(sha(clinic.state)).toBe(stateBefore);
     expect(report.exitCode).toBe(PLAN_CHANGES_EXIT);
     const ct = doc.mappings.careteam!;
-    expect(ct.counts).toMatchObject({ creates: 0, updates: 1, ends: 2, rejects: 0 });
+    expect(ct.counts).toMatchObject({ created: 0, updated: 1, ended: 2, rejected: 0 });
     const whole = ct.ends.find((e) => !e.member)!;
     expect(whole.key).toBe(gone);
     // Its one participant and the team itself get the run's date as end: nothing else changes.
@@ -177,7 +178,7 @@ describe('care-etl plan against the sandbox', () => {
   it('a state file that never saw this tenant stays byte-identical (the plan reads a copy); one held by a run is refused with exit 3', async () => {
     const before = sha(clinic.state);
     const other = await planPipeline({ mappingFile: clinic.mapping, env: {}, connection: connection('t-plan-lock'), statePath: clinic.state });
-    expect(planDocument(other).totals).toMatchObject({ creates: N + M + teams - 1, adoptions: 0 }); // one team left the export above
+    expect(planDocument(other).totals).toMatchObject({ created: N + M + teams - 1, adopted: 0 }); // one team left the export above
     expect(sha(clinic.state)).toBe(before);
 
     const ledger = Ledger.open(clinic.state);

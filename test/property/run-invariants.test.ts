@@ -51,7 +51,9 @@ import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import { CareEtlError } from '../../src/core/issues.js';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
-import { runPipeline, type RunOptions, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
+import type { RunOptions } from '../../src/pipeline/run-options.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import {
   csvCase,

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
-import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { readRejectsFile } from '../../src/report/report-model.js';
 import { copyTree } from '../helpers/cli.js';
 

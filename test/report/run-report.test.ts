@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { beforeAll, afterAll, describe, expect, it } from 'vitest';
 import { registerSecret } from '../../src/core/secret.js';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { groupRejects, normaliseMessage } from '../../src/report/report-model.js';
 import { renderRunReportHtml } from '../../src/report/run-report-html.js';
 import { renderRunReportMarkdown } from '../../src/report/run-report-markdown.js';

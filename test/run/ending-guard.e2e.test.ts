@@ -11,7 +11,7 @@ import { CareClient } from '../../src/api/client.js';
 import { connectionFromEnv, resolveConnection } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
 import type { PlanDocument } from '../../src/pipeline/plan.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { copyTree, runCli } from '../helpers/cli.js';
 

@@ -8,7 +8,7 @@ import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { CareClient } from '../../src/api/client.js';
 import { connectionFromEnv, resolveConnection } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
 import { copyTree, runCli } from '../helpers/cli.js';
 

@@ -2,7 +2,8 @@ import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ByteEta, createRunProgress, describeBytes, formatBytes, formatDuration } from '../../src/cli/run-progress.js';
-import { runPipeline, type ByteProgress, type MappingCounts, type RunEvent } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { ByteProgress, MappingCounts, RunEvent } from '../../src/pipeline/run-report.js';
 import { openSource, SourceBytes } from '../../src/sources/open-source.js';
 import { copyTree, ROOT } from '../helpers/cli.js';
 

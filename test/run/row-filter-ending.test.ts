@@ -64,7 +64,7 @@ describe('onMissing: end — a skipped key is not seen', () => {
 
       writeFileSync(join(dir, 'patients.csv'), csv(new Set([7, 30])));
       const plan = await planPipeline(opts);
-      expect(plan.plan!.patient!.counts).toMatchObject({ skipped: 2, ends: 1, rejects: 0 });
+      expect(plan.plan!.patient!.counts).toMatchObject({ skipped: 2, ended: 1, rejected: 0 });
       expect(plan.plan!.patient!.ends.map((e) => e.key)).toEqual(['007']);
 
       const second = await runPipeline(opts);

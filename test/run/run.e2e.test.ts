@@ -5,7 +5,7 @@ import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { CareClient } from '../../src/api/client.js';
 import { connectionFromEnv, resolveConnection } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { copyTree, ROOT, runCli } from '../helpers/cli.js';
 
 const API_KEY = 'e2e-secret-key-7d41c0';

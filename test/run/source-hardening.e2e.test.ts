@@ -2,7 +2,8 @@ import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
-import { runPipeline, type RunReport } from '../../src/pipeline/run-pipeline.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { RejectsWriter } from '../../src/pipeline/rejects.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { copyTree, runCli } from '../helpers/cli.js';

@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '../../src/api/types.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import { BIN, ROOT } from '../helpers/cli.js';
 import { countBy, duplicates, identifierValue, listAll, makeClinic, run, until } from './helpers.js';

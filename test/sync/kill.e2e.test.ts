@@ -16,7 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '../../src/api/types.js';
-import type { RunReport } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import { BIN, ROOT } from '../helpers/cli.js';
 import { countBy, duplicates, identifierValue, listAll, makeClinic, mrn, npi, startRecordingProxy, until, withLedger } from './helpers.js';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
-import { inspectState } from '../../src/pipeline/run-pipeline.js';
+import { checkState, rebuildState } from '../../src/pipeline/run-pipeline.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { connectionOf, countBy, duplicates, identifierValue, listAll, makeClinic, mrn, npi, patientRow, patientsCsv, run, withLedger } from './helpers.js';
 
@@ -146,7 +146,7 @@ describe('state rebuild and state check', () => {
   const clinic = makeClinic(60, 5, 'care-etl-state-');
   const teams = new Set(clinic.assignments.map((a) => a.mrn)).size;
   const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
-  const inspect = (record: boolean) => inspectState({ mappingFile: clinic.mapping, env: {}, connection: connectionOf(sb, 't-state'), statePath: clinic.state }, record);
+  const inspect = (record: boolean) => (record ? rebuildState : checkState)({ mappingFile: clinic.mapping, env: {}, connection: connectionOf(sb, 't-state'), statePath: clinic.state });
 
   it('check without a state: everything found by match, nothing in the state; rebuild writes nothing; run after it: 0 writes', async () => {
     expect((await run(sb, 't-state', clinic.mapping, opts)).exitCode).toBe(0);

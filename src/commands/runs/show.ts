@@ -3,7 +3,7 @@ import { CareCommand } from '../../cli/base-command.js';
 import { flag } from '../../cli/flags.js';
 import type { ErrorJson } from '../../cli/render.js';
 import type { RunInfo } from '../../state/ledger.js';
-import type { RunReport } from '../../pipeline/run-pipeline.js';
+import type { RunReport } from '../../pipeline/run-report.js';
 import { describeConcurrency } from '../../report/report-model.js';
 
 export default class RunsShow extends CareCommand<RunInfo | ErrorJson> {

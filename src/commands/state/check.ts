@@ -1,7 +1,7 @@
 import { CareCommand } from '../../cli/base-command.js';
 import type { ErrorJson } from '../../cli/render.js';
 import { runStateCommand, stateArgs, stateFlags } from '../../cli/state-command.js';
-import type { RunReport } from '../../pipeline/run-pipeline.js';
+import type { RunReport } from '../../pipeline/run-report.js';
 
 export default class StateCheck extends CareCommand<RunReport | ErrorJson> {
   static override summary = 'Compare the source, the state ledger and the server, writing nothing.';

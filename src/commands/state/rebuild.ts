@@ -1,7 +1,7 @@
 import { CareCommand } from '../../cli/base-command.js';
 import type { ErrorJson } from '../../cli/render.js';
 import { runStateCommand, stateArgs, stateFlags } from '../../cli/state-command.js';
-import type { RunReport } from '../../pipeline/run-pipeline.js';
+import type { RunReport } from '../../pipeline/run-report.js';
 
 export default class StateRebuild extends CareCommand<RunReport | ErrorJson> {
   static override summary = 'Rebuild the state ledger from the server, sending nothing but reads.';

@@ -1,0 +1,212 @@
+/**
+ * `care-etl run`: each mapping's rows read, transformed and validated, each resource sent (a dry run writes it to
+ * `--out`), then lost creates reconciled and keys gone from the export reported or ended.
+ */
+import { join } from 'node:path';
+import type { WriteStream } from 'node:fs';
+import { createPrivateWriteStream } from '../../core/secure-fs.js';
+import type { CompiledResource } from '../../mapping/compile-mapping.js';
+import { decideIdentity, MatchClaims } from '../../load/identity-check.js';
+import type { SyncOutcome } from '../../load/resource-sync.js';
+import { matchRuleOf } from '../../load/server-index.js';
+import { openSource } from '../../sources/open-source.js';
+import { transformSource, type MappedResource } from '../../transform/transform-source.js';
+import { validateResource } from '../../validate/resource-validator.js';
+import { guardEnding } from '../ending-settings.js';
+import type { RunReport } from '../run-report.js';
+import { openLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
+
+/** Vanished keys listed in the report at most (the count is always complete). */
+const MAX_VANISHED_LISTED = 1000;
+
+export const loadMode: RunMode = {
+  label: 'run',
+  loads: true,
+  recordsRun: true,
+  keepsBodies: false,
+  foundIdsFirst: false,
+  openState: openLedger,
+  begin: () => {},
+  async mapping(phase, run) {
+    await loadPhase(phase, run);
+    if (run.report.interrupted) {
+      phase.phaseEnd();
+      return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
+    }
+    if (phase.sync) await settlePhase(phase, run);
+    phase.phaseEnd();
+    return run.report.stoppedEarly ? 'stop' : 'next';
+  },
+  end(run) {
+    if (!run.client) return; // a dry run sent nothing
+    const c = run.limiter.stats();
+    run.report.concurrency = { mode: c.growth === 'aimd' ? 'pinned' : 'discovered', settled: c.settled, max: c.max, maxInFlight: c.maxInFlight, ceiling: c.ceiling };
+  },
+  exitCode: runExitCode,
+};
+
+/** Counts what the loader did with one resource (a refused write is a reject of its row). */
+function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResource, o: SyncOutcome): void {
+  switch (o.kind) {
+    case 'created':
+    case 'updated':
+    case 'unchanged':
+      phase.counts[o.kind]++;
+      if (o.adopted) phase.counts.adopted++;
+      for (const member of (o.kind !== 'unchanged' && o.endedMembers) || []) {
+        phase.counts.ended++;
+        report.ended.push({ mapping: phase.name, key: item.key, serverId: o.serverId, member });
+      }
+      break;
+    case 'rejected':
+      phase.onReject({ stage: 'load', mapping: phase.name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues, row: undefined });
+      break;
+    case 'deferred':
+      break;
+  }
+  phase.progress();
+}
+
+/**
+ * `run`: the phase's source read, transformed and validated; each resource sent (a dry run writes it), with at
+ * most twice the concurrency queued. A failure that ends the run is raised once the requests in flight settled.
+ */
+async function loadPhase(phase: MappingPhase, run: RunContext): Promise<void> {
+  const { opts, report } = run;
+  const { name, counts, loaded, sync } = phase;
+  const selection = run.selection;
+  if (selection && run.scope) {
+    // Keys whose last write the server refused, never loaded since: rejected "last time" too, whatever the file says.
+    for (const e of run.scope.entries(name)) if (e.status === 'rejected') selection.addKey(name, e.key, true);
+  }
+  /**
+   * --only-rejected: keys read but not selected are marked seen by this run (as unchanged ones are), so that a
+   * pending create of such a key is left for the next full run rather than taken for a key gone from the source.
+   */
+  const notSelectedSeen: string[] = [];
+  const flushNotSelected = () => {
+    const keys = notSelectedSeen.splice(0);
+    if (keys.length && run.scope && run.runId !== undefined) run.scope.markSeen(name, keys, run.runId);
+  };
+  await sync?.prepare();
+  // Dry run: the loader's offline decisions (src/load/identity-check.ts), made as the run makes them.
+  const dryRule = opts.dryRun ? matchRuleOf(phase.res) : undefined;
+  const dryClaims = opts.dryRun ? new MatchClaims() : undefined;
+
+  const abort = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
+  const inFlight = new Set<Promise<void>>();
+  /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
+  let fatal: { error: unknown } | undefined;
+  const tooMany = () => opts.maxErrors !== undefined && run.totalRejected >= opts.maxErrors;
+  const interrupted = () => {
+    if (!opts.signal?.aborted) return false;
+    report.interrupted = true;
+    report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
+    return true;
+  };
+  try {
+    for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), { ctx: run.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => { counts.skipped += n; phase.progress(); } })) {
+      if (fatal || interrupted()) break;
+      const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
+      if (selection && chosen) report.selection!.selected++;
+      if (!item.ok) {
+        phase.onReject(item);
+        phase.progress();
+      } else if (!chosen) {
+        // Read, its key taken (duplicates, `$ref`), not sent: neither created nor updated.
+        counts.notSelected = (counts.notSelected ?? 0) + 1;
+        if (loaded) loaded.set(item.key, 0);
+        notSelectedSeen.push(item.key);
+        if (notSelectedSeen.length >= 1000) flushNotSelected();
+        phase.progress();
+      } else if (opts.dryRun) {
+        const identity = await decideIdentity(dryRule!, item.resource);
+        if (!identity.ok) applyOutcome(phase, report, item, { kind: 'rejected', issues: identity.issues });
+        else {
+          dryClaims!.claim(identity.matchValue, item.key);
+          loaded!.set(item.key, 0);
+          writeDry(run.dryOut, report.outDir!, item);
+          counts.written++;
+          phase.progress();
+        }
+      } else {
+        // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
+        while (inFlight.size >= run.limiter.limit * 2) await Promise.race(inFlight);
+        const p: Promise<void> = sync!
+          .sync(item)
+          .then(
+            (o) => applyOutcome(phase, report, item, o),
+            (error: unknown) => {
+              fatal ??= { error };
+              abort.abort();
+            },
+          )
+          .finally(() => inFlight.delete(p));
+        inFlight.add(p);
+      }
+      if (tooMany()) {
+        report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
+        abort.abort();
+        break;
+      }
+    }
+  } catch (err) {
+    // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
+    if (!interrupted() && !fatal) throw err;
+  } finally {
+    await Promise.allSettled(inFlight);
+    sync?.flush();
+    flushNotSelected();
+  }
+  if (fatal && !interrupted()) throw fatal.error;
+  if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, phase.res, dryClaims.shared));
+}
+
+/** The run's (and the dry run's) warning about source keys sharing one match value. */
+function sharedMatchWarning(name: string, res: CompiledResource, shared: number): string {
+  return `${name}: ${shared} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only (a changed one is then rejected until the other is settled) — \`care-etl validate --sample N\` names them`;
+}
+
+/** After the rows: lost creates reconciled, then keys no longer in the export reported (`ignore`) or ended (`end`). */
+async function settlePhase(phase: MappingPhase, run: RunContext): Promise<void> {
+  const { report } = run;
+  const { name, res, counts } = phase;
+  const sync = phase.sync!;
+  const selection = run.selection;
+  for await (const { item, outcome } of sync.reconcile()) applyOutcome(phase, report, item, outcome);
+  sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
+  if (sync.sharedMatchValues) report.warnings.push(sharedMatchWarning(name, res, sync.sharedMatchValues));
+  // A row rejected before loading is still in the export: it must not count as "gone".
+  if (phase.rejectedSeen.size) run.scope!.markSeen(name, [...phase.rejectedSeen], run.runId!);
+  if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && phase.keylessRejects === 0) {
+    // Not acted on, but said: the clinic should know which patients left the export.
+    const gone = run.scope!.notSeenSince(name, run.runId!);
+    if (gone.length) {
+      report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
+      report.vanished ??= [];
+      for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length))) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
+      report.warnings.push(`${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`);
+    }
+  }
+  if (res.def.onMissing === 'end') {
+    if (selection) {
+      report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);
+    } else if (report.stoppedEarly || phase.keylessRejects > 0) {
+      report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${phase.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
+    } else {
+      const missing = sync.missingEntries();
+      if (!guardEnding(report, res, phase.ending!, { wouldEnd: missing.length, rowsRead: counts.read, membersEnded: counts.ended })) return;
+      const { ended, failed } = await sync.endMissing(missing);
+      counts.ended += ended.length;
+      for (const e of ended) report.ended.push({ mapping: name, ...e });
+      for (const f of failed) phase.onReject({ stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
+    }
+  }
+}
+
+function writeDry(out: Map<string, WriteStream>, dir: string, item: MappedResource): void {
+  let s = out.get(item.type);
+  if (!s) out.set(item.type, (s = createPrivateWriteStream(join(dir, `${item.type}.ndjson`))));
+  s.write(`${JSON.stringify(item.resource)}\n`);
+}

@@ -1,0 +1,67 @@
+/** What `runPipeline`, `planPipeline` and `checkState`/`rebuildState` are given (the CLI's flags, resolved). */
+import type { ClientOptions } from '../api/client.js';
+import type { ConnectionInput } from '../api/connection.js';
+import type { RetryOptions } from '../core/retry.js';
+import type { ReconcilePolicy } from '../mapping/types.js';
+import type { RunEvent } from './run-report.js';
+
+export interface RunOptions {
+  mappingFile: string;
+  env?: NodeJS.ProcessEnv;
+  /** From command-line flags: they win over the environment, which wins over the mapping's `target:`. */
+  connection?: ConnectionInput;
+  dryRun?: boolean;
+  /** Dry run: folder for `<Type>.ndjson` (default `.care-etl/dry-run` beside the mapping). */
+  outDir?: string;
+  /**
+   * Default `.care-etl/rejects.ndjson` beside the mapping (a dry run: `rejects.ndjson` in its `outDir`). It is
+   * replaced only when the run did its work; a failed run keeps the previous one.
+   */
+  rejectsFile?: string;
+  /** Default `.care-etl/state.db` beside the mapping. */
+  statePath?: string;
+  /**
+   * Pins the requests in flight at N (429/503 lower it for a while, it never goes above). Without it the loader
+   * discovers the server's capacity (src/load/concurrency-window.ts) up to `maxConcurrency`.
+   */
+  concurrency?: number;
+  /** Ceiling of the discovered concurrency (default 32, `AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY`); unused with `concurrency`. */
+  maxConcurrency?: number;
+  /** Stop once this many rows were rejected (≥ 1). */
+  maxErrors?: number;
+  /**
+   * Re-process only the rows the previous run rejected (its rejects file: `rejectsFile`, else
+   * `.care-etl/rejects.ndjson` — also for a dry run), from the current source: by key when the key was known,
+   * else by file and line; plus the keys the state holds as refused by the server. Every other row is read (keys
+   * for duplicates and `$ref`) but neither sent nor written (`notSelected`); `onMissing: end` is skipped.
+   */
+  onlyRejected?: boolean;
+  /**
+   * When to list the server for resources the ledger does not know; wins over each mapping's `reconcile:`
+   * (default `auto`). See `ReconcilePolicy`.
+   */
+  reconcile?: ReconcilePolicy;
+  /**
+   * `--allow-ending`: how many resources of each `onMissing: end` mapping the run may end — a count or `P%` of
+   * the loaded ones; wins over each mapping's `allowEnding:` (default: the schema's). See src/load/ending-guard.ts.
+   */
+  allowEnding?: string | number;
+  /** `_count` asked for when listing the server to reconcile (default 1000; 0 = the server's own page size). */
+  indexPageSize?: number;
+  retry?: RetryOptions;
+  /** The embedded sandbox's data file when no target is configured (default `.care-etl/sandbox.db`). */
+  sandboxDataFile?: string;
+  onEvent?: (e: RunEvent) => void;
+  /** One call per HTTP attempt (the CLI's `--verbose` request log); never sees headers or bodies. */
+  onRequest?: ClientOptions['onResponse'];
+  /**
+   * Interrupts the run (SIGINT/SIGTERM): no further row is read, requests in flight finish, the ledger and the
+   * rejects file are written, and the report says `interrupted`.
+   */
+  signal?: AbortSignal;
+  now?: Date;
+}
+
+
+/** The options as the phases see them: the dry run settled (never outside `run`), one clock for the whole run. */
+export type PhaseOptions = RunOptions & { dryRun: boolean; now: Date };
