@@ -2,7 +2,7 @@ import { isAbsolute, relative } from 'node:path';
 import { createReadStream, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { stringify } from 'csv-stringify/sync';
-import { CareEtlError, ExitCode, formatLocation, type Issue } from '../core/issues.js';
+import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
 import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
