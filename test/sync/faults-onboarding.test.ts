@@ -1,13 +1,14 @@
 /**
- * Issue 4: a 2,000-patient onboarding through 15 % 503s, 5 % dropped connections, 3 % ambiguous creates
- * (stored, answer lost) and a 50 req/s rate limit ends with every MRN exactly once on the server, and the
- * run's report agrees with the server. Runs ~45–60 s (the rate limit bounds it).
+ * Issue 4: an onboarding through 15 % 503s, 5 % dropped connections, 3 % ambiguous creates (stored, answer
+ * lost) and a 50 req/s rate limit ends with every MRN exactly once on the server, and the run's report agrees
+ * with the server. 300 patients in `npm test` (~10 s); the original 2,000-patient
+ * soak (~60 s): CARE_SOAK_PATIENTS=2000 npx vitest run test/sync/faults-onboarding.test.ts
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { countBy, duplicates, identifierValue, listAll, makePatients, mrn, run, withLedger } from './helpers.js';
 
-const N = 2000;
+const N = Math.max(200, Number(process.env.CARE_SOAK_PATIENTS ?? 300));
 let sb: Sandbox;
 
 beforeAll(async () => {
@@ -33,11 +34,11 @@ describe('onboarding under server faults', () => {
       const st = sb.stats();
       sb.setFaults(undefined);
 
-      // The faults really happened.
-      expect(st.byStatus[503] ?? 0).toBeGreaterThan(100);
+      // The faults really happened (floors scale with N: at 2,000 they are 100, 20 and 10; expected ~3x each).
+      expect(st.byStatus[503] ?? 0).toBeGreaterThan(N / 20);
       expect(st.byStatus[429] ?? 0).toBeGreaterThan(0);
-      expect(st.dropped).toBeGreaterThan(20);
-      expect(st.ambiguousCreates).toBeGreaterThan(10);
+      expect(st.dropped).toBeGreaterThan(N / 100);
+      expect(st.ambiguousCreates).toBeGreaterThan(N / 200);
 
       const patients = await listAll(sb, 't-faults', 'Patient');
       const perMrn = countBy(patients, identifierValue);
