@@ -30,7 +30,9 @@ resources:
     from: patients
     key: MRN
     map: |
-${PATIENT_MAP.split('\n').map((l) => `      ${l}`).join('\n')}
+${PATIENT_MAP.split('\n')
+  .map((l) => `      ${l}`)
+  .join('\n')}
 `;
 
 const FIRST = ['Sofia', 'Liam', 'Ethan', 'Tomas', 'Amara', 'Noah', 'Mei', 'Olivia', 'Lucas', 'Ava', 'Mateo', 'Zoe', 'JAMES', 'Anne-Marie'];
@@ -205,7 +207,7 @@ export async function runJsonChild(args) {
 export async function serveObservations(cfg, observationOf) {
   const { startSandbox } = await import('../dist/sandbox/server.js');
   const sb = await startSandbox({ observationsPerPatient: 0 });
-  for (let done = 0; done < cfg.n; ) {
+  for (let done = 0; done < cfg.n;) {
     const batch = [];
     for (let i = 0; i < 5000 && done < cfg.n; i++, done++) batch.push(observationOf(done));
     sb.addObservations('demo-clinic', batch);

@@ -103,7 +103,11 @@ async function measured(sandboxCfg, mapping, opts, expected) {
     sb.stdin.write('stats\n');
     const stats = JSON.parse((await lines.next()).value);
     if (expected !== undefined) r.exactlyOnce = stats.exactlyOnce;
-    return { ...r, server: { maxInFlight: stats.capacity.maxInFlight, maxQueued: stats.capacity.maxQueued, byStatus: stats.byStatus }, loadAvg1m: [loadBefore, loadAfter] };
+    return {
+      ...r,
+      server: { maxInFlight: stats.capacity.maxInFlight, maxQueued: stats.capacity.maxQueued, byStatus: stats.byStatus },
+      loadAvg1m: [loadBefore, loadAfter],
+    };
   } finally {
     sb.stdin.end();
     if (sb.exitCode === null) await new Promise((r) => sb.once('exit', r));

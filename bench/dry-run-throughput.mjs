@@ -34,7 +34,10 @@ const [, , a2, a3, a4] = process.argv;
 
 /** Modes run back to back in each round, the pair's order swapped every other round. */
 function pairsOf(compareGuard) {
-  const pairs = [['pipeline', 'pipeline-nocompile'], ['compiled', 'interpreter']];
+  const pairs = [
+    ['pipeline', 'pipeline-nocompile'],
+    ['compiled', 'interpreter'],
+  ];
   if (compareGuard) pairs.push(['pipeline-nocompile', 'pipeline-noguard'], ['interpreter', 'interpreter-noguard']);
   return pairs;
 }
@@ -64,13 +67,18 @@ async function main() {
       }
       if (round === 0) {
         const p = sha256(join(fx.dir, 'out-pipeline', 'Patient.ndjson'));
-        if (sha256(join(fx.dir, 'out-pipeline-nocompile', 'Patient.ndjson')) !== p) throw new Error('the pipeline with the compiler off produces another NDJSON');
+        if (sha256(join(fx.dir, 'out-pipeline-nocompile', 'Patient.ndjson')) !== p)
+          throw new Error('the pipeline with the compiler off produces another NDJSON');
         if (sha256(join(fx.dir, 'out-handwritten.ndjson')) !== p) throw new Error("the handwritten transform does not produce the pipeline's NDJSON");
-        if (compareGuard && sha256(join(fx.dir, 'out-pipeline-noguard', 'Patient.ndjson')) !== p) throw new Error('the pipeline without the time limit produces another NDJSON');
+        if (compareGuard && sha256(join(fx.dir, 'out-pipeline-noguard', 'Patient.ndjson')) !== p)
+          throw new Error('the pipeline without the time limit produces another NDJSON');
       }
       stages.push(spawnChild('stages', fx.dir).usPerRow);
     }
-    const profiled = (process.env.CPU_PROF ?? '').split(',').filter(Boolean).map((m) => (m === '1' ? 'pipeline' : m));
+    const profiled = (process.env.CPU_PROF ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((m) => (m === '1' ? 'pipeline' : m));
     for (const m of profiled) profile(m, fx.dir);
 
     const med = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(median(v))]));
@@ -80,7 +88,12 @@ async function main() {
       const r = o[x].map((v, i) => ratio(v, o[y][i]));
       return [Math.min(...r), Math.max(...r)];
     };
-    const compare = (x, y) => ({ wall: ratios(wall, x, y), cpu: ratios(cpu, x, y), medianWall: ratio(median(wall[x]), median(wall[y])), medianCpu: ratio(median(cpu[x]), median(cpu[y])) });
+    const compare = (x, y) => ({
+      wall: ratios(wall, x, y),
+      cpu: ratios(cpu, x, y),
+      medianWall: ratio(median(wall[x]), median(wall[y])),
+      medianCpu: ratio(median(cpu[x]), median(cpu[y])),
+    });
     const stageMedians = Object.fromEntries(Object.keys(stages[0]).map((k) => [k, Math.round(median(stages.map((s) => s[k])) * 10) / 10]));
     console.log(
       JSON.stringify({
@@ -97,7 +110,10 @@ async function main() {
         ...(compareGuard
           ? {
               guardOnVsOff: Object.fromEntries(
-                [['pipeline', 'pipeline-nocompile'], ['interpreter', 'interpreter']].map(([name, on]) => [name, compare(on, `${name}-noguard`)]),
+                [
+                  ['pipeline', 'pipeline-nocompile'],
+                  ['interpreter', 'interpreter'],
+                ].map(([name, on]) => [name, compare(on, `${name}-noguard`)]),
               ),
             }
           : {}),

@@ -74,7 +74,10 @@ async function parent() {
     sb.stop();
   }
 
-  for (const r of results) console.log(JSON.stringify({ bench: 'export-observations', ...r, node: process.version, cpus: os.cpus().length, load1: Number(os.loadavg()[0].toFixed(2)) }));
+  for (const r of results)
+    console.log(
+      JSON.stringify({ bench: 'export-observations', ...r, node: process.version, cpus: os.cpus().length, load1: Number(os.loadavg()[0].toFixed(2)) }),
+    );
   // Judged: the sandbox's default page size (50), where the latency dominates; bigger pages add the
   // sandbox's page building and the client's JSON parse to every round trip (see floorRatio).
   const bad = results.filter((r) => (r.case === 'memory' && !r.withinBudget) || (r.case === 'latency' && r.judged && r.ratio > 1.1));
@@ -83,8 +86,6 @@ async function parent() {
     process.exitCode = 1;
   }
 }
-
-
 
 function run(mode, cfg) {
   return new Promise((resolve, reject) => {
@@ -105,7 +106,9 @@ function observationOf(i) {
     status: 'final',
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'survey', display: 'Survey' }], text: 'Survey' }],
     code: {
-      coding: [{ system: 'http://loinc.org', code: phq ? '44261-6' : '70274-6', display: phq ? 'PHQ-9 total score [Reported]' : 'GAD-7 total score [Reported.PHQ]' }],
+      coding: [
+        { system: 'http://loinc.org', code: phq ? '44261-6' : '70274-6', display: phq ? 'PHQ-9 total score [Reported]' : 'GAD-7 total score [Reported.PHQ]' },
+      ],
       text: phq ? 'PHQ-9 total score' : 'GAD-7 total score',
     },
     subject: { reference: `Patient/${pid}` },
@@ -136,7 +139,8 @@ async function exportChild(cfg) {
   const scope = ledger.scope(cfg.url, cfg.tenant);
   const runId = scope.beginRun({ mappingFile: 'bench', dryRun: false });
   scope.transaction(() => {
-    for (let i = 0; i < PATIENTS; i++) scope.recordSynced({ mapping: 'patient', key: String(i).padStart(8, '0'), resourceType: 'Patient', serverId: `pat-${i}`, hash: 'h', runId });
+    for (let i = 0; i < PATIENTS; i++)
+      scope.recordSynced({ mapping: 'patient', key: String(i).padStart(8, '0'), resourceType: 'Patient', serverId: `pat-${i}`, hash: 'h', runId });
   });
   const file = join(os.tmpdir(), `care-etl-bench-export-${process.pid}.csv`);
   const output = createWriteStream(file, { fd: openSync(file, 'w', 0o600) });

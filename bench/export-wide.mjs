@@ -41,7 +41,19 @@ async function parent() {
   const ratio = (a, b) => Number((a / b).toFixed(2));
   for (const layout of ['long', 'wide']) {
     const rs = runs[layout];
-    console.log(JSON.stringify({ bench: 'export-wide', layout, observations: N, pageSize: PAGE_SIZE, rows: rs[0].rows, fileMB: rs[0].fileMB, durationMs: rs.map((r) => r.durationMs), maxRssMB: rs.map((r) => r.maxRssMB), spoolMB: rs.map((r) => r.spoolMB) }));
+    console.log(
+      JSON.stringify({
+        bench: 'export-wide',
+        layout,
+        observations: N,
+        pageSize: PAGE_SIZE,
+        rows: rs[0].rows,
+        fileMB: rs[0].fileMB,
+        durationMs: rs.map((r) => r.durationMs),
+        maxRssMB: rs.map((r) => r.maxRssMB),
+        spoolMB: rs.map((r) => r.spoolMB),
+      }),
+    );
   }
   const summary = {
     bench: 'export-wide',
@@ -65,8 +77,6 @@ async function parent() {
   }
 }
 
-
-
 function run(cfg) {
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [here, '--export', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -89,7 +99,9 @@ function observationOf(i) {
     status: 'final',
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'survey', display: 'Survey' }], text: 'Survey' }],
     code: {
-      coding: [{ system: 'http://loinc.org', code: phq ? '44261-6' : '70274-6', display: phq ? 'PHQ-9 total score [Reported]' : 'GAD-7 total score [Reported.PHQ]' }],
+      coding: [
+        { system: 'http://loinc.org', code: phq ? '44261-6' : '70274-6', display: phq ? 'PHQ-9 total score [Reported]' : 'GAD-7 total score [Reported.PHQ]' },
+      ],
       text: phq ? 'PHQ-9 total score' : 'GAD-7 total score',
     },
     subject: { reference: `Patient/pat-${p}` },
@@ -111,7 +123,8 @@ async function exportChild(cfg) {
   const scope = ledger.scope(cfg.url, cfg.tenant);
   const runId = scope.beginRun({ mappingFile: 'bench', dryRun: false });
   scope.transaction(() => {
-    for (let i = 0; i < PATIENTS; i++) scope.recordSynced({ mapping: 'patient', key: String(i).padStart(8, '0'), resourceType: 'Patient', serverId: `pat-${i}`, hash: 'h', runId });
+    for (let i = 0; i < PATIENTS; i++)
+      scope.recordSynced({ mapping: 'patient', key: String(i).padStart(8, '0'), resourceType: 'Patient', serverId: `pat-${i}`, hash: 'h', runId });
   });
   const spoolParent = mkdtempSync(join(process.env.SPOOL_DIR ?? os.tmpdir(), 'care-etl-bench-wide-'));
   const file = join(os.tmpdir(), `care-etl-bench-export-wide-${process.pid}.csv`);

@@ -43,9 +43,13 @@ async function main() {
             // CPU_PROF=1: the last round's pipeline child runs under --cpu-prof (its figures are then not counted).
             const prof = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1 ? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-')) : undefined;
             const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-            const r = await runJsonChild(kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn]);
+            const r = await runJsonChild(
+              kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn],
+            );
             if (prof) {
-              process.stderr.write(`\n--cpu-prof of one load (${r.createsPerSec} creates/s under the profiler), top self time:\n${summarizeCpuProfile(prof, 30)}\n`);
+              process.stderr.write(
+                `\n--cpu-prof of one load (${r.createsPerSec} creates/s under the profiler), top self time:\n${summarizeCpuProfile(prof, 30)}\n`,
+              );
               rmSync(prof, { recursive: true, force: true });
               continue;
             }
@@ -141,7 +145,13 @@ async function baselineChild(n, baseUrl, apiKey, emrId, tenantId, concurrency) {
   const { Agent, request } = await import('undici');
   const C = Number(concurrency);
   const agent = new Agent({ connections: 32, keepAliveTimeout: 10_000 });
-  const headers = { 'content-type': 'application/json', accept: 'application/json', 'service-subscriptionkey': apiKey, 'service-emrid': emrId, 'service-tenantid': tenantId };
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    'service-subscriptionkey': apiKey,
+    'service-emrid': emrId,
+    'service-tenantid': tenantId,
+  };
   const { patientRow } = await import('./_patients-fixture.mjs');
   const body = (i) => {
     const [mrn, first, last, , , , email, address, city, state, zip] = patientRow(i);
@@ -152,7 +162,10 @@ async function baselineChild(n, baseUrl, apiKey, emrId, tenantId, concurrency) {
       name: [{ use: 'official', family: last, given: [first] }],
       gender: 'female',
       birthDate: '1980-01-02',
-      telecom: [{ system: 'phone', value: '+15552001234', use: 'home' }, { system: 'email', value: email }],
+      telecom: [
+        { system: 'phone', value: '+15552001234', use: 'home' },
+        { system: 'email', value: email },
+      ],
       address: [{ use: 'home', line: [address], city, state, postalCode: zip, country: 'US' }],
     });
   };
@@ -186,7 +199,10 @@ async function ledgerChild(n, stateDir) {
     const ledger = Ledger.open(join(stateDir, `ledger-${batch}.db`));
     const scope = ledger.scope('http://127.0.0.1:1', 'demo-clinic');
     const runId = scope.beginRun({ mappingFile: 'bench', dryRun: false });
-    const items = Array.from({ length: Number(n) }, (_, i) => ({ key: patientRow(i + 1)[0], resource: { resourceType: 'Patient', identifier: [{ system: 'urn:lakeside:mrn', value: patientRow(i + 1)[0] }] } }));
+    const items = Array.from({ length: Number(n) }, (_, i) => ({
+      key: patientRow(i + 1)[0],
+      resource: { resourceType: 'Patient', identifier: [{ system: 'urn:lakeside:mrn', value: patientRow(i + 1)[0] }] },
+    }));
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     for (let i = 0; i < items.length; i += batch) {
@@ -213,7 +229,10 @@ async function ledgerChild(n, stateDir) {
     const wall = performance.now() - t0;
     const c = process.cpuUsage(c0);
     ledger.close();
-    out[batch === 1 ? 'autocommit' : `batchesOf${batch}`] = { wallUsPerCreate: Math.round((wall * 1000) / n), cpuUsPerCreate: Math.round((c.user + c.system) / n) };
+    out[batch === 1 ? 'autocommit' : `batchesOf${batch}`] = {
+      wallUsPerCreate: Math.round((wall * 1000) / n),
+      cpuUsPerCreate: Math.round((c.user + c.system) / n),
+    };
   }
   return out;
 }

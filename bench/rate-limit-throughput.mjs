@@ -24,11 +24,10 @@ const TARGET = CONCURRENCY === undefined ? 0.9 : 0.85;
 const RATE = Number(process.env.RATE ?? 100);
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-const child = spawn(
-  process.execPath,
-  ['bin/run.js', 'sandbox', '--port', '0', '--json', '--rate-limit', String(RATE), '--observations-per-patient', '0'],
-  { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-);
+const child = spawn(process.execPath, ['bin/run.js', 'sandbox', '--port', '0', '--json', '--rate-limit', String(RATE), '--observations-per-patient', '0'], {
+  cwd: root,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 const [line] = await once(createInterface({ input: child.stdout }), 'line');
 const sb = JSON.parse(line);
 
@@ -59,7 +58,9 @@ try {
   const report = await runPipeline({ mappingFile: fx.mapping, env: {}, connection, concurrency: CONCURRENCY });
   const c = report.mappings.patient;
   if (c.created + c.adopted !== N || c.rejected !== 0) throw new Error(`run: ${JSON.stringify(c)}`);
-  const ok = Object.entries(byStatus).filter(([s]) => s.startsWith('2')).reduce((n, [, v]) => n + v, 0);
+  const ok = Object.entries(byStatus)
+    .filter(([s]) => s.startsWith('2'))
+    .reduce((n, [, v]) => n + v, 0);
   const seconds = report.durationMs / 1000;
   const achieved = ok / seconds;
   const requests = Object.values(byStatus).reduce((a, b) => a + b, 0);

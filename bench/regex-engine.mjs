@@ -36,7 +36,10 @@ function rows(n) {
       MRN: String(i).padStart(8, '0'),
       FIRST: FIRST[i % FIRST.length],
       LAST: LAST[i % LAST.length],
-      PHONE: i % 3 ? `(555) ${String(100 + (i % 900))}-${String(1000 + (i % 9000))}` : `555.${String(i % 1000).padStart(3, '0')}.${String(i % 10000).padStart(4, '0')}`,
+      PHONE:
+        i % 3
+          ? `(555) ${String(100 + (i % 900))}-${String(1000 + (i % 9000))}`
+          : `555.${String(i % 1000).padStart(3, '0')}.${String(i % 10000).padStart(4, '0')}`,
       EMAIL: i % 7 ? `person.${i}@example.org` : `not-an-email ${i}`,
       DOB: `${String(1 + (i % 12)).padStart(2, '0')}/${String(1 + (i % 28)).padStart(2, '0')}/${1940 + (i % 70)}`,
       ADDRESS: `${i % 999} ${STREETS[i % STREETS.length]}`,

@@ -35,13 +35,24 @@ try {
   const firstRequests = 1 + first.report.indexes.reduce((n, b) => n + b.pages, 0) + N;
 
   const reruns = [];
-  for (const [label, pageSize] of [["server's default (no _count)", 0], ['_count=1000 (the largest the sandbox accepts)', 1000]]) {
+  for (const [label, pageSize] of [
+    ["server's default (no _count)", 0],
+    ['_count=1000 (the largest the sandbox accepts)', 1000],
+  ]) {
     rmSync(stateDir, { recursive: true, force: true });
     const r = await timed(pageSize);
     const c = r.report.mappings.patient;
-    if (c.created || c.updated || c.rejected || c.unchanged !== N || c.adopted !== N) throw new Error(`re-run without state wrote something: ${JSON.stringify(c)}`);
+    if (c.created || c.updated || c.rejected || c.unchanged !== N || c.adopted !== N)
+      throw new Error(`re-run without state wrote something: ${JSON.stringify(c)}`);
     const pages = r.report.indexes.reduce((n, b) => n + b.pages, 0);
-    reruns.push({ pageSize: label, ms: Math.round(r.ms), pages, requests: 1 + pages, wallRatio: Math.round((r.ms / first.ms) * 10000) / 10000, requestRatio: Math.round(((1 + pages) / firstRequests) * 10000) / 10000 });
+    reruns.push({
+      pageSize: label,
+      ms: Math.round(r.ms),
+      pages,
+      requests: 1 + pages,
+      wallRatio: Math.round((r.ms / first.ms) * 10000) / 10000,
+      requestRatio: Math.round(((1 + pages) / firstRequests) * 10000) / 10000,
+    });
   }
 
   // The server's view: N patients, none written twice.

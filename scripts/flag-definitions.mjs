@@ -40,7 +40,9 @@ for (const file of tsFiles(root)) {
   visit(source);
 }
 
-const rows = [...definitions].map(([name, at]) => ({ name, definitions: at.length, at })).sort((a, b) => b.definitions - a.definitions || a.name.localeCompare(b.name));
+const rows = [...definitions]
+  .map(([name, at]) => ({ name, definitions: at.length, at }))
+  .sort((a, b) => b.definitions - a.definitions || a.name.localeCompare(b.name));
 if (args.includes('--json')) console.log(JSON.stringify(rows, null, 2));
 else {
   console.log(`${rows.length} flag names under ${root}/; definitions per name (most first):`);

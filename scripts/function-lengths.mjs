@@ -17,7 +17,10 @@ const option = (name, fallback) => {
 const root = option('root', 'src');
 const top = Number(option('top', '15'));
 const limit = Number(option('limit', '150'));
-for (const [flag, value] of [['--top', top], ['--limit', limit]]) {
+for (const [flag, value] of [
+  ['--top', top],
+  ['--limit', limit],
+]) {
   if (!Number.isInteger(value) || value < 1) {
     console.error(`Expected \`${flag}\` to be an integer ≥ 1, got \`${option(flag.slice(2), '')}\``);
     process.exit(2);
@@ -89,7 +92,9 @@ if (overLimit) process.exitCode = 1;
 if (args.includes('--json')) {
   console.log(JSON.stringify({ root, limit, functions: functions.length, longest: functions.slice(0, top), overLimit: Object.fromEntries(perFile) }, null, 2));
 } else {
-  console.log(`${functions.length} functions under ${root}/; longest ${Math.min(top, functions.length)} (lines = first to last line; own = without nested functions):`);
+  console.log(
+    `${functions.length} functions under ${root}/; longest ${Math.min(top, functions.length)} (lines = first to last line; own = without nested functions):`,
+  );
   console.log('lines   own  function');
   for (const f of functions.slice(0, top)) {
     console.log(`${String(f.lines).padStart(5)} ${String(f.own).padStart(5)}  ${f.file}:${f.line}  ${f.name}`);

@@ -91,7 +91,10 @@ function checkStaleDist() {
     }
   };
   walk(join(ROOT, 'dist'));
-  if (stale.length > 0) fail(`dist/ holds ${stale.length} file(s) with no source in src/ (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): they would ship; rebuild from clean: rm -rf dist && npm run build`);
+  if (stale.length > 0)
+    fail(
+      `dist/ holds ${stale.length} file(s) with no source in src/ (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): they would ship; rebuild from clean: rm -rf dist && npm run build`,
+    );
 }
 
 function pack() {
@@ -191,7 +194,8 @@ function install(tarball, prefix) {
   const pkgDir = globalPackageDir(prefix);
   const sqliteBuild = join(pkgDir, 'node_modules', 'better-sqlite3', 'build');
   const installed = JSON.parse(readFileSync(join(sqliteBuild, '..', 'package.json'), 'utf8')).version;
-  const binary = (build) => (existsSync(join(build, 'Release', 'better_sqlite3.node')) ? readFileSync(join(build, 'Release', 'better_sqlite3.node')) : undefined);
+  const binary = (build) =>
+    existsSync(join(build, 'Release', 'better_sqlite3.node')) ? readFileSync(join(build, 'Release', 'better_sqlite3.node')) : undefined;
   const mine = binary(join(ROOT, 'node_modules', 'better-sqlite3', 'build'));
   summary.betterSqlite3 =
     existsSync(join(sqliteBuild, 'Release', 'obj.target')) || existsSync(join(sqliteBuild, 'Release', 'obj'))
@@ -229,8 +233,11 @@ function runInstalled(prefix) {
 
   // The first `care-etl` on PATH is the one just installed (not a checkout's, not another global one).
   const exe = process.platform === 'win32' ? 'care-etl.cmd' : 'care-etl';
-  const found = env.PATH.split(delimiter).map((d) => join(d, exe)).find((p) => existsSync(p));
-  if (found === undefined || normalize(found) !== normalize(join(bin, exe))) fail(`care-etl on PATH is ${found ?? 'nothing'}, not the installed ${join(bin, exe)}`);
+  const found = env.PATH.split(delimiter)
+    .map((d) => join(d, exe))
+    .find((p) => existsSync(p));
+  if (found === undefined || normalize(found) !== normalize(join(bin, exe)))
+    fail(`care-etl on PATH is ${found ?? 'nothing'}, not the installed ${join(bin, exe)}`);
   const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
   const v = careEtl(['--version']);
   expect(v.status === 0 && v.stdout.startsWith(`care-etl/${version} `), `\`care-etl --version\` does not print care-etl/${version}`, v);
@@ -240,12 +247,20 @@ function runInstalled(prefix) {
   expect(validate.status === 0, '`care-etl validate mapping.yaml` failed on the shipped example', validate);
   // The example holds deliberately bad rows: exit 1, 30 of 35 patients written.
   const dry = careEtl(['run', 'mapping.yaml', '--dry-run', '--out', 'out', '--progress', 'none']);
-  const patients = existsSync(join(work, 'out', 'Patient.ndjson')) ? readFileSync(join(work, 'out', 'Patient.ndjson'), 'utf8').split('\n').filter(Boolean).length : 0;
+  const patients = existsSync(join(work, 'out', 'Patient.ndjson'))
+    ? readFileSync(join(work, 'out', 'Patient.ndjson'), 'utf8')
+        .split('\n')
+        .filter(Boolean).length
+    : 0;
   summary.dryRunPatients = patients;
   expect(dry.status === 1 && patients === 30, `the dry run of the shipped example wrote ${patients} patients (expected 30, exit 1)`, dry);
   // A real run into the embedded sandbox (better-sqlite3 loaded: ledger and sandbox), its state beside the mapping.
   const load = careEtl(['run', 'mapping.yaml', '--progress', 'none']);
-  expect(load.status === 1 && /patient\s+35\s+30\s/.test(load.stdout) && existsSync(join(work, '.care-etl', 'state.db')), 'the run of the shipped example into the embedded sandbox did not create 30 patients', load);
+  expect(
+    load.status === 1 && /patient\s+35\s+30\s/.test(load.stdout) && existsSync(join(work, '.care-etl', 'state.db')),
+    'the run of the shipped example into the embedded sandbox did not create 30 patients',
+    load,
+  );
 }
 
 function run(cmd, argv, opts) {

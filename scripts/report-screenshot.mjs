@@ -96,7 +96,16 @@ export async function runChromium(chromium, file, extra, { proxyPort, timeoutMs 
       child.on('close', (code, signal) => {
         clearTimeout(timer);
         if (code === 0) res(stdout);
-        else rej(new Error(`${chromium} exited with ${signal ?? code}: ${stderr.split('\n').filter((l) => l && !/dbus|Fontconfig/i.test(l)).slice(-5).join('\n')}`));
+        else
+          rej(
+            new Error(
+              `${chromium} exited with ${signal ?? code}: ${stderr
+                .split('\n')
+                .filter((l) => l && !/dbus|Fontconfig/i.test(l))
+                .slice(-5)
+                .join('\n')}`,
+            ),
+          );
       });
     });
   } finally {

@@ -167,7 +167,10 @@ export const LOOPBACK_NO_PROXY = ['localhost', '127.0.0.1', '[::1]'] as const;
  * CONNECT tunnel, plain-http targets through `HTTP_PROXY` as absolute-URI requests, and hosts matching
  * `NO_PROXY` (names, `.domain` suffixes, `host:port`, `*`) plus `localhost`, `127.0.0.1` and `[::1]` directly.
  */
-export function createDispatcher(settings: Pick<ConnectionSettings, 'connections' | 'connectTimeoutMs' | 'requestTimeoutMs'>, env: NodeJS.ProcessEnv = process.env): Dispatcher {
+export function createDispatcher(
+  settings: Pick<ConnectionSettings, 'connections' | 'connectTimeoutMs' | 'requestTimeoutMs'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Dispatcher {
   const options = {
     connections: settings.connections,
     keepAliveTimeout: 10_000,
@@ -242,7 +245,14 @@ export class CareClient {
    */
   async create(type: WritableType, body: Resource, signal?: AbortSignal): Promise<StoredResource> {
     if (body.id !== undefined) throw new TypeError(`create ${type}: the body must not carry an id (the server assigns it)`);
-    const answer = (await this.#single({ operation: 'create', resourceType: type, method: 'POST', url: `${this.settings.baseUrl}/${type}`, body, signal })) as Resource;
+    const answer = (await this.#single({
+      operation: 'create',
+      resourceType: type,
+      method: 'POST',
+      url: `${this.settings.baseUrl}/${type}`,
+      body,
+      signal,
+    })) as Resource;
     let problem: string | undefined;
     if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
     else if (answer.id === undefined) problem = 'it carries no id';
@@ -260,7 +270,14 @@ export class CareClient {
   }
 
   async get<R extends Resource = Resource>(type: ResourceType, id: string, signal?: AbortSignal): Promise<R> {
-    const answer = (await this.#single({ operation: 'get', resourceType: type, resourceId: id, method: 'GET', url: `${this.settings.baseUrl}/${type}/${encodeURIComponent(id)}`, signal })) as Resource;
+    const answer = (await this.#single({
+      operation: 'get',
+      resourceType: type,
+      resourceId: id,
+      method: 'GET',
+      url: `${this.settings.baseUrl}/${type}/${encodeURIComponent(id)}`,
+      signal,
+    })) as Resource;
     this.#checkSame('get', type, id, answer);
     return answer as R;
   }
@@ -355,13 +372,17 @@ export class CareClient {
       if (!next) break;
       const nextUrl: URL = new URL(next, url);
       // The key travels with every request: never follow a link off the configured origin.
-      if (nextUrl.origin !== this.#origin) throw new ProtocolError(`list ${type}: refusing to follow a next link to another origin (${nextUrl.origin})`, { operation: 'list' });
+      if (nextUrl.origin !== this.#origin)
+        throw new ProtocolError(`list ${type}: refusing to follow a next link to another origin (${nextUrl.origin})`, { operation: 'list' });
       if (seen.has(nextUrl.toString())) throw new ProtocolError(`list ${type}: the server's next link repeats an earlier page`, { operation: 'list' });
       if (stale >= staleLimit) {
-        throw new ProtocolError(`list ${type}: the server's next links do not progress: the last ${stale} pages brought no resource that was not on the pages before them (${read} pages read)`, {
-          operation: 'list',
-          hint: 'The server\'s paging is broken: report it to the service operator. Nothing is lost: run again once it is fixed.',
-        });
+        throw new ProtocolError(
+          `list ${type}: the server's next links do not progress: the last ${stale} pages brought no resource that was not on the pages before them (${read} pages read)`,
+          {
+            operation: 'list',
+            hint: "The server's paging is broken: report it to the service operator. Nothing is lost: run again once it is fixed.",
+          },
+        );
       }
       if (read >= maxPages) {
         throw new ProtocolError(`list ${type}: the server's next links go on past ${maxPages} pages (--max-pages)`, {

@@ -105,8 +105,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     return undefined;
   };
   const issues: Issue[] = [];
-  const missing = (field: string, flag: string, env: string) =>
-    issues.push(issue.error('required', `Expected ${flag} or ${env} to be set`, { path: field }));
+  const missing = (field: string, flag: string, env: string) => issues.push(issue.error('required', `Expected ${flag} or ${env} to be set`, { path: field }));
 
   const rawBase = pick('baseUrl');
   const apiKey = pick('apiKey');
@@ -117,46 +116,14 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   if (!emrId) missing('emrId', '`--emr-id`', ENV.emrId);
   if (!tenantId) missing('tenantId', '`--tenant-id`', ENV.tenantId);
 
-  let baseUrl = '';
-  if (rawBase) {
-    let url: URL | undefined;
-    try {
-      url = new URL(rawBase);
-    } catch {
-      issues.push(issue.invalid(`Expected \`--base-url\` to be an absolute http(s) URL, got \`${rawBase}\``, { path: 'baseUrl' }));
-    }
-    if (url) {
-      if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-        issues.push(issue.invalid(`Expected \`--base-url\` to use https, got \`${url.protocol}\``, { path: 'baseUrl' }));
-      } else if (url.protocol === 'http:' && !isLoopbackHost(url.hostname) && !pick('allowInsecure')) {
-        issues.push(
-          issue.error('insecure', `Refusing plain http:// to ${url.hostname}: the API key and patient data would travel unencrypted. Use https, or pass --allow-insecure`, {
-            path: 'baseUrl',
-          }),
-        );
-      }
-      if (url.username || url.password || url.search || url.hash) {
-        issues.push(issue.invalid('Expected `--base-url` without credentials, query or fragment', { path: 'baseUrl' }));
-      }
-      baseUrl = `${url.origin}${url.pathname}`.replace(/\/+$/, '');
-    }
-  }
+  const baseUrl = rawBase ? checkBaseUrl(rawBase, Boolean(pick('allowInsecure')), issues) : '';
+  const updateRoutes = checkUpdateRoutes(pick('updateRoutes') ?? {}, issues);
 
-  const updateRoutes = {} as Record<WritableType, UpdateRoute>;
-  const configured = pick('updateRoutes') ?? {};
-  for (const type of WRITABLE_TYPES) {
-    const c = configured[type];
-    const route: UpdateRoute = typeof c === 'string' ? { ...DEFAULT_UPDATE_ROUTE, method: c } : { ...DEFAULT_UPDATE_ROUTE, ...(c ?? {}) };
-    if (!(UPDATE_METHODS as readonly string[]).includes(route.method)) {
-      issues.push(issue.invalid(`Expected the update method of ${type} to be ${UPDATE_METHODS.slice(0, -1).join(', ')} or ${UPDATE_METHODS.at(-1)}, got \`${route.method}\``, { path: `updateMethod.${type}` }));
-    }
-    if (!route.path.includes('{id}')) {
-      issues.push(issue.invalid(`Expected the update path of ${type} to contain \`{id}\`, got \`${route.path}\``, { path: `updateMethod.${type}.path` }));
-    }
-    updateRoutes[type] = route;
-  }
-
-  const positiveInt = (k: 'connectTimeoutMs' | 'requestTimeoutMs' | 'maxResponseBytes' | 'maxPages' | 'connections', label: string, max = Number.MAX_SAFE_INTEGER): number => {
+  const positiveInt = (
+    k: 'connectTimeoutMs' | 'requestTimeoutMs' | 'maxResponseBytes' | 'maxPages' | 'connections',
+    label: string,
+    max = Number.MAX_SAFE_INTEGER,
+  ): number => {
     const v = pick(k);
     if (v === undefined) return CONNECTION_DEFAULTS[k];
     if (!Number.isInteger(v) || v < 1 || v > max) {
@@ -175,7 +142,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   if (issues.length) {
     throw new CareEtlError('The connection settings are incomplete or invalid', {
       issues,
-      hint: 'Set them with flags, CARE_* environment variables, or the mapping file\'s `target:` section.',
+      hint: "Set them with flags, CARE_* environment variables, or the mapping file's `target:` section.",
       exitCode: 2,
     });
   }
@@ -192,4 +159,43 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     maxPages,
     connections,
   };
+}
+
+/** The base URL without trailing slashes; problems (not http(s), plain http to another host, credentials) into `issues`. */
+function checkBaseUrl(rawBase: string, allowInsecure: boolean, issues: Issue[]): string {
+  let url: URL;
+  try {
+    url = new URL(rawBase);
+  } catch {
+    issues.push(issue.invalid(`Expected \`--base-url\` to be an absolute http(s) URL, got \`${rawBase}\``, { path: 'baseUrl' }));
+    return '';
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    issues.push(issue.invalid(`Expected \`--base-url\` to use https, got \`${url.protocol}\``, { path: 'baseUrl' }));
+  } else if (url.protocol === 'http:' && !isLoopbackHost(url.hostname) && !allowInsecure) {
+    const message = `Refusing plain http:// to ${url.hostname}: the API key and patient data would travel unencrypted. Use https, or pass --allow-insecure`;
+    issues.push(issue.error('insecure', message, { path: 'baseUrl' }));
+  }
+  if (url.username || url.password || url.search || url.hash) {
+    issues.push(issue.invalid('Expected `--base-url` without credentials, query or fragment', { path: 'baseUrl' }));
+  }
+  return `${url.origin}${url.pathname}`.replace(/\/+$/, '');
+}
+
+/** Each writable type's update route (configured or the default); problems into `issues`. */
+function checkUpdateRoutes(configured: NonNullable<ConnectionInput['updateRoutes']>, issues: Issue[]): Record<WritableType, UpdateRoute> {
+  const updateRoutes = {} as Record<WritableType, UpdateRoute>;
+  for (const type of WRITABLE_TYPES) {
+    const c = configured[type];
+    const route: UpdateRoute = typeof c === 'string' ? { ...DEFAULT_UPDATE_ROUTE, method: c } : { ...DEFAULT_UPDATE_ROUTE, ...(c ?? {}) };
+    if (!(UPDATE_METHODS as readonly string[]).includes(route.method)) {
+      const methods = `${UPDATE_METHODS.slice(0, -1).join(', ')} or ${UPDATE_METHODS.at(-1)}`;
+      issues.push(issue.invalid(`Expected the update method of ${type} to be ${methods}, got \`${route.method}\``, { path: `updateMethod.${type}` }));
+    }
+    if (!route.path.includes('{id}')) {
+      issues.push(issue.invalid(`Expected the update path of ${type} to contain \`{id}\`, got \`${route.path}\``, { path: `updateMethod.${type}.path` }));
+    }
+    updateRoutes[type] = route;
+  }
+  return updateRoutes;
 }

@@ -85,7 +85,7 @@ export class ApiError extends CareEtlError {
       hint:
         hint ??
         (noEndpoint
-          ? 'The server has no such endpoint: check that --base-url / CARE_BASE_URL includes the API\'s path (e.g. https://host/api/v1).'
+          ? "The server has no such endpoint: check that --base-url / CARE_BASE_URL includes the API's path (e.g. https://host/api/v1)."
           : init.status >= 500 || init.status === 429
             ? 'The service is failing or overloaded; run again later (re-runs are safe).'
             : undefined),
@@ -138,30 +138,31 @@ export class TransportError extends CareEtlError {
   readonly method: string;
   readonly path: string;
 
-  constructor(
-    init: {
-      failure: TransportFailure;
-      requestSent: boolean;
-      operation: Operation;
-      resourceType: string;
-      resourceId?: string;
-      method: string;
-      path: string;
-      code?: string;
-      /** Replaces the failure/code detail in the message, e.g. `no complete answer within 30000 ms`. */
-      detail?: string;
-      hint?: string;
-    },
-  ) {
+  constructor(init: {
+    failure: TransportFailure;
+    requestSent: boolean;
+    operation: Operation;
+    resourceType: string;
+    resourceId?: string;
+    method: string;
+    path: string;
+    code?: string;
+    /** Replaces the failure/code detail in the message, e.g. `no complete answer within 30000 ms`. */
+    detail?: string;
+    hint?: string;
+  }) {
     const detail = init.detail ?? `${init.failure}${init.code ? `, ${init.code}` : ''}`;
-    super(`${init.operation} ${init.resourceType}${init.resourceId ? `/${init.resourceId}` : ''}: no answer from the server (${detail}; ${init.method} ${init.path})`, {
-      hint:
-        init.hint ??
-        (init.failure === 'refused' || init.failure === 'dns'
-          ? 'Is the base URL right and the service reachable (proxy: HTTPS_PROXY / NO_PROXY)?'
-          : 'The service did not answer in time; run again later (re-runs are safe).'),
-      exitCode: ExitCode.incomplete,
-    });
+    super(
+      `${init.operation} ${init.resourceType}${init.resourceId ? `/${init.resourceId}` : ''}: no answer from the server (${detail}; ${init.method} ${init.path})`,
+      {
+        hint:
+          init.hint ??
+          (init.failure === 'refused' || init.failure === 'dns'
+            ? 'Is the base URL right and the service reachable (proxy: HTTPS_PROXY / NO_PROXY)?'
+            : 'The service did not answer in time; run again later (re-runs are safe).'),
+        exitCode: ExitCode.incomplete,
+      },
+    );
     this.name = 'TransportError';
     this.failure = init.failure;
     this.requestSent = init.requestSent;
@@ -212,7 +213,7 @@ export class ResponseTooLargeError extends ProtocolError {
     super(message, {
       operation: opts.operation,
       ambiguous: opts.operation === 'create',
-      hint: 'Raise --max-response-bytes if the server\'s pages are legitimately this large, or ask for smaller pages (--page-size for export, --index-page-size for run).',
+      hint: "Raise --max-response-bytes if the server's pages are legitimately this large, or ask for smaller pages (--page-size for export, --index-page-size for run).",
     });
     this.name = 'ResponseTooLargeError';
     this.limit = opts.limit;

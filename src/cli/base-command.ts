@@ -110,7 +110,10 @@ export abstract class CareCommand<T> extends Command {
         process.stderr.write(`${sig} again: exiting without bookkeeping (the next run reconciles)\n`);
         process.exit(130);
       }
-      if (!this.jsonEnabled()) process.stderr.write(`${sig}: stopping cleanly — work in flight and bookkeeping finish first (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`);
+      if (!this.jsonEnabled())
+        process.stderr.write(
+          `${sig}: stopping cleanly — work in flight and bookkeeping finish first (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
+        );
       this.abort.abort(new Error(`interrupted by ${sig}`));
     };
     process.on('SIGINT', onSignal);
@@ -150,7 +153,15 @@ export abstract class CareCommand<T> extends Command {
   }
 
   protected shell(progressFlag?: string): CommandShell {
-    return { json: this.jsonEnabled(), progress: this.progressMode(progressFlag), signal: this.signal, onRequest: this.requestLog, log: (l) => this.log(l), notice: (l) => this.notice(l), fail: (e) => this.fail(e) };
+    return {
+      json: this.jsonEnabled(),
+      progress: this.progressMode(progressFlag),
+      signal: this.signal,
+      onRequest: this.requestLog,
+      log: (l) => this.log(l),
+      notice: (l) => this.notice(l),
+      fail: (e) => this.fail(e),
+    };
   }
 
   /** Informational stderr line (not under `--json` or `--quiet`). */
@@ -220,7 +231,8 @@ export abstract class CareCommand<T> extends Command {
   }
 
   private renderError(err: unknown, body: ErrorJson): string {
-    if (err instanceof Errors.CLIError && !(err instanceof CareEtlError)) return `Error: ${body.error.message}${body.error.hint ? `\nHint: ${body.error.hint}` : ''}`;
+    if (err instanceof Errors.CLIError && !(err instanceof CareEtlError))
+      return `Error: ${body.error.message}${body.error.hint ? `\nHint: ${body.error.hint}` : ''}`;
     const { text } = describeError(err);
     return this.logLevel === 'verbose' && err instanceof Error && err.stack && body.error.name !== 'CareEtlError' ? `${text}\n${err.stack}` : text;
   }

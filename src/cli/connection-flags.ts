@@ -18,18 +18,28 @@ export const connectionFlags = {
     max: 2_147_483_647,
     helpGroup: 'CONNECTION',
   }),
-  'connect-timeout': Flags.integer({ description: 'time-out of opening a connection in ms (default 10000)', min: 1, max: 2_147_483_647, helpGroup: 'CONNECTION' }),
+  'connect-timeout': Flags.integer({
+    description: 'time-out of opening a connection in ms (default 10000)',
+    min: 1,
+    max: 2_147_483_647,
+    helpGroup: 'CONNECTION',
+  }),
   'max-response-bytes': Flags.integer({
     description: 'largest answer read, in bytes (default 33554432 = 32 MiB, at most 268435456); a larger one fails the command (exit 3)',
     min: 1,
     max: 268_435_456,
     helpGroup: 'CONNECTION',
   }),
-  'max-pages': Flags.integer({ description: 'most pages one listing follows through next links (default 100000); more fails the command (exit 3)', min: 1, helpGroup: 'CONNECTION' }),
+  'max-pages': Flags.integer({
+    description: 'most pages one listing follows through next links (default 100000); more fails the command (exit 3)',
+    min: 1,
+    helpGroup: 'CONNECTION',
+  }),
   // Without it, CARE_* variables, CI or a `target:` with no base URL are refused (exit 2) rather than silently
   // loading into the sandbox; with a base URL known it is a usage error (exit 2): one target, said once.
   sandbox: Flags.boolean({
-    description: 'use the embedded sandbox (.care-etl/sandbox.db beside the mapping) even when CARE_* variables, CI or the mapping\'s target: are set; an error when a base URL is set',
+    description:
+      "use the embedded sandbox (.care-etl/sandbox.db beside the mapping) even when CARE_* variables, CI or the mapping's target: are set; an error when a base URL is set",
     exclusive: ['base-url'],
     helpGroup: 'CONNECTION',
   }),

@@ -79,7 +79,9 @@ function readEnvFile(file: string, cwd: string): Record<string, string> {
       const at = text.indexOf(first);
       const line = at < 0 ? undefined : text.slice(0, at).split('\n').length;
       throw new CareEtlError(`The env file ${file} has a line that is not KEY=value`, {
-        issues: [issue.error('env-syntax', 'expected KEY=value (KEY: letters, digits, `_`, `.`, `-`; not starting with a digit)', { location: { file, line } })],
+        issues: [
+          issue.error('env-syntax', 'expected KEY=value (KEY: letters, digits, `_`, `.`, `-`; not starting with a digit)', { location: { file, line } }),
+        ],
         exitCode: ExitCode.config,
       });
     }

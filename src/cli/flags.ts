@@ -32,7 +32,10 @@ function booleanFlag(defaults: Partial<BooleanFlag<boolean>>) {
 }
 
 /** A value checked when parsed, p-queue style ("Expected `--query` to be key=value, got `x`"). */
-function checkedString(defaults: { description: string; relationships?: Relationships }, check: (input: string) => Promise<string | undefined> | string | undefined) {
+function checkedString(
+  defaults: { description: string; relationships?: Relationships },
+  check: (input: string) => Promise<string | undefined> | string | undefined,
+) {
   return Flags.custom<string>({
     ...defaults,
     parse: async (input) => {
@@ -45,13 +48,23 @@ function checkedString(defaults: { description: string; relationships?: Relation
 
 /** `--out` of `export` beside `--dictionary`: the dictionary would overwrite the export (or its partial file). */
 const sameFileAsOut = async (f: Record<string, unknown>) =>
-  typeof f.out === 'string' && f.out !== '-' && typeof f.dictionary === 'string' && [resolve(f.out), resolve(`${f.out}.partial`)].includes(resolve(f.dictionary));
+  typeof f.out === 'string' &&
+  f.out !== '-' &&
+  typeof f.dictionary === 'string' &&
+  [resolve(f.out), resolve(`${f.out}.partial`)].includes(resolve(f.dictionary));
 
 export const flag = {
   // ---------------------------------------------------------------- every command (CareCommand.baseFlags)
-  verbose: booleanFlag({ description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors', helpGroup: 'OUTPUT', exclusive: ['quiet'] }),
+  verbose: booleanFlag({
+    description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors',
+    helpGroup: 'OUTPUT',
+    exclusive: ['quiet'],
+  }),
   quiet: booleanFlag({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
-  'env-file': Flags.custom<string>({ description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win', helpGroup: 'OUTPUT' }),
+  'env-file': Flags.custom<string>({
+    description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win',
+    helpGroup: 'OUTPUT',
+  }),
   /** oclif's own `--json` (enableJsonFlag), for a command that declares what it excludes. */
   json: booleanFlag({ description: 'Format output as json.', helpGroup: 'GLOBAL' }),
 
@@ -76,8 +89,14 @@ export const flag = {
 
   // ---------------------------------------------------------------- run
   'dry-run': booleanFlag({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
-  rejects: Flags.custom<string>({ description: 'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it' }),
-  report: Flags.custom<string>({ description: 'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON' }),
+  rejects: Flags.custom<string>({
+    description:
+      'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it',
+  }),
+  report: Flags.custom<string>({
+    description:
+      'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON',
+  }),
   'include-rows': booleanFlag({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
   concurrency: integer({
     description: "pin the requests in flight at N instead of discovering the server's capacity (429/503 still lower it for a while)",
@@ -95,8 +114,14 @@ export const flag = {
   }),
 
   // ---------------------------------------------------------------- validate, test, init
-  sample: integer({ description: 'run the first N rows of each source through transform, validation and the offline load checks; exit 1 if one is rejected', min: 1 }),
-  'allow-rejects': booleanFlag({ description: 'with --sample: report rejected sampled rows but exit 0 (an export known to hold bad rows)', dependsOn: ['sample'] }),
+  sample: integer({
+    description: 'run the first N rows of each source through transform, validation and the offline load checks; exit 1 if one is rejected',
+    min: 1,
+  }),
+  'allow-rejects': booleanFlag({
+    description: 'with --sample: report rejected sampled rows but exit 0 (an export known to hold bad rows)',
+    dependsOn: ['sample'],
+  }),
   grep: Flags.custom<string>({ char: 'g', description: 'only run the cases whose name contains this text' }),
   from: Flags.custom<string>({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
   force: booleanFlag({ description: 'overwrite the output file if it exists' }),
@@ -111,11 +136,29 @@ export const flag = {
     description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
     relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
   }),
-  'escape-formulas': booleanFlag({ description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)", default: true, allowNo: true }),
-  layout: Flags.custom<string>({ description: 'long: one row per observation; wide: one row per patient and day, one column per instrument', options: ['long', 'wide'], default: 'long' }),
-  pseudonymize: booleanFlag({ description: 'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text' }),
-  'pseudonym-key-file': Flags.custom<string>({ description: 'with --pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)', dependsOn: ['pseudonymize'] }),
-  'keep-free-text': booleanFlag({ description: 'with --pseudonymize: keep free text (value strings, notes, reference display names — may hold names); an export without --pseudonymize keeps everything', dependsOn: ['pseudonymize'] }),
+  'escape-formulas': booleanFlag({
+    description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)",
+    default: true,
+    allowNo: true,
+  }),
+  layout: Flags.custom<string>({
+    description: 'long: one row per observation; wide: one row per patient and day, one column per instrument',
+    options: ['long', 'wide'],
+    default: 'long',
+  }),
+  pseudonymize: booleanFlag({
+    description:
+      'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text',
+  }),
+  'pseudonym-key-file': Flags.custom<string>({
+    description: 'with --pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)',
+    dependsOn: ['pseudonymize'],
+  }),
+  'keep-free-text': booleanFlag({
+    description:
+      'with --pseudonymize: keep free text (value strings, notes, reference display names — may hold names); an export without --pseudonymize keeps everything',
+    dependsOn: ['pseudonymize'],
+  }),
   dictionary: checkedString(
     {
       description: 'also write a data dictionary of the columns to this file (.json → JSON, else CSV); another file than --out',
@@ -123,13 +166,20 @@ export const flag = {
     },
     (input) => (input === '' || input === '-' ? `Expected \`--dictionary\` to be a file path, got \`${input}\`` : undefined),
   ),
-  since: checkedString({ description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' }, async (input) => {
-    if (input === 'last') return undefined;
-    const { parseSince } = await import('../export/observation-exporter.js');
-    parseSince(input, '--since'); // throws the p-queue-style message
-    return undefined;
+  since: checkedString(
+    { description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' },
+    async (input) => {
+      if (input === 'last') return undefined;
+      const { parseSince } = await import('../export/observation-exporter.js');
+      parseSince(input, '--since'); // throws the p-queue-style message
+      return undefined;
+    },
+  ),
+  overlap: defaultedInteger({
+    description: '--since last: seconds re-read before the previous export started (clock skew, late commits)',
+    default: 60,
+    min: 0,
   }),
-  overlap: defaultedInteger({ description: '--since last: seconds re-read before the previous export started (clock skew, late commits)', default: 60, min: 0 }),
   patient: Flags.custom<string>({
     description: 'only this patient (source key, e.g. MRN); repeatable',
     multiple: true,
@@ -157,7 +207,10 @@ export const flag = {
   'observations-per-patient': defaultedInteger({ description: 'Observations generated per created patient', default: 2, min: 0 }),
   // p-queue style validation (number-flags.ts), so a typo never silently turns a fault off.
   latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
-  'max-in-flight': positiveIntFlag('max-in-flight', 'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)'),
+  'max-in-flight': positiveIntFlag(
+    'max-in-flight',
+    'requests served at once; the others wait in a first-come queue, so past it the latency grows (a server to saturate; default unlimited)',
+  ),
   jitter: nonNegativeFlag('jitter', 'random extra milliseconds (0..jitter) added before each answer'),
   'rate-limit': nonNegativeFlag('rate-limit', 'requests per second per tenant before 429 + Retry-After'),
   'error-503-rate': rateFlag('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
@@ -165,4 +218,3 @@ export const flag = {
   'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
   'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
 };
-

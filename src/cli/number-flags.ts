@@ -25,7 +25,8 @@ export const positiveIntFlag = (name: string, description: string) =>
 export const nonNegativeFlag = (name: string, description: string) => numberFlag(name, description, 'a number ≥ 0', (n) => Number.isFinite(n) && n >= 0);
 
 /** A share between 0 and 1. */
-export const rateFlag = (name: string, description: string) => numberFlag(name, description, 'a number between 0 and 1', (n) => Number.isFinite(n) && n >= 0 && n <= 1);
+export const rateFlag = (name: string, description: string) =>
+  numberFlag(name, description, 'a number between 0 and 1', (n) => Number.isFinite(n) && n >= 0 && n <= 1);
 
 /** `--allow-ending N|P%`: kept as given (a count or a percentage); the pipeline parses it with the mapping's setting. */
 export const allowEndingFlag = (description: string) =>

@@ -34,7 +34,8 @@ export function formatFieldChanges(diff: FieldChange[], max = PLAN_FIELDS_SHOWN)
   return lines;
 }
 
-const at = (line?: number, lines?: number[]) => (lines && lines.length > 1 ? ` (lines ${lines.slice(0, 5).join(', ')}${lines.length > 5 ? ', …' : ''})` : line !== undefined ? ` (line ${line})` : '');
+const at = (line?: number, lines?: number[]) =>
+  lines && lines.length > 1 ? ` (lines ${lines.slice(0, 5).join(', ')}${lines.length > 5 ? ', …' : ''})` : line !== undefined ? ` (line ${line})` : '';
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 function section<T>(out: string[], items: T[], limit: number, what: string, render: (t: T) => string[]): void {
@@ -54,7 +55,8 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
     c.drifted && `${c.drifted} drifted`,
   ].filter(Boolean);
   // The ending guard: shown whenever the run would end something, or refuse to (its message has counts only).
-  const guard = m.endingGuard && m.endingGuard.wouldEnd > 0 ? [`  ${m.endingGuard.allowed ? '' : '✗ '}onMissing: end — ${safe(m.endingGuard.message ?? '')}`] : [];
+  const guard =
+    m.endingGuard && m.endingGuard.wouldEnd > 0 ? [`  ${m.endingGuard.allowed ? '' : '✗ '}onMissing: end — ${safe(m.endingGuard.message ?? '')}`] : [];
   if (!parts.length && !guard.length) return [];
   const out = [``, `${name} (${m.resourceType}): ${parts.join(', ') || 'nothing to change'}`, ...guard];
   if (limit === 0) return out;
@@ -62,7 +64,9 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
     `~ update ${safe(u.key)} ${m.resourceType}/${u.serverId}${u.adopted ? ' (adopted)' : ''}${at(u.line, u.lines)}`,
     ...(u.diff.length ? formatFieldChanges(u.diff) : ['(the server already holds this content; the run re-sends it to bring the state up to date)']),
   ]);
-  section(out, m.creates, limit, 'create(s)', (cr) => [`+ create ${safe(cr.key)}${at(cr.line, cr.lines)}${cr.recreate ? ` — again: ${cr.recreate}` : ''}${cr.note ? ` — ${cr.note}` : ''}`]);
+  section(out, m.creates, limit, 'create(s)', (cr) => [
+    `+ create ${safe(cr.key)}${at(cr.line, cr.lines)}${cr.recreate ? ` — again: ${cr.recreate}` : ''}${cr.note ? ` — ${cr.note}` : ''}`,
+  ]);
   section(
     out,
     m.adoptions.filter((a) => !a.updated),
@@ -71,7 +75,9 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
     (a) => [`= adopt ${safe(a.key)} ← ${m.resourceType}/${a.serverId} (found by the match rule, same content: recorded, nothing sent)`],
   );
   section(out, m.ends, limit, 'end(s)', (e) =>
-    e.member ? [`- end ${e.member} in ${safe(e.key)} ${m.resourceType}/${e.serverId} (in its update)`] : [`- end ${safe(e.key)} ${m.resourceType}/${e.serverId} (gone from the export)`, ...formatFieldChanges(e.diff ?? [])],
+    e.member
+      ? [`- end ${e.member} in ${safe(e.key)} ${m.resourceType}/${e.serverId} (in its update)`]
+      : [`- end ${safe(e.key)} ${m.resourceType}/${e.serverId} (gone from the export)`, ...formatFieldChanges(e.diff ?? [])],
   );
   section(out, m.rejects, limit, 'reject(s)', (r) => [`! reject ${describeReject({ ...r, mapping: name, source: '' })}`]);
   section(out, m.drifted, limit, 'drifted', (d) => [
@@ -88,18 +94,38 @@ export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): 
   const rows = doc.order.map((n) => {
     const m = doc.mappings[n];
     const c = m?.counts;
-    return [n, m?.resourceType ?? '', c?.read ?? 0, ...(skips ? [c?.skipped ?? 0] : []), c?.created ?? 0, c?.updated ?? 0, c?.unchanged ?? 0, c?.adopted ?? 0, c?.ended ?? 0, c?.rejected ?? 0, c?.drifted ?? 0];
+    return [
+      n,
+      m?.resourceType ?? '',
+      c?.read ?? 0,
+      ...(skips ? [c?.skipped ?? 0] : []),
+      c?.created ?? 0,
+      c?.updated ?? 0,
+      c?.unchanged ?? 0,
+      c?.adopted ?? 0,
+      c?.ended ?? 0,
+      c?.rejected ?? 0,
+      c?.drifted ?? 0,
+    ];
   });
   const out = [table(head, rows)];
   for (const n of doc.order) if (doc.mappings[n]) out.push(...mappingSection(n, doc.mappings[n], limit));
   out.push('');
   for (const w of doc.warnings) out.push(`warning: ${w}`);
   const t = doc.totals;
-  out.push(`Plan: ${t.created} to create, ${t.updated} to update, ${t.ended} to end; ${t.adopted} adopted from the server, ${t.unchanged} unchanged, ${t.rejected} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`);
-  if (exitCode === ENDING_REFUSED_EXIT) out.push(`Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.created + t.updated + t.ended ? ', and it would write to the server' : ''}.`);
+  out.push(
+    `Plan: ${t.created} to create, ${t.updated} to update, ${t.ended} to end; ${t.adopted} adopted from the server, ${t.unchanged} unchanged, ${t.rejected} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`,
+  );
+  if (exitCode === ENDING_REFUSED_EXIT)
+    out.push(
+      `Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.created + t.updated + t.ended ? ', and it would write to the server' : ''}.`,
+    );
   else if (exitCode === PLAN_CHANGES_EXIT) out.push(`Exit code ${PLAN_CHANGES_EXIT}: the run would write to the server.`);
   else if (doc.interrupted) out.push('Interrupted: the plan is incomplete.');
-  else if (t.rejected) out.push(`No changes to the server${t.adopted ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejected, 'row')} would be rejected (exit code 1).`);
+  else if (t.rejected)
+    out.push(
+      `No changes to the server${t.adopted ? ' (the run would only record the adopted resources in its state)' : ''}; ${plural(t.rejected, 'row')} would be rejected (exit code 1).`,
+    );
   else out.push(`No changes: the run would send nothing${t.adopted ? ' (it would only record the adopted resources in its state)' : ''}.`);
   return out.join('\n');
 }
@@ -114,8 +140,12 @@ export function planProgress(write: (line: string) => void, maxRejectLines = 20)
     `read ${c.read}${c.skipped ? ` · skipped ${c.skipped}` : ''} · to create ${c.created} · to update ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''}${c.ended ? ` · to end ${c.ended}` : ''} · rejected ${c.rejected}`;
   return {
     onEvent(e) {
-      if (e.type === 'target') write(`Planning against ${e.embedded ? 'the embedded sandbox ' : ''}${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''}): reads only, nothing is written`);
-      else if (e.type === 'index') write(e.phase === 'start' ? `[index] listing ${e.build.resourceType} on the server (${e.build.reason})` : describeIndex('end', e.build));
+      if (e.type === 'target')
+        write(
+          `Planning against ${e.embedded ? 'the embedded sandbox ' : ''}${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''}): reads only, nothing is written`,
+        );
+      else if (e.type === 'index')
+        write(e.phase === 'start' ? `[index] listing ${e.build.resourceType} on the server (${e.build.reason})` : describeIndex('end', e.build));
       else if (e.type === 'phase-start') write(`[${e.mapping}] ${e.resourceType}: planning`);
       else if (e.type === 'progress') {
         const now = Date.now();

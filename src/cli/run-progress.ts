@@ -125,11 +125,18 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
       // The source's size is known: the bar is the share of it read; else (a FIFO, or no source open yet) rows done of rows read.
       const bytes = b?.total ? b : undefined;
       bar?.setTotal(bytes ? bytes.total! : Math.max(c.read, done, 1));
-      bar?.update(bytes ? Math.min(bytes.read, bytes.total!) : done, { mapping: mapping.padEnd(14), where: where(mapping, b) ?? `${done}/${c.read} rows`, stats: summary(c) });
+      bar?.update(bytes ? Math.min(bytes.read, bytes.total!) : done, {
+        mapping: mapping.padEnd(14),
+        where: where(mapping, b) ?? `${done}/${c.read} rows`,
+        stats: summary(c),
+      });
     };
     return {
       onEvent(e) {
-        if (e.type === 'target') bars.log(`${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})\n`);
+        if (e.type === 'target')
+          bars.log(
+            `${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})\n`,
+          );
         else if (e.type === 'phase-start') {
           etas.delete(e.mapping);
           byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), where: '0/0 rows', stats: '' }));
@@ -148,7 +155,10 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
   const last = new Map<string, number>();
   return {
     onEvent(e) {
-      if (e.type === 'target') opts.write(`${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})`);
+      if (e.type === 'target')
+        opts.write(
+          `${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})`,
+        );
       else if (e.type === 'phase-start') {
         etas.delete(e.mapping);
         opts.write(`[${e.mapping}] ${e.resourceType}: started`);

@@ -28,9 +28,15 @@ export async function runStateCommand(cmd: CommandShell, mapping: string, flags:
   const progress = cmd.progress === 'none' ? undefined : await createRunProgress({ tty: false, write: (l) => process.stderr.write(`${l}\n`) });
   let report: RunReport;
   try {
-    report = await (record ? rebuildState : checkState)(
-      { mappingFile: mapping, connection: connectionFromFlags(flags), statePath: flags.state, indexPageSize: flags['index-page-size'], onEvent: progress?.onEvent, onRequest: cmd.onRequest, signal: cmd.signal },
-    );
+    report = await (record ? rebuildState : checkState)({
+      mappingFile: mapping,
+      connection: connectionFromFlags(flags),
+      statePath: flags.state,
+      indexPageSize: flags['index-page-size'],
+      onEvent: progress?.onEvent,
+      onRequest: cmd.onRequest,
+      signal: cmd.signal,
+    });
   } catch (err) {
     progress?.stop();
     return cmd.fail(err);
@@ -44,8 +50,12 @@ export async function runStateCommand(cmd: CommandShell, mapping: string, flags:
     });
     cmd.log(table(head, rows));
     for (const b of report.indexes) cmd.log(`Listed ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s)`);
-    if (record) cmd.log(`State ${report.statePath} rebuilt from the server (nothing was sent but reads). A run now creates "not on server" and updates "differing".`);
-    else cmd.log(`Nothing was written. "by match": on the server but unknown to the state (\`state rebuild\` records them); "state but gone": recorded as loaded, missing on the server (the next run creates them again).`);
+    if (record)
+      cmd.log(`State ${report.statePath} rebuilt from the server (nothing was sent but reads). A run now creates "not on server" and updates "differing".`);
+    else
+      cmd.log(
+        `Nothing was written. "by match": on the server but unknown to the state (\`state rebuild\` records them); "state but gone": recorded as loaded, missing on the server (the next run creates them again).`,
+      );
   }
   cmd.notice(embeddedSandboxLine(report.target));
   process.exitCode = report.exitCode;

@@ -39,7 +39,10 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     // `--json` prints the summary on stdout: the rows need a file.
     json: flag.json({
       description: 'Format output as json: the summary on stdout, so the rows need a file (--out FILE).',
-      relationships: [{ type: 'all', flags: ['out'] }, { type: 'none', flags: [{ name: 'out', when: async (f) => f.out === '-' }] }],
+      relationships: [
+        { type: 'all', flags: ['out'] },
+        { type: 'none', flags: [{ name: 'out', when: async (f) => f.out === '-' }] },
+      ],
     }),
     out: flag.out({ char: 'o', description: 'output file, or - for stdout (the default; not with --json, which prints the summary there)' }),
     columns: flag.columns(),
@@ -96,7 +99,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         connection: connectionFromFlags(flags),
         onTarget: (t) => {
           // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
-          if (t.embedded) process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
+          if (t.embedded)
+            process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,
@@ -115,7 +119,9 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
       const n = (x: number) => x.toLocaleString('en-US');
       const wide = summary.layout === 'wide' ? ` (wide: ${n(summary.observations)} observations by patient and day)` : '';
       const pseudo = summary.pseudonymized ? ', pseudonymised' : '';
-      err(`Exported ${n(summary.rows)} rows${wide}${since}${pseudo} from ${summary.pages} pages (${n(summary.scanned)} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`);
+      err(
+        `Exported ${n(summary.rows)} rows${wide}${since}${pseudo} from ${summary.pages} pages (${n(summary.scanned)} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`,
+      );
       if (summary.sinceMode === 'last' && summary.alreadyDelivered) {
         err(`Skipped ${n(summary.alreadyDelivered)} observations already delivered by the previous --since last export (same id and version)`);
       }

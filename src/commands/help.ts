@@ -4,7 +4,8 @@ import { catalogue, describeUnknownCommand, reportUnknownCommand } from '../cli/
 
 export default class Help extends Command {
   static override summary = 'Show the help of care-etl or of one of its commands.';
-  static override description = 'Same as --help: `care-etl help` lists the commands, `care-etl help run` (or `care-etl run --help`) shows one command, `care-etl help state` a topic. An unknown command name is an error (exit 2) with the closest command suggested.';
+  static override description =
+    'Same as --help: `care-etl help` lists the commands, `care-etl help run` (or `care-etl run --help`) shows one command, `care-etl help state` a topic. An unknown command name is an error (exit 2) with the closest command suggested.';
   static override examples = ['<%= config.bin %> help', '<%= config.bin %> help run', '<%= config.bin %> help state check'];
   static override strict = false;
   static override args = {

@@ -37,10 +37,19 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
       const result = await writeStarterMapping({ from: flags.from, out: flags.out, force: flags.force });
       if (!this.jsonEnabled()) {
         this.log(`Wrote ${flags.out}:`);
-        this.log(table(['export', 'source', 'mapping', 'type', 'key'], result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')])));
+        this.log(
+          table(
+            ['export', 'source', 'mapping', 'type', 'key'],
+            result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')]),
+          ),
+        );
         for (const n of result.notes) this.log(`Not mapped: ${n.file} (${n.resourceType}) — ${n.note}.`);
-        if (result.omopTables) this.log(`OMOP CDM tables recognised by their columns (${result.omopTables.join(', ')}): the ready-made mapping is mappings/omop-cdm/mapping.yaml.`);
-        if (result.readyMade) this.log(`FHIR resources: ready-made mappings in ${result.readyMade.map((m) => relative(process.cwd(), m)).join(' and ')} (see the top of ${flags.out}).`);
+        if (result.omopTables)
+          this.log(`OMOP CDM tables recognised by their columns (${result.omopTables.join(', ')}): the ready-made mapping is mappings/omop-cdm/mapping.yaml.`);
+        if (result.readyMade)
+          this.log(
+            `FHIR resources: ready-made mappings in ${result.readyMade.map((m) => relative(process.cwd(), m)).join(' and ')} (see the top of ${flags.out}).`,
+          );
         this.log(
           result.todos
             ? `${result.todos} TODO marker${result.todos === 1 ? '' : 's'} to resolve: \`care-etl validate ${flags.out}\` lists each one with its text and position.`

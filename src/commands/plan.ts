@@ -23,10 +23,13 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
     out: flag.out({ description: 'write the whole plan to this file as JSON (mode 0600)' }),
     limit: flag.limit({ description: 'changes shown per mapping and kind on the terminal (0: the table only); --out and --json hold them all', default: 10 }),
     state: flag.state({ description: 'state ledger file (default .care-etl/state.db beside the mapping); read, never written' }),
-    reconcile: flag.reconcile({ description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`" }),
+    reconcile: flag.reconcile({
+      description: "the run's reconcile policy to plan for (default: the mapping's reconcile:, else auto) — see `care-etl run --help`",
+    }),
     'index-page-size': flag['index-page-size'](),
     'allow-ending': flag['allow-ending']({
-      description: "the run's --allow-ending to plan for: how many resources of each onMissing: end mapping it may end (a count or a percentage like 25%; default: the mapping's allowEnding:, else 10%) — see `care-etl run --help`",
+      description:
+        "the run's --allow-ending to plan for: how many resources of each onMissing: end mapping it may end (a count or a percentage like 25%; default: the mapping's allowEnding:, else 10%) — see `care-etl run --help`",
     }),
     progress: flag.progress({ options: ['auto', 'lines', 'none'] }),
     ...connectionFlags,
@@ -34,14 +37,15 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
 
   async run(): Promise<PlanDocument | ErrorJson> {
     const { args, flags } = await this.parse(Plan);
-    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }, { embeddedSandboxLine }] = await Promise.all([
-      import('../pipeline/run-pipeline.js'),
-      import('../pipeline/plan.js'),
-      import('../cli/plan-render.js'),
-      import('../core/secure-fs.js'),
-      import('../core/secret.js'),
-      import('../cli/run-summary.js'),
-    ]);
+    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }, { embeddedSandboxLine }] =
+      await Promise.all([
+        import('../pipeline/run-pipeline.js'),
+        import('../pipeline/plan.js'),
+        import('../cli/plan-render.js'),
+        import('../core/secure-fs.js'),
+        import('../core/secret.js'),
+        import('../cli/run-summary.js'),
+      ]);
     const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress((l) => process.stderr.write(`${l}\n`));
     let doc: PlanDocument;
     let exitCode: number;

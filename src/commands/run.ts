@@ -50,15 +50,16 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] = await Promise.all([
-      import('../pipeline/run-pipeline.js'),
-      import('../cli/run-progress.js'),
-      import('../cli/render.js'),
-      import('../core/secure-fs.js'),
-      import('../core/secret.js'),
-      import('../report/report-model.js'),
-      import('../cli/run-summary.js'),
-    ]);
+    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
+      await Promise.all([
+        import('../pipeline/run-pipeline.js'),
+        import('../cli/run-progress.js'),
+        import('../cli/render.js'),
+        import('../core/secure-fs.js'),
+        import('../core/secret.js'),
+        import('../report/report-model.js'),
+        import('../cli/run-summary.js'),
+      ]);
     const mode = this.progressMode(flags.progress);
     const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
     let report: RunReport;
@@ -95,23 +96,27 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     if (flags.report) writePrivateFileAtomic(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
     if (!this.jsonEnabled()) {
       const sel = report.selection;
-      const skips = report.totals.skipped > 0; // a `skipped` column only when rows were skipped (where:, empty map)
-      const rows = report.order.map((name) => {
-        const c = report.mappings[name];
-        return [name, c.read, ...(skips ? [c.skipped] : []), ...(sel ? [c.notSelected ?? 0] : []), c.created, c.updated, c.unchanged, c.adopted, c.rejected, c.ended, ...(report.dryRun ? [c.written] : [])];
-      });
-      const head = ['mapping', 'read', ...(skips ? ['skipped'] : []), ...(sel ? ['not selected'] : []), 'created', 'updated', 'unchanged', 'adopted', 'rejected', 'ended', ...(report.dryRun ? ['written'] : [])];
+      const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {
-        const how = [sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '', sel.lines ? `${sel.lines} file line(s)` : ''].filter(Boolean).join('; ');
-        this.log(`--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`);
+        const how = [
+          sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '',
+          sel.lines ? `${sel.lines} file line(s)` : '',
+        ]
+          .filter(Boolean)
+          .join('; ');
+        this.log(
+          `--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`,
+        );
         if (sel.unreadable) this.log(`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`);
       }
       if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
       if (report.totals.rejected) {
-        this.log(`${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried; --only-rejected sends just them)`);
+        this.log(
+          `${report.totals.rejected} rows rejected: see ${report.rejectsFile} (fix them and run again: only they are retried; --only-rejected sends just them)`,
+        );
         if (report.rejectsSummaryFile) this.log(`Summary without row content, for the clinic: ${report.rejectsSummaryFile}`);
       }
       if (report.stoppedEarly) this.log(`Stopped early: ${report.stoppedEarly}`);
@@ -120,6 +125,42 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     this.notice(embeddedSandboxLine(report.target));
     return report;
   }
+}
+
+/** The summary table: a `skipped`, `not selected` or `written` column only when the run has such rows. */
+function summaryTable(report: RunReport): { head: string[]; rows: (string | number)[][] } {
+  const sel = report.selection;
+  const skips = report.totals.skipped > 0; // rows left out by where: or an empty map
+  const rows = report.order.map((name) => {
+    const c = report.mappings[name];
+    return [
+      name,
+      c.read,
+      ...(skips ? [c.skipped] : []),
+      ...(sel ? [c.notSelected ?? 0] : []),
+      c.created,
+      c.updated,
+      c.unchanged,
+      c.adopted,
+      c.rejected,
+      c.ended,
+      ...(report.dryRun ? [c.written] : []),
+    ];
+  });
+  const head = [
+    'mapping',
+    'read',
+    ...(skips ? ['skipped'] : []),
+    ...(sel ? ['not selected'] : []),
+    'created',
+    'updated',
+    'unchanged',
+    'adopted',
+    'rejected',
+    'ended',
+    ...(report.dryRun ? ['written'] : []),
+  ];
+  return { head, rows };
 }
 
 /** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */

@@ -20,7 +20,10 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
   ];
   static override strict = false;
   static override args = {
-    paths: Args.string({ description: 'test files (*.test.yaml), folders to search recursively, or mapping files (their tests beside them); default: the current folder', required: false }),
+    paths: Args.string({
+      description: 'test files (*.test.yaml), folders to search recursively, or mapping files (their tests beside them); default: the current folder',
+      required: false,
+    }),
   };
   static override flags = {
     grep: flag.grep(),
@@ -28,7 +31,10 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
 
   async run(): Promise<TestReport | ErrorJson> {
     const { argv, flags } = await this.parse(Test);
-    const [{ runMappingTests }, { formatFile, formatSummary }] = await Promise.all([import('../mapping-tests/run-mapping-tests.js'), import('../mapping-tests/format-report.js')]);
+    const [{ runMappingTests }, { formatFile, formatSummary }] = await Promise.all([
+      import('../mapping-tests/run-mapping-tests.js'),
+      import('../mapping-tests/format-report.js'),
+    ]);
     const json = this.jsonEnabled();
     const color = !json && process.stdout.isTTY === true && !process.env.NO_COLOR;
     let report: TestReport;

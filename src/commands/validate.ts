@@ -41,9 +41,17 @@ Exit codes: 0 valid (and no sampled row rejected); 1 valid, but sampled rows wer
           // A `skipped` column only when rows were skipped (where:, a map producing nothing), as in the run's summary.
           const skips = Object.values(report.samples).some((s) => s.skipped > 0);
           const head = ['mapping', 'rows', ...(skips ? ['skipped'] : []), 'valid', 'rejected'];
-          this.log(table(head, Object.entries(report.samples).map(([n, s]) => [n, s.rows, ...(skips ? [s.skipped] : []), s.valid, s.rejects.length])));
+          this.log(
+            table(
+              head,
+              Object.entries(report.samples).map(([n, s]) => [n, s.rows, ...(skips ? [s.skipped] : []), s.valid, s.rejects.length]),
+            ),
+          );
           for (const s of Object.values(report.samples)) for (const r of s.rejects) this.log(`  rejected ${describeReject(r)}`);
-          if (rejected) this.log(`${rejected} sampled row(s) rejected: a run would reject them too${flags['allow-rejects'] ? ' (--allow-rejects: exit 0)' : ' (exit 1; --allow-rejects to accept)'}`);
+          if (rejected)
+            this.log(
+              `${rejected} sampled row(s) rejected: a run would reject them too${flags['allow-rejects'] ? ' (--allow-rejects: exit 0)' : ' (exit 1; --allow-rejects to accept)'}`,
+            );
         }
       }
       return report;

@@ -12,7 +12,9 @@ export function contentHash(resource: unknown): string {
     const { id: _id, meta: _meta, ...rest } = root as Record<string, unknown>;
     root = rest;
   }
-  return createHash('sha256').update(canonicalJson(root) ?? 'null').digest('hex');
+  return createHash('sha256')
+    .update(canonicalJson(root) ?? 'null')
+    .digest('hex');
 }
 
 /** Canonical JSON text (sorted keys); `undefined` for values JSON would omit (undefined, functions, symbols). */

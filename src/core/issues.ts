@@ -19,25 +19,89 @@ export interface Location {
  */
 export const ISSUE_CODES = [
   // sources
-  'source-config', 'source-format', 'not-object', 'source-missing', 'source-not-found', 'source-read', 'source-too-large', 'file-unreadable',
-  'csv-syntax', 'csv-header', 'csv-ragged', 'csv-quote', 'json-syntax', 'json-records', 'opening', 'encoding-invalid',
+  'source-config',
+  'source-format',
+  'not-object',
+  'source-missing',
+  'source-not-found',
+  'source-read',
+  'source-too-large',
+  'file-unreadable',
+  'csv-syntax',
+  'csv-header',
+  'csv-ragged',
+  'csv-quote',
+  'json-syntax',
+  'json-records',
+  'opening',
+  'encoding-invalid',
   // mapping file
-  'yaml', 'invalid', 'required', 'env-missing', 'interpolation-invalid', 'secret-in-file', 'target-invalid', 'insecure',
-  'duplicate-name', 'lookup-file', 'lookup-name', 'lookup-column', 'lookup-duplicate', 'lookup-code-not-text',
-  'jsonata-syntax', 'function-unknown', 'ref-unknown', 'ref-context', 'ref-dynamic', 'ref-cycle', 'ref-key-invalid',
-  'match-invalid', 'resource-type-mismatch', 'lookup-unknown', 'variable-unknown', 'source-unknown', 'expression-timeout', 'file-exists', 'env-syntax', 'env-invalid', 'todo',
+  'yaml',
+  'invalid',
+  'required',
+  'env-missing',
+  'interpolation-invalid',
+  'secret-in-file',
+  'target-invalid',
+  'insecure',
+  'duplicate-name',
+  'lookup-file',
+  'lookup-name',
+  'lookup-column',
+  'lookup-duplicate',
+  'lookup-code-not-text',
+  'jsonata-syntax',
+  'function-unknown',
+  'ref-unknown',
+  'ref-context',
+  'ref-dynamic',
+  'ref-cycle',
+  'ref-key-invalid',
+  'match-invalid',
+  'resource-type-mismatch',
+  'lookup-unknown',
+  'variable-unknown',
+  'source-unknown',
+  'expression-timeout',
+  'file-exists',
+  'env-syntax',
+  'env-invalid',
+  'todo',
   // rows
-  'jsonata', 'eval-failed', 'key-missing', 'key-invalid', 'duplicate-key', 'map-not-object', 'date-invalid', 'date-format-invalid',
-  'date-zone-invalid', 'phone-invalid', 'phone-country', 'lookup-miss', 'type-invalid', 'number-not-text',
-  'ref-missing', 'ref-rejected', 'ref-unresolved', 'value-too-large', 'ref-invalid', 'ref-key-missing', 'too-many-issues',
+  'jsonata',
+  'eval-failed',
+  'key-missing',
+  'key-invalid',
+  'duplicate-key',
+  'map-not-object',
+  'date-invalid',
+  'date-format-invalid',
+  'date-zone-invalid',
+  'phone-invalid',
+  'phone-country',
+  'lookup-miss',
+  'type-invalid',
+  'number-not-text',
+  'ref-missing',
+  'ref-rejected',
+  'ref-unresolved',
+  'value-too-large',
+  'ref-invalid',
+  'ref-key-missing',
+  'too-many-issues',
   // column contract (issue 22, part "contract"): a field a row expression reads is not a column of its source
   'column-missing',
   // load
-  'duplicate-on-server', 'match-ambiguous', 'outcome-unknown', 'exception',
+  'duplicate-on-server',
+  'match-ambiguous',
+  'outcome-unknown',
+  'exception',
   // target (issue 22, part 4): no base URL although CARE_*, CI or `target:` suggest a server; --sandbox with one
-  'target-missing', 'target-conflict',
+  'target-missing',
+  'target-conflict',
   // issue 22 part 5 (regex): a pattern the linear-time engine cannot run; a source file that is not text
-  'regex-unsupported', 'source-not-text',
+  'regex-unsupported',
+  'source-not-text',
 ] as const;
 
 /**
@@ -85,7 +149,7 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'ref-cycle': 'mappings refer to each other in a circle through `$ref`',
   'ref-key-invalid': '`$ref` got several keys, or a key that is not text',
   'match-invalid': '`match:` does not give one text value',
-  'resource-type-mismatch': '`map` produced a resourceType other than the mapping\'s `type`',
+  'resource-type-mismatch': "`map` produced a resourceType other than the mapping's `type`",
   'lookup-unknown': 'an expression names a lookup table that is not defined',
   'variable-unknown': 'an expression reads a `$variable` that is not defined',
   'source-unknown': 'a mapping names a source that is not defined',
@@ -135,7 +199,7 @@ export type DerivedIssueCode = `http-${number}` | `transport-${'timeout' | 'rese
 
 /** The derived codes' lines in docs/issue-codes.md. */
 export const DERIVED_CODE_MEANINGS = {
-  'http-<status>': 'the server answered with this HTTP status (e.g. `http-422`); the server\'s own issues follow it',
+  'http-<status>': "the server answered with this HTTP status (e.g. `http-422`); the server's own issues follow it",
   'transport-<failure>': 'the request failed before an answer: `timeout`, `reset`, `refused`, `dns` or `other`',
 };
 export type KnownIssueCode = (typeof ISSUE_CODES)[number] | DerivedIssueCode;
@@ -249,7 +313,6 @@ export const configError = (message: string, hint?: string): CareEtlError => new
  * CareEtlError knows its own; anything else is an unexpected `exception`. `where` fills missing locations.
  */
 export function issuesOf(err: unknown, where?: Location): Issue[] {
-  const issues: Issue[] =
-    err instanceof CareEtlError ? err.toIssues() : [issue.error('exception', err instanceof Error ? err.message : String(err))];
+  const issues: Issue[] = err instanceof CareEtlError ? err.toIssues() : [issue.error('exception', err instanceof Error ? err.message : String(err))];
   return where ? issues.map((i) => (i.location ? i : { ...i, location: where })) : issues;
 }

@@ -42,9 +42,18 @@ function translate(source: string): Translated {
       } else if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
       else if (next === 'S' && !inClass) out += `[^${JS_SPACE}]`;
       else if (!inClass && /[1-9]/.test(next)) {
-        return { pattern: source, unsupported: { what: `a backreference \`\\${next}\``, fix: 'capture the parts separately and compare them in the expression: `$m := $match(…); $m.groups[0] = $m.groups[1]`' } };
+        return {
+          pattern: source,
+          unsupported: {
+            what: `a backreference \`\\${next}\``,
+            fix: 'capture the parts separately and compare them in the expression: `$m := $match(…); $m.groups[0] = $m.groups[1]`',
+          },
+        };
       } else if (!inClass && next === 'k' && source[i + 1] === '<' && hasNamedGroups) {
-        return { pattern: source, unsupported: { what: 'a named backreference `\\k<…>`', fix: 'capture the parts separately and compare them in the expression' } };
+        return {
+          pattern: source,
+          unsupported: { what: 'a named backreference `\\k<…>`', fix: 'capture the parts separately and compare them in the expression' },
+        };
       } else out += `\\${next}`;
       continue;
     }
@@ -104,7 +113,10 @@ export function compileLinear(re: RegExp | string): RE2JS {
   if (hit) return hit;
   const t = translate(source);
   if (t.unsupported) {
-    throw new LinearRegexError(`the regular expression /${source}/ uses ${t.unsupported.what}, which the linear-time regex engine (RE2) cannot run`, t.unsupported.fix);
+    throw new LinearRegexError(
+      `the regular expression /${source}/ uses ${t.unsupported.what}, which the linear-time regex engine (RE2) cannot run`,
+      t.unsupported.fix,
+    );
   }
   let program: RE2JS;
   try {
@@ -113,7 +125,9 @@ export function compileLinear(re: RegExp | string): RE2JS {
     const why = err instanceof Error ? err.message.replace(/^error parsing regexp: /, '') : String(err);
     throw new LinearRegexError(
       `the regular expression /${source}/ cannot run on the linear-time regex engine (RE2): ${why}`,
-      /repeat count/.test(why) ? 'use a repeat count of at most 1000 (`{1,1000}`), or `+` / `*`' : 'rewrite it in RE2 syntax (https://github.com/google/re2/wiki/Syntax)',
+      /repeat count/.test(why)
+        ? 'use a repeat count of at most 1000 (`{1,1000}`), or `+` / `*`'
+        : 'rewrite it in RE2 syntax (https://github.com/google/re2/wiki/Syntax)',
     );
   }
   if (cache.size >= CACHE_MAX) cache.clear();

@@ -23,7 +23,10 @@ export function columnSourcesOf(columns: readonly ExportColumn[]): Map<string, {
 }
 
 /** The compiled columns, plus where each comes from (`sources`, for the data dictionary). */
-export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Promise<CompiledExport & { sources: Map<string, { expr: string; at?: string }> }> {
+export async function loadColumnsFile(
+  file: string,
+  mapping?: LoadedMapping,
+): Promise<CompiledExport & { sources: Map<string, { expr: string; at?: string }> }> {
   const abs = resolve(file);
   const name = basename(abs, extname(abs));
   const yaml = await readYamlConfig(file, { what: 'columns file' });
@@ -40,14 +43,18 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
   const node = loc.find(['columns'])?.node;
   const columns: ExportColumn[] = [];
   if (!isMap(node) || !isObj(data) || !isObj(data.columns)) {
-    issues.push(issue.invalid('expected a mapping `columns:` (header name → JSONata expression)', { location: loc.positionOf([]) ?? { file, line: 1, column: 1 } }));
+    issues.push(
+      issue.invalid('expected a mapping `columns:` (header name → JSONata expression)', { location: loc.positionOf([]) ?? { file, line: 1, column: 1 } }),
+    );
   } else {
     for (const pair of node.items) {
       const col = String(isScalar(pair.key) ? pair.key.value : pair.key);
       const path = ['columns', col];
       const expr = data.columns[col];
       if (typeof expr !== 'string' || expr.trim() === '') {
-        issues.push(issue.invalid(`column \`${col}\` must be a JSONata expression (text)`, { path: `/columns/${col}`, location: loc.positionOf(path) ?? { file } }));
+        issues.push(
+          issue.invalid(`column \`${col}\` must be a JSONata expression (text)`, { path: `/columns/${col}`, location: loc.positionOf(path) ?? { file } }),
+        );
         continue;
       }
       columns.push({ name: col, expr, location: loc.positionOf(path) ?? { file }, path });
@@ -55,7 +62,8 @@ export async function loadColumnsFile(file: string, mapping?: LoadedMapping): Pr
     if (node.items.length === 0) issues.push(issue.invalid('`columns:` is empty', { location: loc.positionOf(['columns']) ?? { file } }));
   }
   for (const k of Object.keys(isObj(data) ? data : {})) {
-    if (k !== 'columns') issues.push(issue.invalid(`unknown property \`${k}\`; a columns file holds only \`columns:\``, { location: loc.keyPositionOf([k]) ?? { file } }));
+    if (k !== 'columns')
+      issues.push(issue.invalid(`unknown property \`${k}\`; a columns file holds only \`columns:\``, { location: loc.keyPositionOf([k]) ?? { file } }));
   }
   if (issues.length) throw fail();
 

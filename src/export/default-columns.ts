@@ -89,8 +89,7 @@ function defaultRow(input: unknown, ctx: ExportContext): Record<string, unknown>
     loinc: loinc ? str(loinc.code) : undefined,
     category: joined(arr(o.category).map(conceptText)),
     status: str(o.status),
-    effective:
-      str(o.effectiveDateTime) ?? str(o.effectiveInstant) ?? (isObj(o.effectivePeriod) ? str(o.effectivePeriod.start) : undefined),
+    effective: str(o.effectiveDateTime) ?? str(o.effectiveInstant) ?? (isObj(o.effectivePeriod) ? str(o.effectivePeriod.start) : undefined),
     value,
     unit,
     performer: joined(arr(o.performer).map((p) => (isObj(p) ? (str(p.reference) ?? str(p.display)) : undefined))),

@@ -32,18 +32,31 @@ const PSEUDO = 'pseudonym: HMAC-SHA-256 under the export key, 32 hex characters;
 /** Built-in long-layout columns: equivalent expression, fixed type (undefined: observed), meaning. */
 export const DEFAULT_COLUMN_DOCS: Record<string, { source: string; type?: string; description: string; pseudonymized?: string }> = {
   id: { source: 'id', type: 'string', description: 'Observation server id (dedupe key with `version`)', pseudonymized: `Observation server id as a ${PSEUDO}` },
-  patient_id: { source: 'subject.reference (its id, when a Patient)', type: 'string', description: "patient's server id", pseudonymized: `patient's server id as a ${PSEUDO}` },
+  patient_id: {
+    source: 'subject.reference (its id, when a Patient)',
+    type: 'string',
+    description: "patient's server id",
+    pseudonymized: `patient's server id as a ${PSEUDO}`,
+  },
   patient_source_key: {
     source: '$sourceKey(subject.reference)',
     type: 'string',
     description: "patient's source key recorded by the loader (e.g. the MRN); empty when the patient was not loaded with this state ledger",
     pseudonymized: `patient's source key (e.g. MRN) as a ${PSEUDO}`,
   },
-  questionnaire: { source: 'code.text (else the first coding display, else its code)', type: 'string', description: 'questionnaire / instrument name as the server labels it' },
+  questionnaire: {
+    source: 'code.text (else the first coding display, else its code)',
+    type: 'string',
+    description: 'questionnaire / instrument name as the server labels it',
+  },
   loinc: { source: 'code.coding[system = "http://loinc.org"].code', type: 'string', description: 'LOINC code of the instrument' },
   category: { source: 'category.text (else coding display or code), joined with |', type: 'string', description: 'observation category (e.g. Survey)' },
   status: { source: 'status', type: 'string', description: 'FHIR status code (final, amended, …)' },
-  effective: { source: 'effectiveDateTime (or effectiveInstant, effectivePeriod.start)', type: 'string (ISO 8601 date-time as recorded)', description: 'when the questionnaire was answered' },
+  effective: {
+    source: 'effectiveDateTime (or effectiveInstant, effectivePeriod.start)',
+    type: 'string (ISO 8601 date-time as recorded)',
+    description: 'when the questionnaire was answered',
+  },
   value: {
     source: 'value[x]: valueInteger, valueQuantity.value, valueString, valueCodeableConcept.text, valueBoolean, …',
     description: 'the result (score)',
@@ -61,7 +74,12 @@ export const DEFAULT_COLUMN_DOCS: Record<string, { source: string; type?: string
 };
 
 export const WIDE_COLUMN_DOCS: Record<string, { source: string; type: string; description: string; pseudonymized?: string }> = {
-  patient_id: { source: 'subject.reference (its id; a Patient)', type: 'string', description: "patient's server id (row key with `date`)", pseudonymized: `patient's server id as a ${PSEUDO} (row key with \`date\`)` },
+  patient_id: {
+    source: 'subject.reference (its id; a Patient)',
+    type: 'string',
+    description: "patient's server id (row key with `date`)",
+    pseudonymized: `patient's server id as a ${PSEUDO} (row key with \`date\`)`,
+  },
   patient_source_key: DEFAULT_COLUMN_DOCS.patient_source_key as { source: string; type: string; description: string; pseudonymized: string },
   date: {
     source: 'effectiveDateTime (or effectiveInstant, effectivePeriod.start) → UTC day',
@@ -81,7 +99,8 @@ export class ColumnTypes {
     for (const c of columns) {
       const v = row[c];
       if (v === undefined || v === null || (typeof v === 'number' && !Number.isFinite(v))) continue;
-      const t = typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v === 'string' ? 'string' : typeof v === 'boolean' ? 'boolean' : 'json';
+      const t =
+        typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v === 'string' ? 'string' : typeof v === 'boolean' ? 'boolean' : 'json';
       let s = this.#seen.get(c);
       if (!s) this.#seen.set(c, (s = new Set()));
       s.add(t);
@@ -112,7 +131,13 @@ export function writeDictionary(path: string, dict: DataDictionary): void {
     ? `${JSON.stringify(dict, null, 2)}\n`
     : stringify(
         dict.columns.map((c) => [c.name, c.source, c.type, c.description]),
-        { header: true, columns: ['name', 'source', 'type', 'description'], record_delimiter: 'windows', escape_formulas: true, quoted_match: /[\u0000-\u001f\u007f]/ },
+        {
+          header: true,
+          columns: ['name', 'source', 'type', 'description'],
+          record_delimiter: 'windows',
+          escape_formulas: true,
+          quoted_match: /[\u0000-\u001f\u007f]/,
+        },
       );
   ensureDir(dirname(path));
   const tmp = tempPathFor(path);

@@ -143,7 +143,10 @@ export function parseSince(value: string, flag = '--since'): number {
  * `export:<name>`, plus the filters: a filtered export has its own watermark (it did not see the rest); so has a
  * pseudonymised one (a different deliverable). The wide layout's name is `wide`.
  */
-export function watermarkNameOf(exportName: string, filters: { patients?: readonly string[]; query?: Record<string, string>; pseudonymized?: boolean } = {}): string {
+export function watermarkNameOf(
+  exportName: string,
+  filters: { patients?: readonly string[]; query?: Record<string, string>; pseudonymized?: boolean } = {},
+): string {
   const parts: string[] = [];
   if (filters.patients?.length) parts.push(`patient=${[...new Set(filters.patients)].sort().join(',')}`);
   for (const k of Object.keys(filters.query ?? {}).sort()) parts.push(`${k}=${filters.query![k]}`);
@@ -254,7 +257,7 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
     } catch {
       // the export's own error matters more
     }
-    throw asExportFailure(opts.signal?.aborted ? opts.signal.reason ?? err : err, report);
+    throw asExportFailure(opts.signal?.aborted ? (opts.signal.reason ?? err) : err, report);
   } finally {
     run.spool?.close();
   }
@@ -277,7 +280,8 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
 /** Checks the options (configuration errors before any request) and sets the export up. */
 function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
   const layout = opts.layout ?? 'long';
-  if (!EXPORT_LAYOUTS.includes(layout)) throw new CareEtlError(`Expected the layout to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${String(layout)}\``, { exitCode: ExitCode.config });
+  if (!EXPORT_LAYOUTS.includes(layout))
+    throw new CareEtlError(`Expected the layout to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${String(layout)}\``, { exitCode: ExitCode.config });
   if (layout === 'wide' && opts.columns && opts.columns.name !== DEFAULT_EXPORT_NAME) {
     throw new CareEtlError('The wide layout has its own columns (patient, date, one column per instrument): it takes no export name or columns file', {
       exitCode: ExitCode.config,
@@ -355,7 +359,8 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
 /** The lower bound on `meta.lastUpdated`: none, a date, or the watermark of the previous export (`'last'`). */
 function lowerBound(opts: ExportObservationsOptions, watermarkName: string): { sinceMs?: number; sinceMode: ExportReport['sinceMode'] } {
   if (opts.since === 'last') {
-    if (!opts.scope) throw new CareEtlError("Expected `scope` (the state ledger: it keeps the watermark) with `since: 'last'`, got none", { exitCode: ExitCode.config });
+    if (!opts.scope)
+      throw new CareEtlError("Expected `scope` (the state ledger: it keeps the watermark) with `since: 'last'`, got none", { exitCode: ExitCode.config });
     const w = opts.scope.getWatermark(watermarkName);
     return { sinceMs: w === undefined ? undefined : parseSince(w, `the watermark ${watermarkName}`), sinceMode: 'last' };
   }
@@ -370,7 +375,8 @@ function lowerBound(opts: ExportObservationsOptions, watermarkName: string): { s
 
 /** `--patient`: every key must be a patient the ledger knows (else the filter would silently export nothing of it). */
 function checkPatients(patients: ReadonlySet<string>, mappings: readonly string[], scope: LedgerScope | undefined): void {
-  if (!scope) throw new CareEtlError('Expected `scope` (the state ledger: it maps source keys to server ids) with `patients`, got none', { exitCode: ExitCode.config });
+  if (!scope)
+    throw new CareEtlError('Expected `scope` (the state ledger: it maps source keys to server ids) with `patients`, got none', { exitCode: ExitCode.config });
   if (mappings.length === 0) {
     throw new CareEtlError('`--patient` takes patient source keys, but the mapping file has no Patient mapping to resolve them', { exitCode: ExitCode.config });
   }
@@ -410,7 +416,8 @@ async function exportOne(run: ExportRun, obs: Resource, nextSince: number): Prom
     const subject = (input as { subject?: { reference?: unknown } }).subject?.reference;
     const ref = parseReference(subject);
     const patientId = ref?.type === 'Patient' ? ref.id : '';
-    if (run.spool.add({ patientId, sourceKey: patientId ? ctx.sourceKey?.(subject as string) : undefined, observation: input as Record<string, unknown> })) report.observations++;
+    if (run.spool.add({ patientId, sourceKey: patientId ? ctx.sourceKey?.(subject as string) : undefined, observation: input as Record<string, unknown> }))
+      report.observations++;
     return;
   }
   let row: Record<string, unknown>;
@@ -466,7 +473,13 @@ async function writeWideRows(run: ExportRun, spool: WideSpool): Promise<void> {
 }
 
 /** The data dictionary of what was written (dictionary.ts). */
-function dictionaryOf(report: ExportReport, types: ColumnTypes, spool: WideSpool | undefined, sources: ReadonlyMap<string, ColumnSource> | undefined, keepFreeText: boolean): DictionaryEntry[] {
+function dictionaryOf(
+  report: ExportReport,
+  types: ColumnTypes,
+  spool: WideSpool | undefined,
+  sources: ReadonlyMap<string, ColumnSource> | undefined,
+  keepFreeText: boolean,
+): DictionaryEntry[] {
   const pseudo = report.pseudonymized;
   const note = pseudo ? ` (evaluated on the pseudonymised observation${keepFreeText ? ', free text kept' : ''})` : '';
   if (spool) {
@@ -480,7 +493,13 @@ function dictionaryOf(report: ExportReport, types: ColumnTypes, spool: WideSpool
   }
   return report.columns.map((name) => {
     const custom = sources?.get(name);
-    if (custom) return { name, source: custom.expr, type: types.typeOf(name), description: `column of export \`${report.export}\`${custom.at ? ` (${custom.at})` : ''}${note}` };
+    if (custom)
+      return {
+        name,
+        source: custom.expr,
+        type: types.typeOf(name),
+        description: `column of export \`${report.export}\`${custom.at ? ` (${custom.at})` : ''}${note}`,
+      };
     const d = report.export === DEFAULT_EXPORT_NAME ? DEFAULT_COLUMN_DOCS[name] : undefined;
     if (!d) return { name, source: '(expression not known)', type: types.typeOf(name), description: `column of export \`${report.export}\`${note}` };
     return { name, source: d.source, type: d.type ?? types.typeOf(name), description: pseudo && d.pseudonymized ? d.pseudonymized : d.description };
@@ -491,7 +510,11 @@ function dictionaryOf(report: ExportReport, types: ColumnTypes, spool: WideSpool
 function asExportFailure(err: unknown, at: ExportReport): CareEtlError {
   const where = `after ${at.rows} rows from ${at.pages} pages`;
   if ((err as { name?: string })?.name === 'AbortError') {
-    return new CareEtlError(`Export interrupted ${where}`, { exitCode: ExitCode.incomplete, cause: err, hint: 'Nothing was written to --out and the watermark did not move: export again.' });
+    return new CareEtlError(`Export interrupted ${where}`, {
+      exitCode: ExitCode.incomplete,
+      cause: err,
+      hint: 'Nothing was written to --out and the watermark did not move: export again.',
+    });
   }
   if (err instanceof CareEtlError) return err;
   const code = (err as { code?: unknown })?.code;

@@ -26,11 +26,15 @@ export function resolvePseudonymKey(opts: { keyFile?: string; env?: NodeJS.Proce
       raw = readFileSync(opts.keyFile, 'utf8');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      throw configError(`Cannot read the pseudonym key file ${opts.keyFile}${code ? ` (${code})` : ''}`, 'Give a readable file holding the key (one line, at least 16 characters).');
+      throw configError(
+        `Cannot read the pseudonym key file ${opts.keyFile}${code ? ` (${code})` : ''}`,
+        'Give a readable file holding the key (one line, at least 16 characters).',
+      );
     }
     key = raw.replace(/^\uFEFF/, '').trim();
     registerSecret(key);
-    if (key === '') throw configError(`The pseudonym key file ${opts.keyFile} is empty`, 'Put the key (at least 16 characters, e.g. `openssl rand -hex 32`) in it.');
+    if (key === '')
+      throw configError(`The pseudonym key file ${opts.keyFile} is empty`, 'Put the key (at least 16 characters, e.g. `openssl rand -hex 32`) in it.');
   } else {
     key = (opts.env ?? process.env)[PSEUDONYM_KEY_ENV]?.trim();
     registerSecret(key);
@@ -42,7 +46,10 @@ export function resolvePseudonymKey(opts: { keyFile?: string; env?: NodeJS.Proce
     }
   }
   if (key.length < MIN_PSEUDONYM_KEY_LENGTH) {
-    throw configError(`The pseudonym key is too short (${key.length} characters; at least ${MIN_PSEUDONYM_KEY_LENGTH})`, 'Use a random key, e.g. `openssl rand -hex 32`.');
+    throw configError(
+      `The pseudonym key is too short (${key.length} characters; at least ${MIN_PSEUDONYM_KEY_LENGTH})`,
+      'Use a random key, e.g. `openssl rand -hex 32`.',
+    );
   }
   return key;
 }
@@ -112,7 +119,21 @@ const SAFE_VALUES = new Set([
   'valuePeriod',
 ]);
 /** Kept as they are (codes, numbers, dates: no identifier, no free text beyond a concept's label). */
-const SAFE_FIELDS = ['status', 'category', 'code', 'effectiveDateTime', 'effectiveInstant', 'effectivePeriod', 'effectiveTiming', 'issued', 'interpretation', 'method', 'bodySite', 'dataAbsentReason', 'referenceRange'];
+const SAFE_FIELDS = [
+  'status',
+  'category',
+  'code',
+  'effectiveDateTime',
+  'effectiveInstant',
+  'effectivePeriod',
+  'effectiveTiming',
+  'issued',
+  'interpretation',
+  'method',
+  'bodySite',
+  'dataAbsentReason',
+  'referenceRange',
+];
 const REFERENCE_FIELDS = ['subject', 'encounter', 'focus', 'basedOn', 'partOf', 'performer', 'specimen', 'device', 'hasMember', 'derivedFrom'];
 
 export interface PseudonymizedObservation {

@@ -23,7 +23,16 @@ import { Ledger } from '../state/ledger.js';
 import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
 import { writeDictionary } from './dictionary.js';
-import { EXPORT_LAYOUTS, exportObservations, parseSince, type ColumnSource, type ExportLayout, type ExportObservationsOptions, type ExportProgress, type ExportReport } from './observation-exporter.js';
+import {
+  EXPORT_LAYOUTS,
+  exportObservations,
+  parseSince,
+  type ColumnSource,
+  type ExportLayout,
+  type ExportObservationsOptions,
+  type ExportProgress,
+  type ExportReport,
+} from './observation-exporter.js';
 import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
 
@@ -123,9 +132,13 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (opts.exportName !== undefined && opts.columnsFile !== undefined) throw config('Expected `exportName` or `columnsFile`, got both');
   const layout = (opts.layout ?? 'long') as ExportLayout;
   if (!EXPORT_LAYOUTS.includes(layout)) throw config(`Expected \`layout\` to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${opts.layout}\``);
-  const ownColumns = opts.columnsFile !== undefined ? 'columnsFile' : opts.exportName !== undefined && opts.exportName !== DEFAULT_EXPORT_NAME ? 'exportName' : undefined;
+  const ownColumns =
+    opts.columnsFile !== undefined ? 'columnsFile' : opts.exportName !== undefined && opts.exportName !== DEFAULT_EXPORT_NAME ? 'exportName' : undefined;
   if (layout === 'wide' && ownColumns) {
-    throw config(`Expected no \`${ownColumns}\` with \`layout: 'wide'\`, got \`${ownColumns}: '${opts[ownColumns]}'\``, 'The wide layout has its own columns (patient, date, one column per instrument).');
+    throw config(
+      `Expected no \`${ownColumns}\` with \`layout: 'wide'\`, got \`${ownColumns}: '${opts[ownColumns]}'\``,
+      'The wide layout has its own columns (patient, date, one column per instrument).',
+    );
   }
   const query = parseQuery(opts.query);
   if (opts.since !== undefined && opts.since !== 'last') parseSince(opts.since, 'since');
@@ -133,7 +146,8 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (patients?.some((p) => p === '')) throw config('Expected `patients` to be patient source keys, got an empty value');
   const overlapSeconds = opts.overlapSeconds ?? 60;
   if (!Number.isFinite(overlapSeconds) || overlapSeconds < 0) throw config(`Expected \`overlapSeconds\` to be a number ≥ 0, got \`${opts.overlapSeconds}\``);
-  if (!opts.pseudonymize && opts.pseudonymKeyFile !== undefined) throw config('Expected `pseudonymKeyFile` to be used with `pseudonymize: true`, got `pseudonymize: false`');
+  if (!opts.pseudonymize && opts.pseudonymKeyFile !== undefined)
+    throw config('Expected `pseudonymKeyFile` to be used with `pseudonymize: true`, got `pseudonymize: false`');
   if (!opts.pseudonymize && opts.keepFreeText) throw config('Expected `keepFreeText` to be used with `pseudonymize: true`, got `pseudonymize: false`');
   if (opts.dictionary === '-' || opts.dictionary === '') throw config(`Expected \`dictionary\` to be a file path, got \`${opts.dictionary}\``);
   const dictionary = opts.dictionary === undefined ? undefined : resolve(opts.dictionary);
@@ -170,7 +184,11 @@ function openOutputFile(path: string, shown: string): WriteStream {
     return createWriteStream(path, { fd: openPrivateFile(path), flush: true });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable output path.' });
+    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, {
+      exitCode: ExitCode.config,
+      cause: err,
+      hint: 'Choose a writable output path.',
+    });
   }
 }
 
@@ -191,7 +209,11 @@ function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: Outpu
         });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err, hint: 'Choose a writable path for the data dictionary.' });
+        throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, {
+          exitCode: ExitCode.config,
+          cause: err,
+          hint: 'Choose a writable path for the data dictionary.',
+        });
       }
     }
     if (files.partial) {
@@ -244,7 +266,11 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const compiled = compileMapping(mapping);
   // The wide layout has its own columns: the mapping's exports: section describes long rows.
   const columns =
-    layout === 'wide' ? defaultExport() : opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName);
+    layout === 'wide'
+      ? defaultExport()
+      : opts.columnsFile !== undefined
+        ? await loadColumnsFile(opts.columnsFile, mapping)
+        : selectColumns(compiled, opts.exportName);
   const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
 
   const out = toStdout ? '-' : resolve(outArg);
@@ -252,7 +278,12 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const opened: OpenedResources = {};
   try {
     const target = (opened.target = await openTarget(mapping, { env: opts.env, connection: opts.connection, sandboxDataFile: opts.sandboxDataFile }));
-    const info: ExportTargetInfo = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
+    const info: ExportTargetInfo = {
+      baseUrl: target.settings.baseUrl,
+      tenantId: target.settings.tenantId,
+      embedded: target.embedded,
+      dataFile: target.dataFile,
+    };
     opts.onTarget?.(info);
     const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
     opened.ledger = Ledger.open(statePath);
@@ -283,7 +314,10 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       finalize: finalizer(opts, checked, files),
     });
     const warnings = mapping.warnings.map((w) => w.message);
-    if (report.unplaced) warnings.push(`${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`);
+    if (report.unplaced)
+      warnings.push(
+        `${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`,
+      );
     return { ...report, mappingFile, out, statePath, target: info, ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}), warnings };
   } finally {
     await closeAll(files, opened);

@@ -40,7 +40,10 @@ export interface Instrument {
 
 /** One-line, control-free, bounded text (a header or a dictionary description). */
 function plainText(s: string, max = 200): string {
-  const t = s.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').replace(/\s+/g, ' ').trim();
+  const t = s
+    .replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
 
@@ -225,7 +228,9 @@ export class WideSpool {
     const names = new Map<number, string>();
     for (const i of this.#instruments.values()) names.set(i.index, i.name);
     type R = { patient: string; day: string; inst: number; source_key: string | null; last_updated: string | null; upd: number; value: string | null };
-    const it = this.#db.prepare('SELECT patient, day, inst, upd, source_key, last_updated, value FROM spool ORDER BY patient, day, inst, eff, upd, seq').iterate() as IterableIterator<R>;
+    const it = this.#db
+      .prepare('SELECT patient, day, inst, upd, source_key, last_updated, value FROM spool ORDER BY patient, day, inst, eff, upd, seq')
+      .iterate() as IterableIterator<R>;
     let row: Record<string, unknown> | undefined;
     let key: string | undefined;
     let shown = 0;

@@ -13,13 +13,25 @@ export type RefForm = { kind: 'id' } | { kind: 'identifier'; system: string } | 
 const REFERENCE_FIELDS: Record<string, { field: string; label: string; target: 'Patient' | 'Practitioner'; refs: (r: Rec) => unknown[] }[]> = {
   Encounter: [
     { field: 'subject', label: 'Encounter.subject', target: 'Patient', refs: (r) => [get(r, 'subject', 'reference')] },
-    { field: 'participant.individual', label: 'Encounter.participant.individual', target: 'Practitioner', refs: (r) => arr(r.participant).map((p) => get(p, 'individual', 'reference')) },
+    {
+      field: 'participant.individual',
+      label: 'Encounter.participant.individual',
+      target: 'Practitioner',
+      refs: (r) => arr(r.participant).map((p) => get(p, 'individual', 'reference')),
+    },
   ],
   CareTeam: [
     { field: 'subject', label: 'CareTeam.subject', target: 'Patient', refs: (r) => [get(r, 'subject', 'reference')] },
-    { field: 'participant.member', label: 'CareTeam.participant.member', target: 'Practitioner', refs: (r) => arr(r.participant).map((p) => get(p, 'member', 'reference')) },
+    {
+      field: 'participant.member',
+      label: 'CareTeam.participant.member',
+      target: 'Practitioner',
+      refs: (r) => arr(r.participant).map((p) => get(p, 'member', 'reference')),
+    },
   ],
-  PractitionerRole: [{ field: 'practitioner', label: 'PractitionerRole.practitioner', target: 'Practitioner', refs: (r) => [get(r, 'practitioner', 'reference')] }],
+  PractitionerRole: [
+    { field: 'practitioner', label: 'PractitionerRole.practitioner', target: 'Practitioner', refs: (r) => [get(r, 'practitioner', 'reference')] },
+  ],
 };
 
 interface RefFacts {
@@ -88,7 +100,8 @@ export function fhirFacts(records: unknown[]): FhirFacts | undefined {
         else facts.forms.push({ form, count: 1 });
       }
     }
-    for (const id of arr(r.identifier)) for (const c of arr(get(id, 'type', 'coding'))) if (typeof get(c, 'code') === 'string') idTypes.add(get(c, 'code') as string);
+    for (const id of arr(r.identifier))
+      for (const c of arr(get(id, 'type', 'coding'))) if (typeof get(c, 'code') === 'string') idTypes.add(get(c, 'code') as string);
   }
   return { types, bundle, refs: [...refs.values()], identifierTypes: [...idTypes].sort() };
 }

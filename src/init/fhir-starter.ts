@@ -57,7 +57,9 @@ function keyRegex(target: string, k: Keying): string {
 /** JSONata: the key of the `target` resource a reference `expr` points to (undefined for any other reference). */
 export function refKeyExpr(target: 'Patient' | 'Practitioner', k: Keying, expr: string): string {
   if (k.kind === 'mixed') {
-    return todo(`the ${target.toLowerCase()} key from the reference ${expr}: these exports refer to a ${target} in several ways (${k.seen}); return the key the ${target.toLowerCase()} mapping uses`);
+    return todo(
+      `the ${target.toLowerCase()} key from the reference ${expr}: these exports refer to a ${target} in several ways (${k.seen}); return the key the ${target.toLowerCase()} mapping uses`,
+    );
   }
   return `$match(${expr}, ${keyRegex(target, k)}).groups[0]`;
 }
@@ -70,7 +72,12 @@ export function keyOf(k: Keying): { expr: string; shown: string } {
 
 // ------------------------------------------------------------------------------------------ parts
 
-const base = (file: string) => basename(file, extname(file)).toLowerCase().replace(/[^a-z0-9_-]+/g, '_').replace(/^[^a-z]+/, '').replace(/_+$/, '') || 'source';
+const base = (file: string) =>
+  basename(file, extname(file))
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '_')
+    .replace(/^[^a-z]+/, '')
+    .replace(/_+$/, '') || 'source';
 
 function unique(name: string, taken: Set<string>): string {
   let n = name;
@@ -104,13 +111,17 @@ export function apiTypeOf(fhirType: string, inputTypes: Set<string>): { type: Wr
         ? { type: 'CareTeam', reason: 'FHIR CareTeam resources' }
         : { note: 'care teams belong to patients, and no Patient export was given: add it with --from and run init again' };
     case 'Encounter':
-      if (inputTypes.has('CareTeam')) return { note: 'not a mapping: the CareTeam export already gives the care teams (a second CareTeam mapping built from encounters would load each team twice)' };
-      if (!inputTypes.has('Patient')) return { note: 'care teams are built from encounters per patient, and no Patient export was given: add it with --from and run init again' };
+      if (inputTypes.has('CareTeam'))
+        return {
+          note: 'not a mapping: the CareTeam export already gives the care teams (a second CareTeam mapping built from encounters would load each team twice)',
+        };
+      if (!inputTypes.has('Patient'))
+        return { note: 'care teams are built from encounters per patient, and no Patient export was given: add it with --from and run init again' };
       return { type: 'CareTeam', reason: "this API has no Encounter: a patient's encounters make its care team" };
     case 'PractitionerRole':
       return {
         note: inputTypes.has('Practitioner')
-          ? 'not a mapping: this API has no PractitionerRole, and its practitioners are those of the Practitioner export (a second Practitioner mapping would load each of them twice). It holds each practitioner\'s specialty: see the comment in the practitioner map'
+          ? "not a mapping: this API has no PractitionerRole, and its practitioners are those of the Practitioner export (a second Practitioner mapping would load each of them twice). It holds each practitioner's specialty: see the comment in the practitioner map"
           : 'not a mapping: this API has no PractitionerRole, and a role is not a practitioner; give the Practitioner export too (--from) — the roles hold their specialties',
       };
     default:
@@ -149,7 +160,8 @@ function practitionerMap(ctx: FhirCtx): string[] {
   const roles = ctx.roleFiles.length
     ? [
         `  /* The specialty is in ${ctx.roleFiles.join(', ')} (PractitionerRole.specialty, one role per practitioner and`,
-        '     organization), not in Practitioner. To send it as the staff-role extension', '',
+        '     organization), not in Practitioner. To send it as the staff-role extension',
+        '',
         '       "extension": [{ "url": "<your staff roles URL>", "valueString": <the specialty of this practitioner> }],',
         '',
         '     read PractitionerRole through a lookup keyed by the practitioner (PractitionerRole.practitioner.reference):',
@@ -181,7 +193,9 @@ function keyFunctions(ctx: FhirCtx): string[] {
 }
 
 const NO_PRACTITIONERS = (what: string) =>
-  todo(`${what} refer to practitioners, but no Practitioner export was given to init: add it (--from) and run init again, or write [] to load care teams without members`);
+  todo(
+    `${what} refer to practitioners, but no Practitioner export was given to init: add it (--from) and run init again, or write [] to load care teams without members`,
+  );
 
 function careTeamMap(ctx: FhirCtx): string[] {
   const participants = ctx.practitionerName
@@ -325,4 +339,3 @@ export function fhirHeader(types: string[], fhirBulk: string, syntheaFhir: strin
 export function fhirHeadline(shown: string, part: FhirPart, what: string): string[] {
   return wrap(`${shown}${part.records || part.guard ? ` (its ${part.fhirType} resources)` : ''} → ${what}.`, 106).map((l) => `  # ${l}`);
 }
-

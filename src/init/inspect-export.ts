@@ -148,13 +148,15 @@ export const normalizeColumn = (name: string) => name.toLowerCase().replace(/[^a
 export const isSexColumn = (name: string) => ['sex', 'gender', 'administrativegender', 'sexcode', 'gendercode'].includes(normalizeColumn(name));
 /** Coded gender columns of OMOP CDM tables: their distinct codes are sampled like a sex column's. */
 const isOmopGenderColumn = (name: string) => ['genderconceptid', 'gendersourcevalue'].includes(normalizeColumn(name));
-export const isDateColumn = (name: string) => /(dob|date|birth|start|end|stop|_dt$|dt$|since|until|from$|to$)/i.test(name) && !/update|created|modified/i.test(name);
+export const isDateColumn = (name: string) =>
+  /(dob|date|birth|start|end|stop|_dt$|dt$|since|until|from$|to$)/i.test(name) && !/update|created|modified/i.test(name);
 
 export async function inspectExport(path: string, shown = basename(path)): Promise<ExportFacts> {
   const format = detectFormat(path);
   const fail = (message: string, code: KnownIssueCode) =>
     new CareEtlError(`${shown}: ${message}`, { issues: [issue.error(code, message, { location: { file: shown } })], exitCode: ExitCode.config });
-  if (!format) throw fail(`cannot tell the format from the extension \`${extname(path) || '(none)'}\`; use .csv, .tsv, .txt, .json, .ndjson or .jsonl`, 'source-format');
+  if (!format)
+    throw fail(`cannot tell the format from the extension \`${extname(path) || '(none)'}\`; use .csv, .tsv, .txt, .json, .ndjson or .jsonl`, 'source-format');
   try {
     const st = await stat(path);
     if (!st.isFile()) throw fail('not a regular file', 'source-read');
@@ -226,7 +228,8 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
       if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
       if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
-      if ((isSexColumn(name) || isOmopGenderColumn(name)) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12)) col.codes = [...distinct].sort();
+      if ((isSexColumn(name) || isOmopGenderColumn(name)) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12))
+        col.codes = [...distinct].sort();
     }
     facts.columns.push(col);
   }

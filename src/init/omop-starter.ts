@@ -40,7 +40,8 @@ export function omopPlanOf(table: OmopTable, tables: Set<OmopTable>): { type: Wr
   if (table === 'provider') return { type: 'Practitioner', reason: why };
   if (table === 'visit_occurrence') return { type: 'CareTeam', reason: `${why}: one care team per person` };
   if (table === 'visit_detail') {
-    if (tables.has('visit_occurrence')) return { note: 'not a mapping: read as the lookup `visitDetailProviders`, its providers join the care teams of visit_occurrence' };
+    if (tables.has('visit_occurrence'))
+      return { note: 'not a mapping: read as the lookup `visitDetailProviders`, its providers join the care teams of visit_occurrence' };
     return { type: 'CareTeam', reason: `${why}: one care team per person` };
   }
   return { note: 'not a mapping: this API has no care site or organization resource' };
@@ -87,7 +88,11 @@ function birthDateExpr(facts: ExportFacts): string | undefined {
   const day = colOf(facts, 'day_of_birth');
   const dt = colOf(facts, 'birth_datetime');
   const two = (c: string) => `$formatNumber($number(${field(c)}), "00")`;
-  const parts = [`$string(${field(year)})`, month ? `${field(month)} ? ${two(month)}` : undefined, month && day ? `${field(month)} and ${field(day)} ? ${two(day)}` : undefined].filter(Boolean);
+  const parts = [
+    `$string(${field(year)})`,
+    month ? `${field(month)} ? ${two(month)}` : undefined,
+    month && day ? `${field(month)} and ${field(day)} ? ${two(day)}` : undefined,
+  ].filter(Boolean);
   const ymd = `$join([${parts.join(', ')}], "-")`;
   return dt ? `${field(dt)}\n? $substring(${field(dt)}, 0, 10)\n: ${ymd}` : ymd;
 }
@@ -132,14 +137,25 @@ function personYaml(facts: ExportFacts, head: string[], ctx: OmopCtx): OmopBlock
   const k = keyLine(facts, 'person_id', 'the id visit_occurrence and visit_detail refer to');
   const src = colOf(facts, 'person_source_value');
   const ids = [
-    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of person_source_value, your source system\'s patient ids, e.g. urn:your-org:patient-id')}, "value": $string(${field(src)}) }` : undefined,
+    src
+      ? `${field(src)} ? { "system": ${todo("the namespace (URI) of person_source_value, your source system's patient ids, e.g. urn:your-org:patient-id")}, "value": $string(${field(src)}) }`
+      : undefined,
     `{ "system": ${todo('the namespace (URI) of the CDM person_id, e.g. urn:your-org:omop:person_id')}, "value": $string(${ref(facts, 'person_id')}) }`,
   ].filter(Boolean);
   const gender = genderExpr(facts, ctx);
   const birth = birthDateExpr(facts);
-  const used = ['person_id', 'person_source_value', 'gender_concept_id', 'gender_source_value', 'year_of_birth', 'month_of_birth', 'day_of_birth', 'birth_datetime'];
+  const used = [
+    'person_id',
+    'person_source_value',
+    'gender_concept_id',
+    'gender_source_value',
+    'year_of_birth',
+    'month_of_birth',
+    'day_of_birth',
+    'birth_datetime',
+  ];
   const body = fields([
-    '/* The CDM has no names, addresses or contacts for persons. person_source_value (the source system\'s id, */',
+    "/* The CDM has no names, addresses or contacts for persons. person_source_value (the source system's id, */",
     '/* stable across CDM rebuilds) comes first: it is what `match: identifier` compares. */',
     ...notMapped(facts, used, 'no Patient field'),
     `"identifier": [\n  ${ids.join(',\n  ')}\n]`,
@@ -158,7 +174,9 @@ function providerYaml(facts: ExportFacts, head: string[], ctx: OmopCtx): OmopBlo
   const specialty = colOf(facts, 'specialty_source_value');
   const ids = [
     npi ? `${field(npi)} ? { "system": ${JSON.stringify(NPI_SYSTEM)}, "value": $string(${field(npi)}) }` : undefined,
-    src ? `${field(src)} ? { "system": ${todo('the namespace (URI) of provider_source_value, your source system\'s staff ids, e.g. urn:your-org:staff-id')}, "value": $string(${field(src)}) }` : undefined,
+    src
+      ? `${field(src)} ? { "system": ${todo("the namespace (URI) of provider_source_value, your source system's staff ids, e.g. urn:your-org:staff-id")}, "value": $string(${field(src)}) }`
+      : undefined,
     `{ "system": ${todo('the namespace (URI) of the CDM provider_id, e.g. urn:your-org:omop:provider_id')}, "value": $string(${ref(facts, 'provider_id')}) }`,
   ].filter(Boolean);
   const gender = genderExpr(facts, ctx);
@@ -176,7 +194,9 @@ function providerYaml(facts: ExportFacts, head: string[], ctx: OmopCtx): OmopBlo
     `"identifier": [\n  ${ids.join(',\n  ')}\n]`,
     '"active": true',
     ...(name
-      ? [`"name": ${field(name)} ? [$comma\n  ? { "family": $parts[0], "given": [$parts[1]] }\n  : { "family": $parts[$n - 1], "given": $n > 1 ? [$filter($parts, function($v, $i) { $i < $n - 1 })] }]`]
+      ? [
+          `"name": ${field(name)} ? [$comma\n  ? { "family": $parts[0], "given": [$parts[1]] }\n  : { "family": $parts[$n - 1], "given": $n > 1 ? [$filter($parts, function($v, $i) { $i < $n - 1 })] }]`,
+        ]
       : []),
     ...(gender ? [entry('gender', gender)] : []),
     ...(specialty
@@ -194,7 +214,9 @@ function visitYaml(table: OmopTable, facts: ExportFacts, head: string[], ctx: Om
   const provider = colOf(facts, 'provider_id');
   const start = colOf(facts, table === 'visit_detail' ? 'visit_detail_start_date' : 'visit_start_date')!;
   const patientRef = ctx.patientName ? JSON.stringify(ctx.patientName) : todo('the name of the Patient mapping keyed by person_id (no person table was given)');
-  const practitionerRef = ctx.practitionerName ? JSON.stringify(ctx.practitionerName) : todo('the name of the Practitioner mapping keyed by provider_id (no provider table was given)');
+  const practitionerRef = ctx.practitionerName
+    ? JSON.stringify(ctx.practitionerName)
+    : todo('the name of the Practitioner mapping keyed by provider_id (no provider table was given)');
   const fromVisits = provider ? `$[${field(provider)}].{ "provider": $string(${field(provider)}), "start": ${field(start)} }` : '[]';
   const block = [
     `$pid := $[0].${field(person)};`,
@@ -231,15 +253,25 @@ function visitYaml(table: OmopTable, facts: ExportFacts, head: string[], ctx: Om
 /** The `lookups:` entries the OMOP maps use (under the one `lookups:` key of the file). */
 export function omopLookupLines(ctx: OmopCtx, exports: { facts: ExportFacts; table?: OmopTable; rel: string }[]): string[] {
   const y: string[] = [];
-  const codes = (name: string) => [...new Set(exports.filter((e) => e.table === 'person' || e.table === 'provider').flatMap((e) => e.facts.columns.filter((c) => c.name.toLowerCase() === name).flatMap((c) => c.codes ?? [])))];
+  const codes = (name: string) => [
+    ...new Set(
+      exports
+        .filter((e) => e.table === 'person' || e.table === 'provider')
+        .flatMap((e) => e.facts.columns.filter((c) => c.name.toLowerCase() === name).flatMap((c) => c.codes ?? [])),
+    ),
+  ];
   if (ctx.used.has('omopGender')) {
     const table = Object.entries(GENDER_CONCEPTS).map(([c, g]) => `"${c}": ${g}`);
-    for (const c of codes('gender_concept_id')) if (c !== '0' && !GENDER_CONCEPTS[c]) table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the OMOP gender concept ${c}: male, female, other or unknown`))}`);
+    for (const c of codes('gender_concept_id'))
+      if (c !== '0' && !GENDER_CONCEPTS[c])
+        table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the OMOP gender concept ${c}: male, female, other or unknown`))}`);
     y.push('  # OMOP Gender concepts → FHIR gender; 0 ("No matching concept") reads gender_source_value instead', `  omopGender: { ${table.join(', ')} }`);
   }
   if (ctx.used.has('omopGenderSource')) {
     const table = Object.entries(GENDER_SOURCE).map(([c, g]) => `${c}: ${g}`);
-    for (const c of codes('gender_source_value').map((v) => v.toUpperCase())) if (!GENDER_SOURCE[c]) table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the gender_source_value ${c}: male, female, other or unknown`))}`);
+    for (const c of codes('gender_source_value').map((v) => v.toUpperCase()))
+      if (!GENDER_SOURCE[c])
+        table.push(`${JSON.stringify(c)}: ${yamlScalar(todo(`the FHIR gender of the gender_source_value ${c}: male, female, other or unknown`))}`);
     y.push('  # gender_source_value codes (upper-cased) → FHIR gender', `  omopGenderSource: { ${[...new Set(table)].join(', ')} }`);
   }
   const detail = exports.find((e) => e.table === 'visit_detail');

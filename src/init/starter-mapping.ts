@@ -14,7 +14,17 @@ import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
 import { omopHeader, omopLookupLines, omopMappingYaml, omopPlanOf, omopTableOf, type OmopCtx, type OmopTable } from './omop-starter.js';
-import { apiTypeOf, fhirHeader, fhirHeadline, fhirMappingYaml, fhirOptionalElements, fhirParts, keyingOf, type FhirCtx, type FhirPart } from './fhir-starter.js';
+import {
+  apiTypeOf,
+  fhirHeader,
+  fhirHeadline,
+  fhirMappingYaml,
+  fhirOptionalElements,
+  fhirParts,
+  keyingOf,
+  type FhirCtx,
+  type FhirPart,
+} from './fhir-starter.js';
 import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
 
 export { field } from './yaml-text.js';
@@ -66,8 +76,29 @@ export interface StarterResult {
 // ------------------------------------------------------------------------------------------ column roles
 
 type Role =
-  | 'first' | 'middle' | 'last' | 'prefix' | 'fullname' | 'dob' | 'sex' | 'phone' | 'mobile' | 'workphone' | 'fax' | 'email'
-  | 'addr1' | 'addr2' | 'city' | 'state' | 'zip' | 'country' | 'active' | 'role' | 'qualification' | 'start' | 'end';
+  | 'first'
+  | 'middle'
+  | 'last'
+  | 'prefix'
+  | 'fullname'
+  | 'dob'
+  | 'sex'
+  | 'phone'
+  | 'mobile'
+  | 'workphone'
+  | 'fax'
+  | 'email'
+  | 'addr1'
+  | 'addr2'
+  | 'city'
+  | 'state'
+  | 'zip'
+  | 'country'
+  | 'active'
+  | 'role'
+  | 'qualification'
+  | 'start'
+  | 'end';
 
 const ROLE_NAMES: Record<Role, string[]> = {
   first: ['first', 'firstname', 'givenname', 'given', 'fname', 'forename'],
@@ -98,7 +129,18 @@ const ROLE_NAMES: Record<Role, string[]> = {
 const PATIENT_KEYS = ['mrn', 'medicalrecordnumber', 'patientmrn', 'patientid', 'patientnumber', 'clientid', 'clientnumber', 'chartnumber', 'chartno', 'id'];
 const PRACTITIONER_KEYS = ['npi', 'providernpi', 'practitionernpi', 'providerid', 'practitionerid', 'staffid', 'clinicianid', 'employeeid', 'id'];
 const CARETEAM_PATIENT = ['mrn', 'patientmrn', 'patientid', 'patient', 'patientnumber', 'chartnumber', 'medicalrecordnumber'];
-const CARETEAM_MEMBER = ['npi', 'providernpi', 'practitionernpi', 'provider', 'providerid', 'practitioner', 'practitionerid', 'clinician', 'clinicianid', 'staffid'];
+const CARETEAM_MEMBER = [
+  'npi',
+  'providernpi',
+  'practitionernpi',
+  'provider',
+  'providerid',
+  'practitioner',
+  'practitionerid',
+  'clinician',
+  'clinicianid',
+  'staffid',
+];
 
 const findColumn = (cols: ColumnFacts[], names: string[]) => {
   for (const n of names) {
@@ -139,9 +181,11 @@ export function guessType(file: string, cols: ColumnFacts[]): Guess {
   const base = basename(file, extname(file)).toLowerCase();
   const patientCol = findColumn(cols, ['mrn', 'medicalrecordnumber', 'patientmrn']);
   const npiCol = findColumn(cols, ['npi', 'providernpi', 'practitionernpi']);
-  if (/care.?team|assignment|caseload|encounter|visit|appointment|episode|referral/.test(base)) return { type: 'CareTeam', reason: `guessed from the file name \`${basename(file)}\`` };
+  if (/care.?team|assignment|caseload|encounter|visit|appointment|episode|referral/.test(base))
+    return { type: 'CareTeam', reason: `guessed from the file name \`${basename(file)}\`` };
   if (/patient|client/.test(base)) return { type: 'Patient', reason: `guessed from the file name \`${basename(file)}\`` };
-  if (/practitioner|provider|clinician|staff|physician|doctor|therapist|employee|user/.test(base)) return { type: 'Practitioner', reason: `guessed from the file name \`${basename(file)}\`` };
+  if (/practitioner|provider|clinician|staff|physician|doctor|therapist|employee|user/.test(base))
+    return { type: 'Practitioner', reason: `guessed from the file name \`${basename(file)}\`` };
   if (patientCol && npiCol) return { type: 'CareTeam', reason: `guessed from the columns ${patientCol.name} and ${npiCol.name}` };
   if (patientCol) return { type: 'Patient', reason: `guessed from the column ${patientCol.name}` };
   if (npiCol) return { type: 'Practitioner', reason: `guessed from the column ${npiCol.name}` };
@@ -214,7 +258,9 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
   } else if (full?.structured) {
     lines.push(`"name": ${todo(`${full.name} holds objects or arrays, not text: map its parts, e.g. ${full.name}.{ "family": …, "given": [ … ] }`)},`);
   } else if (full) {
-    lines.push(`"name": [{ "family": $name($substringAfter(${field(full.name)}, " ")), "given": [$name($substringBefore(${field(full.name)}, " "))]${prefix ? `, "prefix": [${field(prefix.name)}]` : ''} }],`);
+    lines.push(
+      `"name": [{ "family": $name($substringAfter(${field(full.name)}, " ")), "given": [$name($substringBefore(${field(full.name)}, " "))]${prefix ? `, "prefix": [${field(prefix.name)}]` : ''} }],`,
+    );
   } else if (prefix) {
     lines.push(`"name": [{ "prefix": [${field(prefix.name)}] }],`);
   }
@@ -235,7 +281,8 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
   if (mobile) telecom.push(`${field(mobile.name)} ? { "system": "phone", "value": $phone(${field(mobile.name)}), "use": "mobile" }`);
   if (work) telecom.push(`${field(work.name)} ? { "system": "phone", "value": $phone(${field(work.name)}), "use": "work" }`);
   if (fax) telecom.push(`${field(fax.name)} ? { "system": "fax", "value": $phone(${field(fax.name)}), "use": "${use}" }`);
-  if (email) telecom.push(`${field(email.name)} ? { "system": "email", "value": $clean(${field(email.name)})${type === 'Practitioner' ? ', "use": "work"' : ''} }`);
+  if (email)
+    telecom.push(`${field(email.name)} ? { "system": "email", "value": $clean(${field(email.name)})${type === 'Practitioner' ? ', "use": "work"' : ''} }`);
   if (telecom.length) lines.push(`"telecom": [${telecom.join(', ')}],`);
 
   const a1 = take('addr1');
@@ -248,7 +295,12 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
     const guard = field((a1 ?? city ?? zip)!.name);
     const parts = [
       '"use": "home"',
-      a1 || a2 ? `"line": [${[a1, a2].filter(Boolean).map((c) => field(c!.name)).join(', ')}]` : undefined,
+      a1 || a2
+        ? `"line": [${[a1, a2]
+            .filter(Boolean)
+            .map((c) => field(c!.name))
+            .join(', ')}]`
+        : undefined,
       city ? `"city": ${field(city.name)}` : undefined,
       state ? `"state": ${field(state.name)}` : undefined,
       zip ? `"postalCode": ${field(zip.name)}` : undefined,
@@ -297,71 +349,10 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
   y.push(`    type: ${guess.type ?? yamlScalar(todo('Patient, Practitioner or CareTeam'))}`);
   y.push(`    from: ${source}`);
 
-  if (guess.type === 'Patient' || guess.type === 'Practitioner') {
-    const keyNames = guess.type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS;
-    const keyCol = findKeyColumn(facts, keyNames);
-    if (keyCol) {
-      used.add(keyCol.name);
-      resource.key = keyCol.name;
-      y.push(`    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`);
-    } else {
-      y.push(`    key: ${yamlScalar(todo(`the column that identifies a record, e.g. MRN${emptyCandidates(facts, keyNames)}`))}`);
-    }
-    const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
-    let system: string;
-    if (isNpi) system = JSON.stringify(NPI_SYSTEM);
-    else {
-      system = todo(guess.type === 'Patient' ? 'the namespace (URI) of your MRNs, e.g. urn:your-clinic:mrn' : 'the namespace (URI) of your staff ids, e.g. urn:your-clinic:staff');
-    }
-    const value = keyCol ? field(keyCol.name) : todo('the key column');
-    anchor.push(`"identifier": [{ "system": ${system}, "value": ${value} }]`);
-    const { lines, extension } = personLines(cols, guess.type, used);
-    if (lines.some((l) => l.includes('$lookup($gender'))) ctx.genderLookup = true;
-    body.push(...lines.map(commentLine));
-    // Columns without an obvious field: listed, and the first one shown as a string extension (the only
-    // free-form field of this API) — one line per column would not stay valid JSONata when uncommented.
-    const rest = cols.filter((c) => !used.has(c.name));
-    body.push(...notMappedLine(rest, `not mapped yet (no obvious ${guess.type} field)`));
-    const ext = [...extension, ...rest.slice(0, 1).map((c) => `{ "url": ${todo(`a URL naming ${c.name}`)}, "valueString": $string(${field(c.name)}) }`)];
-    if (ext.length) body.push(commentLine(`"extension": [${ext.join(', ')}],`));
-  } else if (guess.type === 'CareTeam') {
-    const patientCol = findKeyColumn(facts, CARETEAM_PATIENT);
-    const memberCol = findKeyColumn(facts, CARETEAM_MEMBER);
-    if (patientCol) {
-      used.add(patientCol.name);
-      resource.groupBy = patientCol.name;
-      y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
-    } else {
-      y.push(`    groupBy: ${yamlScalar(todo(`the column naming the patient, e.g. MRN${emptyCandidates(facts, CARETEAM_PATIENT)}`))}   # every row of a patient → one care team`);
-    }
-    const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
-    if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
-    anchor.push('"status": "active"');
-    if (pat) body.push(commentLine(`"name": "Care team of patient " & ${pat},`));
-    if (pat && ctx.patientName) anchor.push(`"subject": { "reference": $ref(${JSON.stringify(ctx.patientName)}, ${pat}) }`);
-    else body.push(commentLine(`"subject": { "reference": $ref("patient", ${pat ?? todo('the patient column')}) },`));
-
-    const start = cols.find((c) => roleOf(c) === 'start');
-    const end = cols.find((c) => roleOf(c) === 'end');
-    const role = cols.find((c) => roleOf(c) === 'role');
-    for (const c of [memberCol, start, end, role]) if (c) used.add(c.name);
-    const pLines: string[] = [];
-    if (role) pLines.push(commentLine(`"role": [{ "coding": [{ "system": ${todo("your platform's staff roles URL")}, "display": ${field(role.name)} }] }],`));
-    if (start || end) {
-      const parts = [start ? `"start": ${dateCall('$dateTime', start)}` : undefined, end ? `"end": ${dateCall('$dateTime', end)}` : undefined].filter(Boolean);
-      pLines.push(commentLine(`"period": { ${parts.join(', ')} },`));
-    }
-    const rest = cols.filter((c) => !used.has(c.name));
-    pLines.push(...notMappedLine(rest, 'not mapped (no CareTeam field; see docs/mapping-functions.md)'));
-    if (memberCol && ctx.practitionerName) {
-      anchor.push(
-        ['"participant": [$.{', ...pLines.map((l) => `  ${l}`), `  "member": { "reference": $ref(${JSON.stringify(ctx.practitionerName)}, ${field(memberCol.name)}) }`, '}]'].join('\n'),
-      );
-    } else {
-      body.push(commentLine(`"participant": [$.{ "member": { "reference": $ref("practitioner", ${memberCol ? field(memberCol.name) : todo('the practitioner column, e.g. NPI')}) } }],`));
-      body.push(...pLines);
-    }
-  } else {
+  const parts: BlockParts = { resource, y, used, body, anchor };
+  if (guess.type === 'Patient' || guess.type === 'Practitioner') personBlock(facts, guess.type, ctx, parts);
+  else if (guess.type === 'CareTeam') careTeamBlock(facts, ctx, parts);
+  else {
     y.push(`    key: ${yamlScalar(todo('the column that identifies a record'))}`);
     body.push(...notMappedLine(cols, 'columns (choose the type, then map them)'));
   }
@@ -374,8 +365,106 @@ function resourceBlock(facts: ExportFacts, source: string, name: string, guess: 
   return { resource, yaml: y };
 }
 
+/** What a resource block is built into: the YAML lines, the columns used, the map's commented and live lines. */
+interface BlockParts {
+  resource: StarterResource;
+  y: string[];
+  used: Set<string>;
+  body: string[];
+  anchor: string[];
+}
+
+function personBlock(facts: ExportFacts, type: 'Patient' | 'Practitioner', ctx: Ctx, { resource, y, used, body, anchor }: BlockParts): void {
+  const cols = facts.columns;
+  const keyNames = type === 'Patient' ? PATIENT_KEYS : PRACTITIONER_KEYS;
+  const keyCol = findKeyColumn(facts, keyNames);
+  if (keyCol) {
+    used.add(keyCol.name);
+    resource.key = keyCol.name;
+    y.push(
+      `    key: ${yamlScalar(field(keyCol.name))}${normalizeColumn(keyCol.name) === 'id' ? '    # check: the column that identifies a record across exports' : ''}`,
+    );
+  } else {
+    y.push(`    key: ${yamlScalar(todo(`the column that identifies a record, e.g. MRN${emptyCandidates(facts, keyNames)}`))}`);
+  }
+  const isNpi = keyCol && normalizeColumn(keyCol.name).endsWith('npi');
+  let system: string;
+  if (isNpi) system = JSON.stringify(NPI_SYSTEM);
+  else {
+    system = todo(
+      type === 'Patient' ? 'the namespace (URI) of your MRNs, e.g. urn:your-clinic:mrn' : 'the namespace (URI) of your staff ids, e.g. urn:your-clinic:staff',
+    );
+  }
+  const value = keyCol ? field(keyCol.name) : todo('the key column');
+  anchor.push(`"identifier": [{ "system": ${system}, "value": ${value} }]`);
+  const { lines, extension } = personLines(cols, type, used);
+  if (lines.some((l) => l.includes('$lookup($gender'))) ctx.genderLookup = true;
+  body.push(...lines.map(commentLine));
+  // Columns without an obvious field: listed, and the first one shown as a string extension (the only
+  // free-form field of this API) — one line per column would not stay valid JSONata when uncommented.
+  const rest = cols.filter((c) => !used.has(c.name));
+  body.push(...notMappedLine(rest, `not mapped yet (no obvious ${type} field)`));
+  const ext = [...extension, ...rest.slice(0, 1).map((c) => `{ "url": ${todo(`a URL naming ${c.name}`)}, "valueString": $string(${field(c.name)}) }`)];
+  if (ext.length) body.push(commentLine(`"extension": [${ext.join(', ')}],`));
+}
+
+function careTeamBlock(facts: ExportFacts, ctx: Ctx, { resource, y, used, body, anchor }: BlockParts): void {
+  const cols = facts.columns;
+  const patientCol = findKeyColumn(facts, CARETEAM_PATIENT);
+  const memberCol = findKeyColumn(facts, CARETEAM_MEMBER);
+  if (patientCol) {
+    used.add(patientCol.name);
+    resource.groupBy = patientCol.name;
+    y.push(`    groupBy: ${yamlScalar(field(patientCol.name))}    # every row of a patient → one care team`);
+  } else {
+    y.push(
+      `    groupBy: ${yamlScalar(todo(`the column naming the patient, e.g. MRN${emptyCandidates(facts, CARETEAM_PATIENT)}`))}   # every row of a patient → one care team`,
+    );
+  }
+  const pat = patientCol ? `$[0].${field(patientCol.name)}` : undefined;
+  if (pat && ctx.patientName) y.push('    match: subject.reference     # one care team per patient: how to find it again on the server');
+  anchor.push('"status": "active"');
+  if (pat) body.push(commentLine(`"name": "Care team of patient " & ${pat},`));
+  if (pat && ctx.patientName) anchor.push(`"subject": { "reference": $ref(${JSON.stringify(ctx.patientName)}, ${pat}) }`);
+  else body.push(commentLine(`"subject": { "reference": $ref("patient", ${pat ?? todo('the patient column')}) },`));
+
+  const start = cols.find((c) => roleOf(c) === 'start');
+  const end = cols.find((c) => roleOf(c) === 'end');
+  const role = cols.find((c) => roleOf(c) === 'role');
+  for (const c of [memberCol, start, end, role]) if (c) used.add(c.name);
+  const pLines: string[] = [];
+  if (role) pLines.push(commentLine(`"role": [{ "coding": [{ "system": ${todo("your platform's staff roles URL")}, "display": ${field(role.name)} }] }],`));
+  if (start || end) {
+    const parts = [start ? `"start": ${dateCall('$dateTime', start)}` : undefined, end ? `"end": ${dateCall('$dateTime', end)}` : undefined].filter(Boolean);
+    pLines.push(commentLine(`"period": { ${parts.join(', ')} },`));
+  }
+  const rest = cols.filter((c) => !used.has(c.name));
+  pLines.push(...notMappedLine(rest, 'not mapped (no CareTeam field; see docs/mapping-functions.md)'));
+  if (memberCol && ctx.practitionerName) {
+    anchor.push(
+      [
+        '"participant": [$.{',
+        ...pLines.map((l) => `  ${l}`),
+        `  "member": { "reference": $ref(${JSON.stringify(ctx.practitionerName)}, ${field(memberCol.name)}) }`,
+        '}]',
+      ].join('\n'),
+    );
+  } else {
+    body.push(
+      commentLine(
+        `"participant": [$.{ "member": { "reference": $ref("practitioner", ${memberCol ? field(memberCol.name) : todo('the practitioner column, e.g. NPI')}) } }],`,
+      ),
+    );
+    body.push(...pLines);
+  }
+}
+
 function sourceName(file: string, taken: Set<string>): string {
-  let base = basename(file, extname(file)).toLowerCase().replace(/[^a-z0-9_-]+/g, '_').replace(/^[^a-z]+/, '').replace(/_+$/, '');
+  let base = basename(file, extname(file))
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '_')
+    .replace(/^[^a-z]+/, '')
+    .replace(/_+$/, '');
   if (!base) base = 'source';
   let name = base;
   for (let i = 2; taken.has(name); i++) name = `${base}-${i}`;
@@ -533,7 +622,12 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   };
   const readyMade = fhirFacts.length ? ['fhir-r4-bulk', 'synthea-fhir'].map((m) => `${MAPPINGS_DIR}${m}/mapping.yaml`) : undefined;
   const omopTables = plans.flatMap((p) => (p.omop ? [p.omop] : []));
-  const omopCtx: OmopCtx = { patientName: fhirCtx.patientName, practitionerName: fhirCtx.practitionerName, detailLookup: omopTables.includes('visit_occurrence') && omopTables.includes('visit_detail'), used: new Set() };
+  const omopCtx: OmopCtx = {
+    patientName: fhirCtx.patientName,
+    practitionerName: fhirCtx.practitionerName,
+    detailLookup: omopTables.includes('visit_occurrence') && omopTables.includes('visit_detail'),
+    used: new Set(),
+  };
   const fhirTypes = [...new Set(fhirFacts.flatMap((f) => Object.keys(f.types)))];
 
   const blocks: Block[] = [];
@@ -554,8 +648,16 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   }
 
   const omopReadyMade = omopTables.length ? relativeFrom(outDir, `${MAPPINGS_DIR}omop-cdm/mapping.yaml`) : undefined;
-  const y = [...headerLines(exports, outDir, readyMade, fhirTypes, omopReadyMade ? omopHeader(omopTables, omopReadyMade) : undefined), '', 'sources:', ...sourceLines(plans, mappings)];
-  const omopLookups = omopLookupLines(omopCtx, plans.map((p) => ({ facts: p.facts, table: p.omop, rel: p.rel })));
+  const y = [
+    ...headerLines(exports, outDir, readyMade, fhirTypes, omopReadyMade ? omopHeader(omopTables, omopReadyMade) : undefined),
+    '',
+    'sources:',
+    ...sourceLines(plans, mappings),
+  ];
+  const omopLookups = omopLookupLines(
+    omopCtx,
+    plans.map((p) => ({ facts: p.facts, table: p.omop, rel: p.rel })),
+  );
   const lookups = [...(ctx.genderLookup ? genderLookupLines(plans) : []), ...omopLookups];
   if (lookups.length) y.push('', 'lookups:', ...lookups);
   y.push('', 'resources:');
@@ -565,7 +667,15 @@ export async function generateStarterMapping(opts: StarterOptions): Promise<Star
   });
   y.push('');
   const text = y.join('\n');
-  return { out, text, resources: blocks.map((b) => b.resource), notes, ...(readyMade ? { readyMade } : {}), ...(omopTables.length ? { omopTables } : {}), todos: findTodoMarkers(text, out).length };
+  return {
+    out,
+    text,
+    resources: blocks.map((b) => b.resource),
+    notes,
+    ...(readyMade ? { readyMade } : {}),
+    ...(omopTables.length ? { omopTables } : {}),
+    todos: findTodoMarkers(text, out).length,
+  };
 }
 
 function omopHeadline(shown: string, what: string): string[] {
@@ -574,13 +684,29 @@ function omopHeadline(shown: string, what: string): string[] {
 
 function omopBlock(p: Plan, name: string, ctx: OmopCtx): Block {
   const o = omopMappingYaml(p.omop!, p.type!, p.facts, p.source, ctx);
-  const resource: StarterResource = { file: p.shown, source: p.source, name, type: p.type, reason: p.reason, ...(o.key ? { key: o.key } : {}), ...(o.groupBy ? { groupBy: o.groupBy } : {}) };
+  const resource: StarterResource = {
+    file: p.shown,
+    source: p.source,
+    name,
+    type: p.type,
+    reason: p.reason,
+    ...(o.key ? { key: o.key } : {}),
+    ...(o.groupBy ? { groupBy: o.groupBy } : {}),
+  };
   return { resource, yaml: [...omopHeadline(p.shown, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...o.yaml] };
 }
 
 function fhirBlock(p: Plan, name: string, ctx: FhirCtx): Block {
   const f = fhirMappingYaml(p.fhir!, p.type!, p.facts, ctx);
-  const resource: StarterResource = { file: p.shown, source: p.source, name, type: p.type, reason: p.reason, ...(f.key ? { key: f.key } : {}), ...(f.groupBy ? { groupBy: f.groupBy } : {}) };
+  const resource: StarterResource = {
+    file: p.shown,
+    source: p.source,
+    name,
+    type: p.type,
+    reason: p.reason,
+    ...(f.key ? { key: f.key } : {}),
+    ...(f.groupBy ? { groupBy: f.groupBy } : {}),
+  };
   return { resource, yaml: [...fhirHeadline(p.shown, p.fhir!, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...f.yaml] };
 }
 

@@ -91,7 +91,11 @@ export interface EndingGuardReport {
   message?: string;
 }
 
-const NOUNS: Record<WritableType, [string, string]> = { CareTeam: ['care team', 'care teams'], Patient: ['patient', 'patients'], Practitioner: ['practitioner', 'practitioners'] };
+const NOUNS: Record<WritableType, [string, string]> = {
+  CareTeam: ['care team', 'care teams'],
+  Patient: ['patient', 'patients'],
+  Practitioner: ['practitioner', 'practitioners'],
+};
 
 const pct = (n: number, of: number) => (of > 0 ? `${Math.round((100 * n) / of)} %` : '100 %');
 

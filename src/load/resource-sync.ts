@@ -101,7 +101,6 @@ const RECONCILE_ROUNDS = 10;
 /** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
 const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
 
-
 /**
  * Brings the server in line with one mapping's resources, exactly once per source key — with or without the
  * ledger (the server is the system of record, the ledger a cache of it):
@@ -204,7 +203,8 @@ export class ResourceSync {
       case 'reject':
         return { kind: 'rejected', issues: d.issues };
       case 'defer':
-        if (d.why === 'pending') this.#deferred.push({ item, hash: mapped.hash, matchValue: entry?.matchValue ?? matchValue, earlier: entry?.lastRunId !== this.deps.runId });
+        if (d.why === 'pending')
+          this.#deferred.push({ item, hash: mapped.hash, matchValue: entry?.matchValue ?? matchValue, earlier: entry?.lastRunId !== this.deps.runId });
         return { kind: 'deferred' };
       case 'unchanged':
         this.#seen.push(item.key);
@@ -214,7 +214,12 @@ export class ResourceSync {
         const outcome = await this.#update(item, d.serverId, mapped.hash);
         if (outcome.kind !== 'rejected' || !outcome.issues.some((i) => hasCode(i, 'http-404'))) return outcome;
         // The server no longer has the recorded id: decided again, knowing it is gone (never an update then).
-        return this.#carryOut(item, entry, await this.#decide(item, entry, null, mapped, `${this.#type}/${d.serverId} recorded in the state answered 404`), mapped);
+        return this.#carryOut(
+          item,
+          entry,
+          await this.#decide(item, entry, null, mapped, `${this.#type}/${d.serverId} recorded in the state answered 404`),
+          mapped,
+        );
       }
       case 'adopt':
         return this.#adopt(item, mapped.hash, d.resource);
@@ -225,14 +230,26 @@ export class ResourceSync {
 
   /** What `decide` is given of the mapped resource. */
   async #mapped(item: MappedResource): Promise<MappedView> {
-    return { type: this.#type, identity: await decideIdentity(this.#rule, item.resource), hash: contentHash(item.resource), comparable: comparableHash(item.resource) };
+    return {
+      type: this.#type,
+      identity: await decideIdentity(this.#rule, item.resource),
+      hash: contentHash(item.resource),
+      comparable: comparableHash(item.resource),
+    };
   }
 
   /**
    * `decide`, searching the server by match rule when it asks to (`look`: the key is claimed, the type listed).
    * A key left ambiguous is kept for the settling once every key is known. Never returns `look`.
    */
-  async #decide(item: MappedResource, entry: LedgerEntry | undefined, byId: IndexedResource | null | undefined, mapped: MappedView, why?: string, policy = this.deps.policy): Promise<Looked> {
+  async #decide(
+    item: MappedResource,
+    entry: LedgerEntry | undefined,
+    byId: IndexedResource | null | undefined,
+    mapped: MappedView,
+    why?: string,
+    policy = this.deps.policy,
+  ): Promise<Looked> {
     const first = decide(entry, { byId }, mapped, policy);
     if (first.kind !== 'look' && !(first.kind === 'create' && first.blind)) return first;
     const matchValue = matchValueOf(mapped);
@@ -248,9 +265,10 @@ export class ResourceSync {
   #reasonToLook(): string {
     if (this.#unknownReason === undefined) {
       const synced = this.deps.scope.counts(this.res.def.name).synced;
-      this.#unknownReason = synced === 0
-        ? `the state holds no loaded ${this.res.def.name} for this server and tenant (new or lost state)`
-        : `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+      this.#unknownReason =
+        synced === 0
+          ? `the state holds no loaded ${this.res.def.name} for this server and tenant (new or lost state)`
+          : `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
     }
     return this.#unknownReason;
   }
@@ -258,7 +276,9 @@ export class ResourceSync {
   /** A deferred key against a final listing (every key sharing its match value known): adopted, created or rejected. */
   #settled(a: { item: MappedResource; matchValue: string }, index: ServerIndex): Exclude<FoundDecision, { kind: 'defer' }> {
     const d = decideFound(this.#found(a.item.key, a.matchValue, comparableHash(a.item.resource), index, true), comparableHash(a.item.resource));
-    return d.kind === 'defer' ? { kind: 'reject', issues: [issue.error('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`)] } : d;
+    return d.kind === 'defer'
+      ? { kind: 'reject', issues: [issue.error('duplicate-on-server', `several identical server copies match ${describeMatch(a.matchValue)}`)] }
+      : d;
   }
 
   /** Keys left `ambiguous` by `#found`, now that every key sharing their match value is known. */
@@ -266,7 +286,15 @@ export class ResourceSync {
     for (const a of this.#ambiguous.splice(0)) {
       const index = await this.deps.indexes.get(this.#type, 'ambiguous match');
       const d = this.#settled(a, index);
-      yield { item: a.item, outcome: d.kind === 'adopt' ? await this.#adopt(a.item, a.hash, d.resource) : d.kind === 'create' ? await this.#create(a.item, a.hash, a.matchValue) : { kind: 'rejected', issues: d.issues } };
+      yield {
+        item: a.item,
+        outcome:
+          d.kind === 'adopt'
+            ? await this.#adopt(a.item, a.hash, d.resource)
+            : d.kind === 'create'
+              ? await this.#create(a.item, a.hash, a.matchValue)
+              : { kind: 'rejected', issues: d.issues },
+      };
     }
   }
 
@@ -300,7 +328,15 @@ export class ResourceSync {
     }
     if (hits.length > 1) {
       const ids = hits.map((r) => `${this.#type}/${r.id}`);
-      return { kind: 'rejected', issues: [issue.error('duplicate-on-server', `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`)] };
+      return {
+        kind: 'rejected',
+        issues: [
+          issue.error(
+            'duplicate-on-server',
+            `the server holds ${hits.length} ${this.#type} resources matching ${describeMatch(matchValue)}: ${ids.join(', ')}; care-etl will not pick one — merge or retire the extra one on the server (or change \`match:\`), then run again`,
+          ),
+        ],
+      };
     }
     return hits.length ? { kind: 'one', resource: hits[0]! } : { kind: 'none' };
   }
@@ -324,7 +360,15 @@ export class ResourceSync {
       return { kind: 'unchanged', serverId: found.id, adopted: true };
     }
     // Recorded with the server's content first: should the update fail, the next run still knows the id and retries it.
-    scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: found.id, versionId: found.versionId, hash: found.hash, runId });
+    scope.recordSynced({
+      mapping: item.mapping,
+      key: item.key,
+      resourceType: item.type,
+      serverId: found.id,
+      versionId: found.versionId,
+      hash: found.hash,
+      runId,
+    });
     const outcome = await this.#update(item, found.id, hash);
     return outcome.kind === 'updated' || outcome.kind === 'unchanged' ? { ...outcome, adopted: true } : outcome;
   }
@@ -339,11 +383,25 @@ export class ResourceSync {
       const owner = this.#owners.get(created.id);
       const recorded = owner === undefined ? scope.keyOfServerId(this.#type, created.id) : undefined;
       if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key))) {
-        this.#deferred.push({ item, hash, matchValue, earlier: false, why: `the server answered the create with ${this.#type}/${created.id}, which the state holds for another key` });
+        this.#deferred.push({
+          item,
+          hash,
+          matchValue,
+          earlier: false,
+          why: `the server answered the create with ${this.#type}/${created.id}, which the state holds for another key`,
+        });
         return { kind: 'deferred' };
       }
       this.#owners.set(created.id, item.key);
-      this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: created.id, versionId: created.meta?.versionId, hash, runId });
+      this.#recordSynced({
+        mapping: item.mapping,
+        key: item.key,
+        resourceType: item.type,
+        serverId: created.id,
+        versionId: created.meta?.versionId,
+        hash,
+        runId,
+      });
       return { kind: 'created', serverId: created.id };
     } catch (err) {
       // Maybe stored: a lost answer (time-out, reset after sending, 502/504) or a 2xx answer that cannot be
@@ -403,7 +461,10 @@ export class ResourceSync {
       const entry = this.deps.scope.get(item.mapping, item.key);
       const byId = entry?.serverId ? (index.get(entry.serverId) ?? null) : undefined;
       // rebuild: decided as the entry it records will be (the server's copy, its content hash).
-      const seenAs = record && entry && byId ? { ...entry, status: 'synced' as const, hash: byId.hash === mapped.comparable ? mapped.hash : byId.hash, endedAt: undefined } : entry;
+      const seenAs =
+        record && entry && byId
+          ? { ...entry, status: 'synced' as const, hash: byId.hash === mapped.comparable ? mapped.hash : byId.hash, endedAt: undefined }
+          : entry;
       const d = await this.#decide(item, seenAs, byId, mapped, undefined, 'always');
       const settled = d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: entry?.matchValue ?? matchValueOf(mapped) }, index) : d;
       return this.#inspection(item, entry, settled, record, byId === null ? entry?.serverId : undefined);
@@ -420,7 +481,15 @@ export class ResourceSync {
       this.#owners.set(r.id, item.key);
       if (!record) return;
       const hash = r.hash === comparableHash(item.resource) ? contentHash(item.resource) : r.hash;
-      this.deps.scope.recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: r.id, versionId: r.versionId, hash, runId: this.deps.runId });
+      this.deps.scope.recordSynced({
+        mapping: item.mapping,
+        key: item.key,
+        resourceType: item.type,
+        serverId: r.id,
+        versionId: r.versionId,
+        hash,
+        runId: this.deps.runId,
+      });
     };
     switch (d.kind) {
       case 'reject':
@@ -479,7 +548,13 @@ export class ResourceSync {
         return { kind: 'deferred' };
       case 'unchanged':
         this.#owners.set(d.serverId, item.key);
-        return d.drift ? { kind: 'unchanged', serverId: d.serverId, drift: { before: d.drift === 'differs' ? this.#body(index, d.serverId) : undefined, after: item.resource } } : { kind: 'unchanged', serverId: d.serverId };
+        return d.drift
+          ? {
+              kind: 'unchanged',
+              serverId: d.serverId,
+              drift: { before: d.drift === 'differs' ? this.#body(index, d.serverId) : undefined, after: item.resource },
+            }
+          : { kind: 'unchanged', serverId: d.serverId };
       case 'update':
         return this.#planUpdate(item, d.serverId, index, false);
       case 'adopt':
@@ -541,7 +616,10 @@ export class ResourceSync {
       wouldEnd++;
       const listed = index.body(e.serverId);
       if (!listed) {
-        failed.push({ key: e.key, issues: [issue.error('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`)] });
+        failed.push({
+          key: e.key,
+          issues: [issue.error('http-404', `${this.#type}/${e.serverId} recorded in the state is gone from the server: ending it would fail`)],
+        });
         continue;
       }
       const current = comparable(listed) as Resource;
@@ -596,7 +674,10 @@ export class ResourceSync {
     let orphans = scope.pending(this.res.def.name).filter((e) => e.lastRunId !== runId && !deferredKeys.has(e.key) && e.matchValue !== undefined);
     for (let round = 1; (this.#deferred.length || orphans.length) && round <= RECONCILE_ROUNDS; round++) {
       const batch = this.#deferred.splice(0);
-      const index = await this.deps.indexes.refresh(this.#type, `${batch.length + orphans.length} ${this.res.def.name} create(s) with unknown outcome (round ${round})`);
+      const index = await this.deps.indexes.refresh(
+        this.#type,
+        `${batch.length + orphans.length} ${this.res.def.name} create(s) with unknown outcome (round ${round})`,
+      );
       this.#settleOrphans(orphans, index);
       orphans = [];
       const settled = await Promise.allSettled(batch.map((d) => this.#settle(d, index)));
@@ -605,7 +686,18 @@ export class ResourceSync {
     }
     for (const d of this.#deferred.splice(0)) {
       const why = d.why ? ` (last: ${d.why.length > 300 ? `${d.why.slice(0, 299)}…` : d.why})` : '';
-      yield { item: d.item, outcome: { kind: 'rejected', issues: [issue.error('outcome-unknown', `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations${why}; it stays pending and is reconciled on the next run`)] } };
+      yield {
+        item: d.item,
+        outcome: {
+          kind: 'rejected',
+          issues: [
+            issue.error(
+              'outcome-unknown',
+              `the create's outcome stayed unknown after ${RECONCILE_ROUNDS} reconciliations${why}; it stays pending and is reconciled on the next run`,
+            ),
+          ],
+        },
+      };
     }
   }
 
@@ -622,7 +714,13 @@ export class ResourceSync {
       const hits = index.lookup(this.res.def.name, e.matchValue!);
       const base = { mapping: e.mapping, key: e.key, resourceType: e.resourceType, runId: e.lastRunId ?? 0 };
       if (hits.length === 1) scope.recordSynced({ ...base, serverId: hits[0]!.id, versionId: hits[0]!.versionId, hash: hits[0]!.hash });
-      else scope.recordRejected({ ...base, reason: hits.length ? `interrupted create of a key no longer in the source; ${hits.length} server resources match it` : 'interrupted create of a key no longer in the source; it was never stored' });
+      else
+        scope.recordRejected({
+          ...base,
+          reason: hits.length
+            ? `interrupted create of a key no longer in the source; ${hits.length} server resources match it`
+            : 'interrupted create of a key no longer in the source; it was never stored',
+        });
     }
   }
 
@@ -650,7 +748,9 @@ export class ResourceSync {
    * onMissing: end — a care team loaded earlier whose key is no longer in the export gets `period.end` = run
    * date (and so do its open participants); a Patient/Practitioner gets `active: false`. Nothing is deleted.
    */
-  async endMissing(missing: LedgerEntry[] = this.missingEntries()): Promise<{ ended: { key: string; serverId: string }[]; failed: { key: string; issues: Issue[] }[] }> {
+  async endMissing(
+    missing: LedgerEntry[] = this.missingEntries(),
+  ): Promise<{ ended: { key: string; serverId: string }[]; failed: { key: string; issues: Issue[] }[] }> {
     const { scope, client, now } = this.deps;
     const ended: { key: string; serverId: string }[] = [];
     const failed: { key: string; issues: Issue[] }[] = [];

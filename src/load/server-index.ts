@@ -194,7 +194,11 @@ export class ServerIndexes {
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();
-    for await (const page of this.client.pages(type, { pageSize: pageSize > 0 ? pageSize : undefined, retry: this.opts.retry ?? {}, signal: this.opts.signal })) {
+    for await (const page of this.client.pages(type, {
+      pageSize: pageSize > 0 ? pageSize : undefined,
+      retry: this.opts.retry ?? {},
+      signal: this.opts.signal,
+    })) {
       index.pages++;
       for (const e of page.entry ?? []) if (e?.resource) await index.add(e.resource);
     }

@@ -22,13 +22,14 @@ function ms(n: number): string {
 }
 
 function issueLines(issues: Issue[], cwd: string, indent: string): string[] {
-  return issues.map((i) => `${indent}${formatIssue({ ...i, location: i.location?.file ? { ...i.location, file: shortPath(i.location.file, cwd) } : i.location })}`);
+  return issues.map(
+    (i) => `${indent}${formatIssue({ ...i, location: i.location?.file ? { ...i.location, file: shortPath(i.location.file, cwd) } : i.location })}`,
+  );
 }
 
 function formatCase(c: CaseResult, opts: FormatOptions = {}): string[] {
   const cwd = opts.cwd ?? process.cwd();
-  const mark =
-    c.status === 'passed' ? paint(opts.color, 32, '✓') : c.status === 'skipped' ? paint(opts.color, 33, '-') : paint(opts.color, 31, '✗');
+  const mark = c.status === 'passed' ? paint(opts.color, 32, '✓') : c.status === 'skipped' ? paint(opts.color, 33, '-') : paint(opts.color, 31, '✗');
   const label = `${c.resource ? `${c.resource} › ` : ''}${c.name}`;
   const lines = [`  ${mark} ${label}  ${paint(opts.color, 2, c.status === 'skipped' ? '(skipped)' : `(${ms(c.durationMs)})`)}`];
   if (c.status === 'failed' || c.status === 'error') {

@@ -55,7 +55,11 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
   const { data, locator: loc } = yaml;
   const issues: Issue[] = numberIssues(yaml.doc, yaml.text, loc);
   if (!isObj(data)) {
-    throw fail([issue.invalid('a test file is a YAML mapping with `cases:` (and optionally `mapping:`, `refs:`, `env:`, `now:`)', { location: loc.positionOf([]) ?? { file, line: 1, column: 1 } })]);
+    throw fail([
+      issue.invalid('a test file is a YAML mapping with `cases:` (and optionally `mapping:`, `refs:`, `env:`, `now:`)', {
+        location: loc.positionOf([]) ?? { file, line: 1, column: 1 },
+      }),
+    ]);
   }
 
   const validate = testValidator();
@@ -75,7 +79,8 @@ export async function loadTestFile(file: string): Promise<MappingTestFile> {
     });
   }
 
-  const mappingFile = typeof data.mapping === 'string' ? data.mapping : schemaDefault(TEST_SCHEMA, '/properties/mapping', (v): v is string => typeof v === 'string');
+  const mappingFile =
+    typeof data.mapping === 'string' ? data.mapping : schemaDefault(TEST_SCHEMA, '/properties/mapping', (v): v is string => typeof v === 'string');
   const result: MappingTestFile = {
     file: abs,
     dir,
@@ -134,16 +139,29 @@ function parseCase(c: Obj, index: number, names: Map<string, number>, ctx: Ctx):
   const base: DocPath = ['cases', index];
   const name = typeof c.name === 'string' ? c.name : `case ${index + 1}`;
   const prev = names.get(name);
-  if (prev !== undefined) issues.push(issueAt('duplicate-name', `two cases are named \`${name}\` (also case ${prev + 1}); names identify cases in reports`, [...base, 'name']));
+  if (prev !== undefined)
+    issues.push(issueAt('duplicate-name', `two cases are named \`${name}\` (also case ${prev + 1}); names identify cases in reports`, [...base, 'name']));
   else names.set(name, index);
 
   const hasInput = c.input !== undefined;
   const hasFixture = c.fixture !== undefined;
   if (hasInput === hasFixture) {
-    issues.push(issueAt('invalid', hasInput ? 'give either `input` or `fixture`, not both' : 'missing the rows to test: give `input` (inline rows) or `fixture` (a file)', base));
+    issues.push(
+      issueAt(
+        'invalid',
+        hasInput ? 'give either `input` or `fixture`, not both' : 'missing the rows to test: give `input` (inline rows) or `fixture` (a file)',
+        base,
+      ),
+    );
   }
   if (c.expect === undefined && c.expectSubset === undefined && c.reject === undefined && c.count === undefined) {
-    issues.push(issueAt('invalid', 'missing the expected outcome: give `expect` (the exact resource), `expectSubset` (part of it), `count` (how many resources) or `reject`', base));
+    issues.push(
+      issueAt(
+        'invalid',
+        'missing the expected outcome: give `expect` (the exact resource), `expectSubset` (part of it), `count` (how many resources) or `reject`',
+        base,
+      ),
+    );
   }
   if (c.expect !== undefined && c.expectSubset !== undefined) {
     issues.push(issueAt('invalid', 'give either `expect` or `expectSubset`, not both', [...base, 'expectSubset']));
@@ -226,4 +244,3 @@ function refsMessage(e: ErrorObject): string | undefined {
   if (/\/refs\/[^/]+\/[^/]+$/.test(e.instancePath)) return `\`${String(e.data)}\` is not a valid id (letters, digits, \`-\`, \`.\`; at most 64)`;
   return undefined;
 }
-

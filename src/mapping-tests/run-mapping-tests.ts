@@ -21,7 +21,19 @@ import { transformSource, type TransformItem } from '../transform/transform-sour
 import { validateResource } from '../validate/resource-validator.js';
 import { loadTestFile } from './load-test-file.js';
 import { structuralDiff } from './structural-diff.js';
-import type { CaseFailure, CaseResult, FileResult, MappingTestFile, ProducedReject, RefStubs, RejectExpectation, RowSelector, TestCaseDef, TestReport, TestTotals } from './types.js';
+import type {
+  CaseFailure,
+  CaseResult,
+  FileResult,
+  MappingTestFile,
+  ProducedReject,
+  RefStubs,
+  RejectExpectation,
+  RowSelector,
+  TestCaseDef,
+  TestReport,
+  TestTotals,
+} from './types.js';
 import { LINEAR_REGEX_ENGINE } from '../core/linear-regex.js';
 import { regexProblems } from '../mapping/regex-check.js';
 
@@ -62,7 +74,10 @@ const skipDir = (name: string): boolean => SKIP_DIRS.has(name) || name.startsWit
  * `care-etl test mapping.yaml`) stands for the test files of its folder that test it: they are returned with
  * that mapping in `forMapping`.
  */
-export async function findTestFiles(paths: string[], cwd = process.cwd()): Promise<{ files: string[]; missing: string[]; forMapping: Map<string, Set<string>> }> {
+export async function findTestFiles(
+  paths: string[],
+  cwd = process.cwd(),
+): Promise<{ files: string[]; missing: string[]; forMapping: Map<string, Set<string>> }> {
   const files = new Set<string>();
   const missing: string[] = [];
   const forMapping = new Map<string, Set<string>>();
@@ -98,7 +113,14 @@ export async function findTestFiles(paths: string[], cwd = process.cwd()): Promi
     }
   }
   // A test file found through a folder as well runs whatever it tests.
-  for (const t of forMapping.keys()) if (paths.some((p) => { const a = resolve(cwd, p); return t.startsWith(`${a}/`) || t === a; })) forMapping.delete(t);
+  for (const t of forMapping.keys())
+    if (
+      paths.some((p) => {
+        const a = resolve(cwd, p);
+        return t.startsWith(`${a}/`) || t === a;
+      })
+    )
+      forMapping.delete(t);
   return { files: [...files], missing, forMapping };
 }
 
@@ -108,7 +130,12 @@ export async function runMappingTests(paths: string[], opts: RunTestsOptions = {
   const { files, missing, forMapping } = await findTestFiles(paths, cwd);
   const results: FileResult[] = [];
   for (const p of missing) {
-    const r: FileResult = { file: resolve(cwd, p), cases: [], durationMs: 0, error: { message: `${p}: no such file or folder`, issues: [issue.fileUnreadable(p, `${p}: no such file or folder`)] } };
+    const r: FileResult = {
+      file: resolve(cwd, p),
+      cases: [],
+      durationMs: 0,
+      error: { message: `${p}: no such file or folder`, issues: [issue.fileUnreadable(p, `${p}: no such file or folder`)] },
+    };
     results.push(r);
     opts.onFile?.(r);
   }
@@ -130,8 +157,7 @@ export async function runMappingTests(paths: string[], opts: RunTestsOptions = {
       else totals.skipped++;
     }
   }
-  const exitCode =
-    totals.brokenFiles > 0 || totals.errors > 0 || results.length === 0 ? ExitCode.config : totals.failed > 0 ? ExitCode.rejected : ExitCode.ok;
+  const exitCode = totals.brokenFiles > 0 || totals.errors > 0 || results.length === 0 ? ExitCode.config : totals.failed > 0 ? ExitCode.rejected : ExitCode.ok;
   return { files: results, totals, durationMs: Math.round(performance.now() - started), exitCode };
 }
 
@@ -154,8 +180,14 @@ function compiled(cache: Map<string, Promise<CompiledMapping>>, file: string, en
 
 export async function runTestFile(file: string, opts?: RunTestsOptions & { cache?: Map<string, Promise<CompiledMapping>> }): Promise<FileResult>;
 /** With `onlyMappings`: undefined when the test file tests another mapping. */
-export async function runTestFile(file: string, opts: RunTestsOptions & { cache?: Map<string, Promise<CompiledMapping>>; onlyMappings?: Set<string> }): Promise<FileResult | undefined>;
-export async function runTestFile(file: string, opts: RunTestsOptions & { cache?: Map<string, Promise<CompiledMapping>>; onlyMappings?: Set<string> } = {}): Promise<FileResult | undefined> {
+export async function runTestFile(
+  file: string,
+  opts: RunTestsOptions & { cache?: Map<string, Promise<CompiledMapping>>; onlyMappings?: Set<string> },
+): Promise<FileResult | undefined>;
+export async function runTestFile(
+  file: string,
+  opts: RunTestsOptions & { cache?: Map<string, Promise<CompiledMapping>>; onlyMappings?: Set<string> } = {},
+): Promise<FileResult | undefined> {
   const started = performance.now();
   const cwd = opts.cwd ?? process.cwd();
   // Files are named relative to the process's folder in messages (shorter), absolute otherwise; either form
@@ -199,7 +231,6 @@ export async function runTestFile(file: string, opts: RunTestsOptions & { cache?
   }
   return done();
 }
-
 
 function mergeRefs(a: RefStubs, b: RefStubs | undefined): RefStubs {
   if (!b) return a;
@@ -266,7 +297,11 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new CareEtlError(`fixture \`where\` is not valid JSONata: ${e.message ?? String(err)}`, {
-        issues: [issue.error('jsonata-syntax', `fixture \`where\`: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, { location: c.location })],
+        issues: [
+          issue.error('jsonata-syntax', `fixture \`where\`: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, {
+            location: c.location,
+          }),
+        ],
       });
     }
     const unsupported = regexProblems(fx.where, where.ast());
@@ -304,12 +339,22 @@ function originText(item: { file: string; line?: number; record?: number }): str
 function rejectMatches(r: ProducedReject, want: RejectExpectation): boolean {
   if (r.stage !== want.stage) return false;
   return r.issues.some(
-    (i) => (want.code === undefined || i.code === want.code) && (want.message === undefined || i.message.includes(want.message)) && (want.path === undefined || i.path === want.path),
+    (i) =>
+      (want.code === undefined || i.code === want.code) &&
+      (want.message === undefined || i.message.includes(want.message)) &&
+      (want.path === undefined || i.path === want.path),
   );
 }
 
 function describeExpectation(want: RejectExpectation): string {
-  return [`stage ${want.stage}`, want.code && `code ${want.code}`, want.message && `message containing "${want.message}"`, want.path !== undefined && `path ${want.path}`].filter(Boolean).join(', ');
+  return [
+    `stage ${want.stage}`,
+    want.code && `code ${want.code}`,
+    want.message && `message containing "${want.message}"`,
+    want.path !== undefined && `path ${want.path}`,
+  ]
+    .filter(Boolean)
+    .join(', ');
 }
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -355,14 +400,22 @@ async function runCase(c: TestCaseDef, test: MappingTestFile, mapping: CompiledM
     .filter((o): o is Extract<TransformItem, { ok: false }> => !o.ok)
     .map((r) => ({ stage: r.stage, origin: originText(r), key: r.key, issues: r.issues }));
   const failures: CaseFailure[] = [];
-  const allIssues = (rs: ProducedReject[]) => rs.flatMap((r) => r.issues.map((i) => ({ ...i, message: `${r.stage} (${r.origin}${r.key !== undefined ? `, key ${r.key}` : ''}): ${i.message}` })));
+  const allIssues = (rs: ProducedReject[]) =>
+    rs.flatMap((r) => r.issues.map((i) => ({ ...i, message: `${r.stage} (${r.origin}${r.key !== undefined ? `, key ${r.key}` : ''}): ${i.message}` })));
   const refHint = (rs: ProducedReject[]) =>
-    rs.some((r) => r.issues.some((i) => hasCode(i, 'ref-missing'))) ? ' — to stub a reference, add its key under `refs:` (e.g. `refs: { patient: { "<key>": p-1 } }`)' : '';
+    rs.some((r) => r.issues.some((i) => hasCode(i, 'ref-missing')))
+      ? ' — to stub a reference, add its key under `refs:` (e.g. `refs: { patient: { "<key>": p-1 } }`)'
+      : '';
 
   if (c.reject) {
-    if (rejects.length === 0) failures.push({ message: `expected a rejection (${describeExpectation(c.reject)}), but ${resources.length ? 'every row was accepted' : 'nothing was rejected'}` });
-    else if (rejects.length > 1) failures.push({ message: `expected one rejection (${describeExpectation(c.reject)}), got ${rejects.length}`, issues: allIssues(rejects) });
-    else if (!rejectMatches(rejects[0]!, c.reject)) failures.push({ message: `the rejection does not match (expected ${describeExpectation(c.reject)})`, issues: allIssues(rejects) });
+    if (rejects.length === 0)
+      failures.push({
+        message: `expected a rejection (${describeExpectation(c.reject)}), but ${resources.length ? 'every row was accepted' : 'nothing was rejected'}`,
+      });
+    else if (rejects.length > 1)
+      failures.push({ message: `expected one rejection (${describeExpectation(c.reject)}), got ${rejects.length}`, issues: allIssues(rejects) });
+    else if (!rejectMatches(rejects[0]!, c.reject))
+      failures.push({ message: `the rejection does not match (expected ${describeExpectation(c.reject)})`, issues: allIssues(rejects) });
   } else if (rejects.length) {
     failures.push({ message: `${plural(rejects.length, 'rejection')} not expected by the case${refHint(rejects)}`, issues: allIssues(rejects) });
   }
@@ -372,18 +425,25 @@ async function runCase(c: TestCaseDef, test: MappingTestFile, mapping: CompiledM
   if (expected !== undefined) {
     const list = Array.isArray(expected) ? expected : [expected];
     if (resources.length !== list.length) {
-      failures.push({ message: `expected ${plural(list.length, 'resource')}, got ${plural(resources.length, 'resource')}${resources.length === 0 && !rejects.length ? ' (the map produced nothing: the rows were skipped)' : ''}` });
+      failures.push({
+        message: `expected ${plural(list.length, 'resource')}, got ${plural(resources.length, 'resource')}${resources.length === 0 && !rejects.length ? ' (the map produced nothing: the rows were skipped)' : ''}`,
+      });
     }
     const n = Math.min(list.length, resources.length);
     for (let i = 0; i < n; i++) {
       const diff = structuralDiff(list[i], resources[i], { subset });
       if (diff.length) {
         const which = list.length > 1 ? `resource ${i + 1} of ${list.length}` : 'the resource';
-        failures.push({ message: `${which} ${subset ? 'does not contain the expected fields' : 'differs from the expected one'} (map: ${formatLocation(res.def.locations.map)})`, diff });
+        failures.push({
+          message: `${which} ${subset ? 'does not contain the expected fields' : 'differs from the expected one'} (map: ${formatLocation(res.def.locations.map)})`,
+          diff,
+        });
       }
     }
   } else if (c.reject && resources.length && c.count === undefined) {
-    failures.push({ message: `expected only the rejection, but ${plural(resources.length, 'resource')} ${resources.length === 1 ? 'was' : 'were'} produced too (add \`expect\` or \`expectSubset\` for them)` });
+    failures.push({
+      message: `expected only the rejection, but ${plural(resources.length, 'resource')} ${resources.length === 1 ? 'was' : 'were'} produced too (add \`expect\` or \`expectSubset\` for them)`,
+    });
   }
 
   if (c.count !== undefined && resources.length !== c.count && !(expected !== undefined && Array.isArray(expected) && expected.length === c.count)) {

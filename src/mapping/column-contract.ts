@@ -24,11 +24,13 @@ export interface RowExpression {
 }
 
 export const COLUMN_CONTRACT_HINT =
-  'Every field an expression reads from a row must be a column of its source (CSV: the header, case-sensitive; JSON/NDJSON: a field of the first 1,000 records). Fix the name, or for a field some JSON records lack, list it under the source\'s `optional:` or test it with `$exists(FIELD)`. See docs/column-contract.md.';
+  "Every field an expression reads from a row must be a column of its source (CSV: the header, case-sensitive; JSON/NDJSON: a field of the first 1,000 records). Fix the name, or for a field some JSON records lack, list it under the source's `optional:` or test it with `$exists(FIELD)`. See docs/column-contract.md.";
 
 /** The expressions of `def` that read its source's rows (`match` reads the mapped resource; `groupBy`'s `map` reads the group, whose steps still reach the rows' fields). */
 export function rowExpressionsOf(def: ResourceMapping): RowExpression[] {
-  const list: RowExpression[] = [{ expr: def.key, yamlPath: def.paths.key, location: def.locations.key, label: def.paths.key.at(-1) === 'groupBy' ? 'groupBy' : 'key' }];
+  const list: RowExpression[] = [
+    { expr: def.key, yamlPath: def.paths.key, location: def.locations.key, label: def.paths.key.at(-1) === 'groupBy' ? 'groupBy' : 'key' },
+  ];
   if (def.groupBy !== undefined && def.paths.groupBy && def.locations.groupBy && def.paths.key.at(-1) !== 'groupBy') {
     list.push({ expr: def.groupBy, yamlPath: def.paths.groupBy, location: def.locations.groupBy, label: 'groupBy' });
   }
@@ -50,7 +52,11 @@ export async function columnContractIssues(m: LoadedMapping, only?: readonly str
     if (only && !only.includes(def.name)) continue;
     const source = m.sources[def.from];
     if (!source) continue;
-    if (!columnsOf.has(def.from)) columnsOf.set(def.from, sourceColumns(source).catch(() => undefined));
+    if (!columnsOf.has(def.from))
+      columnsOf.set(
+        def.from,
+        sourceColumns(source).catch(() => undefined),
+      );
     const cols = await columnsOf.get(def.from)!;
     if (!cols) continue;
     issues.push(...expressionIssues(m, def, source, cols, rowExpressionsOf(def)));

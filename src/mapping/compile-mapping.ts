@@ -7,7 +7,16 @@ import jsonata from 'jsonata';
 import { CareEtlError, ExitCode, hasCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
 import { MappingEvalError, type ExpressionRole } from './errors.js';
-import { CONTEXT_FUNCTIONS, CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, checkZone, registerFunctions, translateDateFormat, type EvalContext } from './functions.js';
+import {
+  CONTEXT_FUNCTIONS,
+  CTX_BINDING,
+  JSONATA_BUILTINS,
+  LIBRARY_FUNCTIONS,
+  checkZone,
+  registerFunctions,
+  translateDateFormat,
+  type EvalContext,
+} from './functions.js';
 import { closest as closestName } from './closest.js';
 import {
   ExpressionEvaluator,
@@ -335,7 +344,12 @@ function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
   let lastCtx: EvalContext | undefined;
   let lastBindings: Record<string, unknown> = {};
   const fail = (code: KnownIssueCode, message: string): never =>
-    raise(new MappingEvalError(issue.error(code, `${owner} map: ${message}`, { path: toPointer(def.paths.map), location: cx.at(def.paths.map) }), { resource: def.name, role: 'map' }));
+    raise(
+      new MappingEvalError(issue.error(code, `${owner} map: ${message}`, { path: toPointer(def.paths.map), location: cx.at(def.paths.map) }), {
+        resource: def.name,
+        role: 'map',
+      }),
+    );
 
   const compiled: CompiledResource = {
     def,
@@ -393,10 +407,14 @@ function matchEvaluator(cx: MappingCx, { def, match }: Pending): CompiledResourc
     if (typeof v === 'string') return v;
     if (typeof v === 'number' || typeof v === 'boolean') return String(v);
     const { meta } = match;
-    const problem = issue.error('match-invalid', `${meta.owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`, {
-      path: toPointer(meta.path),
-      location: cx.at(meta.path),
-    });
+    const problem = issue.error(
+      'match-invalid',
+      `${meta.owner} match: \`${short(def.match)}\` must give text, got ${Array.isArray(v) ? `${v.length} values` : 'an object'}`,
+      {
+        path: toPointer(meta.path),
+        location: cx.at(meta.path),
+      },
+    );
     return raise(new MappingEvalError(problem, { resource: def.name, role: 'match' }));
   };
 }

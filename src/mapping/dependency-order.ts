@@ -36,7 +36,9 @@ export function dependencyOrder(nodes: readonly DependencyNode[]): DependencyOrd
     for (const ref of new Set(n.refs)) {
       const j = index.get(ref);
       if (j === undefined) {
-        issues.push(issue.error('ref-unknown', `mapping \`${n.name}\` refers to \`${ref}\`, which is not a mapping in this file (mappings: ${known.join(', ')})`));
+        issues.push(
+          issue.error('ref-unknown', `mapping \`${n.name}\` refers to \`${ref}\`, which is not a mapping in this file (mappings: ${known.join(', ')})`),
+        );
       } else {
         deps[i]!.push(j);
       }
@@ -75,7 +77,10 @@ export function dependencyOrder(nodes: readonly DependencyNode[]): DependencyOrd
     const members = new Set(path);
     const extra = scc.filter((i) => !members.has(nodes[i]!.name)).map((i) => nodes[i]!.name);
     issues.push(
-      issue.error('ref-cycle', `circular $ref: ${path.join(' → ')}${extra.length ? ` (also in the cycle: ${extra.join(', ')})` : ''}; a mapping cannot (indirectly) refer to itself`),
+      issue.error(
+        'ref-cycle',
+        `circular $ref: ${path.join(' → ')}${extra.length ? ` (also in the cycle: ${extra.join(', ')})` : ''}; a mapping cannot (indirectly) refer to itself`,
+      ),
     );
   }
   return { order, issues, cycles };

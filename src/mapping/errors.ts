@@ -51,10 +51,7 @@ export class MappingEvalError extends CareEtlError {
   readonly resource: string;
   readonly role: ExpressionRole;
 
-  constructor(
-    issue: Issue,
-    opts: { resource: string; role: ExpressionRole; jsonataCode?: string; cause?: unknown },
-  ) {
+  constructor(issue: Issue, opts: { resource: string; role: ExpressionRole; jsonataCode?: string; cause?: unknown }) {
     super(issue.message, { issues: [issue], exitCode: ExitCode.rejected, cause: opts.cause });
     this.name = 'MappingEvalError';
     this.issue = issue;

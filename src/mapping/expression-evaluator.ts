@@ -168,7 +168,9 @@ function libraryCallable(r: Registered, maxArgs: number | undefined): CallableFu
     maxArgs,
     call(args, input, env) {
       // JSONata calls a registered function with `this = { environment, input }`; ours only look up CTX_BINDING
-      const environment = { lookup: (name: string) => (env.bindings && Object.prototype.hasOwnProperty.call(env.bindings, name) ? env.bindings[name] : undefined) };
+      const environment = {
+        lookup: (name: string) => (env.bindings && Object.prototype.hasOwnProperty.call(env.bindings, name) ? env.bindings[name] : undefined),
+      };
       const result = r.impl.apply({ environment, input }, args);
       if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') bail();
       return result;

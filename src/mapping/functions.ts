@@ -21,38 +21,84 @@ export interface EvalContext {
 export const CTX_BINDING = '__careEtlEvalContext';
 
 /** Functions of the library (names without `$`). */
-export const LIBRARY_FUNCTIONS = [
-  'date',
-  'dateTime',
-  'name',
-  'clean',
-  'phone',
-  'splitList',
-  'lookup',
-  'ref',
-  'sourceKey',
-  'now',
-  'millis',
-] as const;
+export const LIBRARY_FUNCTIONS = ['date', 'dateTime', 'name', 'clean', 'phone', 'splitList', 'lookup', 'ref', 'sourceKey', 'now', 'millis'] as const;
 
 /** Functions that need the per-row EvalContext (only allowed where one is passed: map, export columns). */
 export const CONTEXT_FUNCTIONS = new Set(['ref', 'sourceKey']);
 
 /** JSONata 2.2 built-in functions (checked against the installed jsonata by test/mapping/functions.test.ts). */
 export const JSONATA_BUILTINS = [
-  'sum', 'count', 'max', 'min', 'average', 'string', 'substring', 'substringBefore', 'substringAfter',
-  'lowercase', 'uppercase', 'length', 'trim', 'pad', 'match', 'contains', 'replace', 'split', 'join',
-  'formatNumber', 'formatBase', 'formatInteger', 'parseInteger', 'number', 'floor', 'ceil', 'round', 'abs',
-  'sqrt', 'power', 'random', 'boolean', 'not', 'map', 'zip', 'filter', 'single', 'reduce', 'sift', 'keys',
-  'lookup', 'append', 'exists', 'spread', 'merge', 'reverse', 'each', 'error', 'assert', 'type', 'sort',
-  'shuffle', 'distinct', 'base64encode', 'base64decode', 'encodeUrlComponent', 'encodeUrl',
-  'decodeUrlComponent', 'decodeUrl', 'eval', 'toMillis', 'fromMillis', 'clone', 'now', 'millis',
+  'sum',
+  'count',
+  'max',
+  'min',
+  'average',
+  'string',
+  'substring',
+  'substringBefore',
+  'substringAfter',
+  'lowercase',
+  'uppercase',
+  'length',
+  'trim',
+  'pad',
+  'match',
+  'contains',
+  'replace',
+  'split',
+  'join',
+  'formatNumber',
+  'formatBase',
+  'formatInteger',
+  'parseInteger',
+  'number',
+  'floor',
+  'ceil',
+  'round',
+  'abs',
+  'sqrt',
+  'power',
+  'random',
+  'boolean',
+  'not',
+  'map',
+  'zip',
+  'filter',
+  'single',
+  'reduce',
+  'sift',
+  'keys',
+  'lookup',
+  'append',
+  'exists',
+  'spread',
+  'merge',
+  'reverse',
+  'each',
+  'error',
+  'assert',
+  'type',
+  'sort',
+  'shuffle',
+  'distinct',
+  'base64encode',
+  'base64decode',
+  'encodeUrlComponent',
+  'encodeUrl',
+  'decodeUrlComponent',
+  'decodeUrl',
+  'eval',
+  'toMillis',
+  'fromMillis',
+  'clone',
+  'now',
+  'millis',
 ] as const;
 
 const MAX_SHOWN = 40;
 /** Values in messages are truncated (they come from row data). */
 export function show(v: unknown): string {
-  const s = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v);
+  const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
   return s.length > MAX_SHOWN ? `${s.slice(0, MAX_SHOWN)}…` : s;
 }
 
@@ -124,7 +170,7 @@ export function translateDateFormat(format: string): DateFormat | string {
     let out = '';
     let literal = '';
     result = '';
-    for (let i = 0; i < format.length; ) {
+    for (let i = 0; i < format.length;) {
       const ch = format[i]!;
       if (TOKEN_CHARS.has(ch)) {
         let j = i;
@@ -405,7 +451,10 @@ function lookupOne(table: TableView, name: string, code: unknown, hasDefault: bo
   const size = table.size();
   const list = table.sample(10).join(', ') + (size > 10 ? `, … (${size} codes)` : '');
   // The code itself stays in the rejects file's row; messages (terminal, ledger) carry no cell values.
-  return fail('lookup-miss', `the code (${describeShape(k)}) is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`);
+  return fail(
+    'lookup-miss',
+    `the code (${describeShape(k)}) is not in lookup table \`${name}\` (known: ${list}); add it or pass a default: $lookup($${name}, code, "default")`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------- registration
@@ -430,7 +479,8 @@ function fnPad(str: unknown, width: unknown, char?: unknown): string | undefined
   if (str === undefined) return undefined;
   const w = Number(width);
   if (!Number.isFinite(w)) return fail('type-invalid', '$pad width must be a number');
-  if (Math.abs(w) > MAX_PAD_WIDTH) return fail('value-too-large', `$pad width ${Math.abs(w)} exceeds the limit of ${MAX_PAD_WIDTH.toLocaleString('en-US')} characters`);
+  if (Math.abs(w) > MAX_PAD_WIDTH)
+    return fail('value-too-large', `$pad width ${Math.abs(w)} exceeds the limit of ${MAX_PAD_WIDTH.toLocaleString('en-US')} characters`);
   const s = String(str);
   const c = typeof char === 'string' && char.length > 0 ? char : ' ';
   const missing = Math.abs(Math.trunc(w)) - [...s].length;
@@ -461,7 +511,8 @@ export function registerFunctions(expr: jsonata.Expression, opts: FunctionLibrar
     const ctx = contextOf(this);
     if (!ctx) return fail('ref-context', '$ref is only available in `map`');
     if (typeof name !== 'string') return fail('ref-invalid', '$ref needs a resource name (text) as first argument');
-    if (Array.isArray(key)) return fail('ref-key-invalid', `$ref("${name}", …) got several keys; call it once per key, e.g. $.{ "reference": $ref("${name}", KEY) }`);
+    if (Array.isArray(key))
+      return fail('ref-key-invalid', `$ref("${name}", …) got several keys; call it once per key, e.g. $.{ "reference": $ref("${name}", KEY) }`);
     if (key !== null && typeof key === 'object') return fail('ref-key-invalid', `$ref("${name}", …) key must be text`);
     const k = key === undefined || key === null ? '' : String(key).trim();
     if (k === '') return fail('ref-key-missing', `$ref("${name}", …) has an empty key; guard optional references: KEY ? $ref("${name}", KEY)`);

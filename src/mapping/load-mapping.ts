@@ -16,16 +16,7 @@ import { defaultLimits, defaultOnMissing } from './mapping-defaults.js';
 import { schemaJson } from '../schemas/schema-files.js';
 import { readYamlConfig, schemaHint } from './yaml-config.js';
 import { closeLookups, readLookups } from './lookup-tables.js';
-import type {
-  ExportColumn,
-  ExportsConfig,
-  LoadedMapping,
-  MappingLimits,
-  ResourceMapping,
-  SourceConfig,
-  TargetConfig,
-  UpdateMethodConfig,
-} from './types.js';
+import type { ExportColumn, ExportsConfig, LoadedMapping, MappingLimits, ResourceMapping, SourceConfig, TargetConfig, UpdateMethodConfig } from './types.js';
 import { YamlLocator, toPointer, type DocPath } from './yaml-positions.js';
 import { schemaIssue } from './schema-issues.js';
 import type { WritableType } from '../schemas/resource-types.js';
@@ -118,7 +109,6 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
     positionOf: ctx.positionOf,
   };
 }
-
 
 /** Reads and parses the file (`readYamlConfig`); YAML errors (and a document that is not a mapping) throw at once. */
 async function readMappingYaml(file: string): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
@@ -243,7 +233,13 @@ function readResources(raw: unknown, ctx: LoadContext): ResourceMapping[] {
       const prev = firstIndex.get(r.name);
       if (prev !== undefined) {
         const p = ctx.positionOf(['resources', prev, 'name']);
-        ctx.issues.push(ctx.issueAt('duplicate-name', `a mapping named \`${r.name}\` already exists (resources[${prev}]${p?.line ? `, line ${p.line}` : ''}); names must be unique`, [...base, 'name']));
+        ctx.issues.push(
+          ctx.issueAt(
+            'duplicate-name',
+            `a mapping named \`${r.name}\` already exists (resources[${prev}]${p?.line ? `, line ${p.line}` : ''}); names must be unique`,
+            [...base, 'name'],
+          ),
+        );
         return;
       }
       firstIndex.set(r.name, index);
@@ -326,9 +322,13 @@ function readLimits(raw: unknown, env: Record<string, string | undefined>, file:
       limits.expressionTimeoutMs = Number(t);
     } else {
       issues.push(
-        issue.error('env-invalid', `${EXPRESSION_TIMEOUT_ENV} must be a whole number of milliseconds (0 = no time limit), got \`${t.length > 20 ? `${t.slice(0, 20)}…` : t}\``, {
-          location: { file },
-        }),
+        issue.error(
+          'env-invalid',
+          `${EXPRESSION_TIMEOUT_ENV} must be a whole number of milliseconds (0 = no time limit), got \`${t.length > 20 ? `${t.slice(0, 20)}…` : t}\``,
+          {
+            location: { file },
+          },
+        ),
       );
     }
   }
@@ -384,4 +384,3 @@ function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
   }
   return issues;
 }
-

@@ -79,7 +79,10 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
     st = await stat(spec.path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    return fail('path', `cannot read \`${shown}\` (${code === 'ENOENT' || code === 'ENOTDIR' ? 'file not found' : (code ?? 'error')}; resolved to ${spec.path})`);
+    return fail(
+      'path',
+      `cannot read \`${shown}\` (${code === 'ENOENT' || code === 'ENOTDIR' ? 'file not found' : (code ?? 'error')}; resolved to ${spec.path})`,
+    );
   }
   if (!st.isFile() && !st.isFIFO()) return fail('path', `\`${shown}\` is not a file (resolved to ${spec.path})`);
 
@@ -138,14 +141,21 @@ export async function readLookupFile(spec: LookupFileSpec, opts: LookupReadOptio
     }
   }
   // a name no record has is one problem, not one per record
-  if (key.kind === 'name' && !key.seen && records > 0) problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${key.name}\``, at: 'key' });
-  else if (value?.kind === 'name' && !value.seen && records > 0) problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${value.name}\``, at: 'value' });
-  if (records > 0 && problems.length === 0 && found.kinds < MAX_PROBLEMS) problems.push(...unseenProblems(spec, key, 'key', fields), ...unseenProblems(spec, value, 'value', fields));
+  if (key.kind === 'name' && !key.seen && records > 0)
+    problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${key.name}\``, at: 'key' });
+  else if (value?.kind === 'name' && !value.seen && records > 0)
+    problems.push({ code: 'lookup-column', message: `no record of \`${shown}\` has the property \`${value.name}\``, at: 'value' });
+  if (records > 0 && problems.length === 0 && found.kinds < MAX_PROBLEMS)
+    problems.push(...unseenProblems(spec, key, 'key', fields), ...unseenProblems(spec, value, 'value', fields));
   problems.push(...found.list());
   if (problems.length === 0) {
     if (records === 0) problems.push({ code: 'lookup-file', message: `\`${shown}\` has no rows`, at: 'path' });
     else if (coded === 0) {
-      problems.push({ code: 'lookup-file', message: `\`key\` gave no code for any of the ${records} records of \`${shown}\`; check the expression against a record of the file`, at: 'key' });
+      problems.push({
+        code: 'lookup-file',
+        message: `\`key\` gave no code for any of the ${records} records of \`${shown}\`; check the expression against a record of the file`,
+        at: 'key',
+      });
     }
   }
   if (problems.length > 0) {
@@ -171,7 +181,9 @@ class RecordProblems {
     else this.#byKind.set(kind, { problem, noun, more: 0 });
   }
   list(): LookupFileProblem[] {
-    return [...this.#byKind.values()].map(({ problem, noun, more }) => (more === 0 ? problem : { ...problem, message: `${problem.message} (and ${more} more ${noun} like it)` }));
+    return [...this.#byKind.values()].map(({ problem, noun, more }) =>
+      more === 0 ? problem : { ...problem, message: `${problem.message} (and ${more} more ${noun} like it)` },
+    );
   }
 }
 
@@ -184,7 +196,14 @@ function fail(at: LookupFileProblem['at'], message: string): { problems: LookupF
 }
 
 /** A column / property name, or a compiled JSONata expression; undefined (with a problem) when it is neither. */
-function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header: string[] | undefined, timeoutMs: number, problems: LookupFileProblem[]): Reader | undefined {
+function reader(
+  spec: LookupFileSpec,
+  role: 'key' | 'value',
+  src: string,
+  header: string[] | undefined,
+  timeoutMs: number,
+  problems: LookupFileProblem[],
+): Reader | undefined {
   if (header?.includes(src)) return { kind: 'name', name: src, seen: true };
   const columns = header ? ` (columns: ${header.slice(0, 12).join(', ')}${header.length > 12 ? ', …' : ''})` : '';
   if (PLAIN_NAME.test(src)) {
@@ -205,13 +224,24 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
     const unseen = unseenFields(spec, role, src, expr, header, problems);
     if (unseen === undefined) return undefined;
     // the common subset (paths, filters, built-ins) as a JS closure, as for the maps: ~4× faster on large files
-    return { kind: 'expr', src, expr, compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined, unseen };
+    return {
+      kind: 'expr',
+      src,
+      expr,
+      compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined,
+      unseen,
+    };
   } catch (err) {
     const e = err as { message?: string; code?: string };
     const what = header ? `is not a column of \`${spec.shown}\`${columns} nor a valid JSONata expression` : 'is not a valid JSONata expression';
     // `Role Code` in a JSON file: a name with spaces is a JSONata name only in backquotes
     const tip = !header && /^[\p{L}\p{N}_ ]+$/u.test(src) ? `; a property name with spaces is written in backquotes: ${role}: '\`${src}\`'` : '';
-    problems.push({ code: 'jsonata-syntax', message: `\`${role}\` ${what}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}${tip}`, at: role, offset: errorOffset(src, e as object) });
+    problems.push({
+      code: 'jsonata-syntax',
+      message: `\`${role}\` ${what}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}${tip}`,
+      at: role,
+      offset: errorOffset(src, e as object),
+    });
     return undefined;
   }
 }
@@ -221,7 +251,14 @@ function reader(spec: LookupFileSpec, role: 'key' | 'value', src: string, header
  * its header (a problem each, undefined); a JSON / NDJSON lookup's fields (name → offset) must each be in some
  * record — checked as the file is read (`markSeen`, `unseenProblems`). `$exists(FIELD)` makes FIELD optional there.
  */
-function unseenFields(spec: LookupFileSpec, role: 'key' | 'value', src: string, expr: jsonata.Expression, header: string[] | undefined, problems: LookupFileProblem[]): Map<string, number> | undefined {
+function unseenFields(
+  spec: LookupFileSpec,
+  role: 'key' | 'value',
+  src: string,
+  expr: jsonata.Expression,
+  header: string[] | undefined,
+  problems: LookupFileProblem[],
+): Map<string, number> | undefined {
   const { reads, existsGuarded } = rowFieldReads(src, expr.ast());
   const unseen = new Map<string, number>();
   let missing = 0;
@@ -230,7 +267,12 @@ function unseenFields(spec: LookupFileSpec, role: 'key' | 'value', src: string, 
     if (header) {
       if (header.includes(r.name)) continue;
       const near = closestColumn(r.name, header);
-      problems.push({ code: 'column-missing', message: `\`${role}\` reads \`${r.name}\`, but \`${spec.shown}\` has no such column; ${near ? `did you mean \`${near}\`?` : `its columns are ${header.slice(0, 12).join(', ')}${header.length > 12 ? ', …' : ''}`}`, at: role, offset: r.offset });
+      problems.push({
+        code: 'column-missing',
+        message: `\`${role}\` reads \`${r.name}\`, but \`${spec.shown}\` has no such column; ${near ? `did you mean \`${near}\`?` : `its columns are ${header.slice(0, 12).join(', ')}${header.length > 12 ? ', …' : ''}`}`,
+        at: role,
+        offset: r.offset,
+      });
       missing++;
     } else if (!existsGuarded.has(r.name) && !unseen.has(r.name)) unseen.set(r.name, r.offset);
   }
@@ -246,7 +288,12 @@ function unseenProblems(spec: LookupFileSpec, r: Reader | undefined, role: 'key'
   if (r?.kind !== 'expr') return [];
   return [...r.unseen].map(([name, offset]) => {
     const near = closestColumn(name, [...fields]);
-    return { code: 'column-missing' as const, message: `\`${role}\` reads \`${name}\`, but no record of \`${spec.shown}\` has it${near ? `; did you mean \`${near}\`?` : ''}`, at: role, offset };
+    return {
+      code: 'column-missing' as const,
+      message: `\`${role}\` reads \`${name}\`, but no record of \`${spec.shown}\` has it${near ? `; did you mean \`${near}\`?` : ''}`,
+      at: role,
+      offset,
+    };
   });
 }
 
@@ -293,7 +340,8 @@ function codesOf(v: unknown): string[] | 'object' {
 async function addRecord(spec: LookupFileSpec, item: SourceItem, key: Reader, value: Reader | undefined, sink: Sink, found: RecordProblems): Promise<boolean> {
   const at = where(spec.format, item.origin);
   if (!item.ok) {
-    for (const i of item.issues) found.add(`reject ${i.code} ${i.message}`, { code: 'lookup-file', message: `\`${spec.shown}\` ${at}: ${i.message}`, at: 'path' });
+    for (const i of item.issues)
+      found.add(`reject ${i.code} ${i.message}`, { code: 'lookup-file', message: `\`${spec.shown}\` ${at}: ${i.message}`, at: 'path' });
     return false;
   }
   const evaluate = async (r: Reader, role: 'key' | 'value'): Promise<{ v?: unknown; failed?: true }> => {
@@ -304,7 +352,12 @@ async function addRecord(spec: LookupFileSpec, item: SourceItem, key: Reader, va
       const src = r.kind === 'expr' ? r.src : '';
       // JSONata's messages quote the offending value (`Unable to cast value to a number: "Okafor"`): a cell of the file
       const reason = `${redactValues(e.message ?? String(err), [e.value, e.value2])}${e.code ? ` [${e.code}]` : ''}`;
-      found.add(`${role} failed ${reason}`, { code: 'jsonata', message: `\`${spec.shown}\` ${at}: \`${role}\` failed: ${reason}`, at: role, offset: errorOffset(src, e as object) });
+      found.add(`${role} failed ${reason}`, {
+        code: 'jsonata',
+        message: `\`${spec.shown}\` ${at}: \`${role}\` failed: ${reason}`,
+        at: role,
+        offset: errorOffset(src, e as object),
+      });
       return { failed: true };
     }
   };
@@ -312,7 +365,11 @@ async function addRecord(spec: LookupFileSpec, item: SourceItem, key: Reader, va
   if (k.failed) return false;
   const codes = codesOf(k.v);
   if (codes === 'object') {
-    found.add('key-object', { code: 'key-invalid', message: `\`${spec.shown}\` ${at}: \`key\` gave an object; a code is text (or an array of texts)`, at: 'key' });
+    found.add('key-object', {
+      code: 'key-invalid',
+      message: `\`${spec.shown}\` ${at}: \`key\` gave an object; a code is text (or an array of texts)`,
+      at: 'key',
+    });
     return false;
   }
   if (codes.length === 0) return false;
@@ -351,7 +408,11 @@ async function fatalProblem(spec: LookupFileSpec, err: unknown): Promise<LookupF
     const issue = err.issues[0];
     const line = issue?.location?.line;
     const reason = issue?.message ?? err.message;
-    return { code: 'lookup-file', message: `\`${spec.shown}\`${line !== undefined ? ` line ${line}` : ''}: ${reason}${err.hint ? ` (${err.hint.replace(/\.$/, '')})` : ''}`, at: 'path' };
+    return {
+      code: 'lookup-file',
+      message: `\`${spec.shown}\`${line !== undefined ? ` line ${line}` : ''}: ${reason}${err.hint ? ` (${err.hint.replace(/\.$/, '')})` : ''}`,
+      at: 'path',
+    };
   }
   throw err;
 }

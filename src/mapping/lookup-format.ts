@@ -40,7 +40,11 @@ export function fileEntryOptions(entry: Obj, written: string): { options?: FileE
   if (declared && !FILE_FORMATS.includes(entry.format as SourceFormat)) return { problems };
   const format = declared ? (entry.format as SourceFormat) : detectFormat(written);
   if (!format) {
-    problems.push({ code: 'source-format', message: `cannot tell the format of \`${written}\` from its extension; add \`format: csv\`, \`json\` or \`ndjson\``, at: 'path' });
+    problems.push({
+      code: 'source-format',
+      message: `cannot tell the format of \`${written}\` from its extension; add \`format: csv\`, \`json\` or \`ndjson\``,
+      at: 'path',
+    });
     return { problems };
   }
   const options: FileEntryOptions = { format, formatDeclared: declared };

@@ -67,7 +67,16 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
   if (!entry.options || entry.problems.length > 0) return undefined;
   const { readLookupFile } = await import('./lookup-file.js'); // jsonata and the source readers: only when a file is read
   const res = await readLookupFile(
-    { name, path: resolve(ctx.dir, r.value), shown: r.value, ...entry.options, key: l.key, value: l.value, many: l.many === true, optional: stringList(l.optional) },
+    {
+      name,
+      path: resolve(ctx.dir, r.value),
+      shown: r.value,
+      ...entry.options,
+      key: l.key,
+      value: l.value,
+      many: l.many === true,
+      optional: stringList(l.optional),
+    },
     ctx.read,
   );
   for (const p of res.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, p.at], p.offset));

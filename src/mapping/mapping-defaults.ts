@@ -9,7 +9,9 @@ const MAPPING_SCHEMA = 'mapping.schema.json';
 
 /** `resources[].reconcile` when neither the file nor `--reconcile` sets it. */
 export function defaultReconcile(): ReconcilePolicy {
-  return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/reconcile', (v): v is ReconcilePolicy => RECONCILE_POLICIES.includes(v as ReconcilePolicy));
+  return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/reconcile', (v): v is ReconcilePolicy =>
+    RECONCILE_POLICIES.includes(v as ReconcilePolicy),
+  );
 }
 
 /** `resources[].onMissing` when the file does not set it. */
@@ -19,14 +21,22 @@ export function defaultOnMissing(): ResourceMapping['onMissing'] {
 
 /** `resources[].allowEnding` when neither the file nor `--allow-ending` sets it (a count or `P%`). */
 export function defaultAllowEnding(): string | number {
-  return schemaDefault(MAPPING_SCHEMA, '/definitions/resource/properties/allowEnding', (v): v is string | number => typeof v === 'string' || typeof v === 'number');
+  return schemaDefault(
+    MAPPING_SCHEMA,
+    '/definitions/resource/properties/allowEnding',
+    (v): v is string | number => typeof v === 'string' || typeof v === 'number',
+  );
 }
 
 let limits: MappingLimits | undefined;
 /** `limits:` when the file does not set them (a copy each call: the loader overrides its properties). */
 export function defaultLimits(): MappingLimits {
   limits ??= {
-    expressionTimeoutMs: schemaDefault(MAPPING_SCHEMA, '/definitions/limits/properties/expressionTimeoutMs', (v): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1),
+    expressionTimeoutMs: schemaDefault(
+      MAPPING_SCHEMA,
+      '/definitions/limits/properties/expressionTimeoutMs',
+      (v): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1,
+    ),
   };
   return { ...limits };
 }

@@ -35,7 +35,11 @@ export function regexProblems(src: string, ast: unknown): AstProblem[] {
         compileLinear(v.value);
       } catch (err) {
         if (!(err instanceof LinearRegexError)) throw err;
-        problems.push({ code: 'regex-unsupported', message: `${err.message}; ${err.fix} (docs/mapping-functions.md, "Regular expressions")`, offset: regexStart(src, v) });
+        problems.push({
+          code: 'regex-unsupported',
+          message: `${err.message}; ${err.fix} (docs/mapping-functions.md, "Regular expressions")`,
+          offset: regexStart(src, v),
+        });
       }
       return;
     }

@@ -5,7 +5,12 @@ import type { YamlLocator } from './yaml-positions.js';
 
 /** ajv reports JSON pointers; the YAML locator wants path segments. */
 function fromPointer(pointer: string): string[] {
-  return pointer === '' ? [] : pointer.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return pointer === ''
+    ? []
+    : pointer
+        .slice(1)
+        .split('/')
+        .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** One ajv error → one issue at the YAML node (or key) it is about, with a message for people. */
@@ -40,9 +45,10 @@ export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
       const prop = String(params.propertyName);
       pointer = `${e.instancePath}/${prop}`;
       location = loc.keyPositionOf([...path, prop]);
-      message = e.instancePath === '/lookups'
-        ? `lookup name \`${prop}\` is not a valid variable name: start with a lowercase letter, then letters, digits or _`
-        : `name \`${prop}\` is not allowed: start with a lowercase letter, then lowercase letters, digits, _ or -`;
+      message =
+        e.instancePath === '/lookups'
+          ? `lookup name \`${prop}\` is not a valid variable name: start with a lowercase letter, then letters, digits or _`
+          : `name \`${prop}\` is not allowed: start with a lowercase letter, then lowercase letters, digits, _ or -`;
       break;
     }
     case 'enum': {
@@ -85,5 +91,8 @@ export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
     default:
       message = e.message ?? `fails ${e.keyword}`;
   }
-  return issue.error(e.keyword === 'required' ? 'required' : 'invalid', message, { path: pointer, location: location ?? loc.positionOf(path) ?? { file: loc.file } });
+  return issue.error(e.keyword === 'required' ? 'required' : 'invalid', message, {
+    path: pointer,
+    location: location ?? loc.positionOf(path) ?? { file: loc.file },
+  });
 }

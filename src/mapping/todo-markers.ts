@@ -148,4 +148,5 @@ export function todoIssue(m: TodoMarker): Issue {
   return issue.error('todo', `${m.owner}: TODO — ${m.text || '(no text: see the comment beside it)'}`, { path: m.pointer, location: m.location });
 }
 
-export const TODO_HINT = 'Each `$TODO("…")` is a decision `care-etl init` left to you: replace it with the value or expression its text asks for, or delete the field (or resource) it stands in; then validate again.';
+export const TODO_HINT =
+  'Each `$TODO("…")` is a decision `care-etl init` left to you: replace it with the value or expression its text asks for, or delete the field (or resource) it stands in; then validate again.';

@@ -7,7 +7,15 @@ import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { defaultAllowEnding } from '../mapping/mapping-defaults.js';
 import type { ResourceMapping } from '../mapping/types.js';
-import { allowanceError, decideEnding, describeEnding, formatAllowance, parseAllowance, type AllowanceSource, type EndingAllowance } from '../load/ending-guard.js';
+import {
+  allowanceError,
+  decideEnding,
+  describeEnding,
+  formatAllowance,
+  parseAllowance,
+  type AllowanceSource,
+  type EndingAllowance,
+} from '../load/ending-guard.js';
 import type { RunReport } from './run-report.js';
 
 export interface EndingSetting {
@@ -38,7 +46,12 @@ export function resolveAllowEnding(flag: string | number | undefined, res?: Reso
  * Decides one mapping's ending, records it in `report.endingGuard` (and, when refused, a warning naming the
  * counts, the limit and the flag that lifts it). True: the run may end them.
  */
-export function guardEnding(report: RunReport, res: CompiledResource, setting: EndingSetting, tally: { wouldEnd: number; rowsRead: number; membersEnded: number }): boolean {
+export function guardEnding(
+  report: RunReport,
+  res: CompiledResource,
+  setting: EndingSetting,
+  tally: { wouldEnd: number; rowsRead: number; membersEnded: number },
+): boolean {
   const input = { wouldEnd: tally.wouldEnd, loaded: setting.loaded, rowsRead: tally.rowsRead, allow: setting.allow, from: setting.from };
   const d = decideEnding(input);
   const message = describeEnding(res.def.name, res.def.type, input, d);
@@ -56,7 +69,9 @@ export function guardEnding(report: RunReport, res: CompiledResource, setting: E
     message,
   };
   if (!d.allowed) {
-    const members = tally.membersEnded ? ` (${tally.membersEnded} participant(s) dropped from care teams still in the export were ended inside their updates)` : '';
+    const members = tally.membersEnded
+      ? ` (${tally.membersEnded} participant(s) dropped from care teams still in the export were ended inside their updates)`
+      : '';
     report.warnings.push(`${message}${members}`);
   }
   return d.allowed;

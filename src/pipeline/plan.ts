@@ -79,7 +79,22 @@ export function planDocument(report: RunReport): PlanDocument {
 }
 
 /** The read methods of a `LedgerScope` a plan may call; anything else throws (a plan writes nothing). */
-const READS = new Set<PropertyKey>(['baseUrl', 'tenantId', 'get', 'entries', 'pending', 'notSeenSince', 'loadedCount', 'keyOfServerId', 'serverIdOf', 'getWatermark', 'counts', 'recentRuns', 'deliveredVersion', 'deliveredCount']);
+const READS = new Set<PropertyKey>([
+  'baseUrl',
+  'tenantId',
+  'get',
+  'entries',
+  'pending',
+  'notSeenSince',
+  'loadedCount',
+  'keyOfServerId',
+  'serverIdOf',
+  'getWatermark',
+  'counts',
+  'recentRuns',
+  'deliveredVersion',
+  'deliveredCount',
+]);
 
 /** A view of `scope` that refuses every write: a plan's bug fails loudly instead of touching the state. */
 export function readOnlyScope(scope: LedgerScope): LedgerScope {
@@ -127,7 +142,10 @@ export async function openLedgerSnapshot(path: string, opts: { busyTimeoutMs?: n
           exitCode: ExitCode.incomplete,
         });
       }
-      throw new CareEtlError(`State file ${path}: reading it failed: ${(err as Error)?.message ?? String(err)}`, { hint: 'delete or move the state file with --state', cause: err });
+      throw new CareEtlError(`State file ${path}: reading it failed: ${(err as Error)?.message ?? String(err)}`, {
+        hint: 'delete or move the state file with --state',
+        cause: err,
+      });
     } finally {
       db?.close();
     }

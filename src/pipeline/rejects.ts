@@ -95,7 +95,8 @@ export function serializeReject(record: RejectRecord): string {
     if (line.length <= REJECT_MAX_LINE_CHARS) return line;
     reason = `the reject would be longer than ${REJECT_MAX_LINE_CHARS} characters`;
   } catch (err) {
-    reason = err instanceof RangeError ? 'nested too deeply to be written as JSON' : `it cannot be written as JSON (${err instanceof Error ? err.name : 'error'})`;
+    reason =
+      err instanceof RangeError ? 'nested too deeply to be written as JSON' : `it cannot be written as JSON (${err instanceof Error ? err.name : 'error'})`;
   }
   const { row, raw, ...rest } = record;
   const fallback: RejectRecord = { ...rest };
@@ -140,7 +141,9 @@ export function describeReject(r: RejectRecord, rejectsFile?: string): string {
   const inMapping = loc?.file && loc.file !== r.file ? ` (${formatLocation({ ...loc, file: short(loc.file) })})` : '';
   const path = first?.path && !inMapping ? `${first.path}: ` : '';
   // Source text (keys, messages quoting header names) never reaches a terminal raw.
-  return escapeControls(`${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${r.stage}: ${first ? `${path}${first.message}${inMapping}` : 'rejected'}${more}`);
+  return escapeControls(
+    `${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${r.stage}: ${first ? `${path}${first.message}${inMapping}` : 'rejected'}${more}`,
+  );
 }
 
 /** The redacted summary beside a rejects file: `rejects.ndjson` → `rejects.summary.csv` (any other name: `+ .summary.csv`). */
@@ -170,7 +173,11 @@ export function summaryRows(r: RejectRecord, baseDir?: string, rejectsFile?: str
   const line = r.line !== undefined ? many(r.line) : undefined;
   const record = r.line === undefined ? many(r.record) : undefined;
   const issues = r.issues?.length ? r.issues : [undefined];
-  return issues.map((i) => [file, line, record, r.mapping, r.key, r.stage, i?.code, i && handOverIssue(i, { rejectsFile }).message].map((v) => csvCell(typeof v === 'string' ? redactKnown(v) : v)));
+  return issues.map((i) =>
+    [file, line, record, r.mapping, r.key, r.stage, i?.code, i && handOverIssue(i, { rejectsFile }).message].map((v) =>
+      csvCell(typeof v === 'string' ? redactKnown(v) : v),
+    ),
+  );
 }
 
 export interface RejectsWriterOptions {
@@ -223,7 +230,10 @@ export class RejectsWriter {
         text = stringify(summaryRows(record, this.#baseDir, this.path), SUMMARY_OPTIONS);
       } catch {
         // issues that are not plain text (never from the pipeline): the location, without them
-        text = stringify([[record.file, record.line, record.record, record.mapping, undefined, record.stage, undefined, 'issues not writable as text'].map(csvCell)], SUMMARY_OPTIONS);
+        text = stringify(
+          [[record.file, record.line, record.record, record.mapping, undefined, record.stage, undefined, 'issues not writable as text'].map(csvCell)],
+          SUMMARY_OPTIONS,
+        );
       }
       this.#summary.write(text);
     }

@@ -54,8 +54,28 @@ export function readRunHistory(opts: RunHistoryOptions): RunHistory {
 
 /** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */
 export function runSummary(
-  report: { exitCode: number; totals: object; mappings: object; stoppedEarly?: string; interrupted?: boolean; durationMs: number; warnings: string[]; concurrency?: object; endingGuard?: object },
-  opts: { dryRun?: boolean; concurrency?: number; maxConcurrency?: number; maxErrors?: number; reconcile?: string; indexPageSize?: number; rejectsFile?: string; onlyRejected?: boolean; allowEnding?: string | number },
+  report: {
+    exitCode: number;
+    totals: object;
+    mappings: object;
+    stoppedEarly?: string;
+    interrupted?: boolean;
+    durationMs: number;
+    warnings: string[];
+    concurrency?: object;
+    endingGuard?: object;
+  },
+  opts: {
+    dryRun?: boolean;
+    concurrency?: number;
+    maxConcurrency?: number;
+    maxErrors?: number;
+    reconcile?: string;
+    indexPageSize?: number;
+    rejectsFile?: string;
+    onlyRejected?: boolean;
+    allowEnding?: string | number;
+  },
   failure: unknown,
 ): object {
   const error = failure === undefined ? undefined : redactKnown(failure instanceof Error ? failure.message : String(failure)).slice(0, 1000);
@@ -72,7 +92,16 @@ export function runSummary(
     concurrency: report.concurrency,
     // the ending guard's counts and verdict per mapping (counts only, no key)
     endingGuard: report.endingGuard,
-    flags: { concurrency: opts.concurrency, maxConcurrency: opts.maxConcurrency, maxErrors: opts.maxErrors, reconcile: opts.reconcile, indexPageSize: opts.indexPageSize, rejects: opts.rejectsFile, onlyRejected: opts.onlyRejected || undefined, allowEnding: opts.allowEnding },
+    flags: {
+      concurrency: opts.concurrency,
+      maxConcurrency: opts.maxConcurrency,
+      maxErrors: opts.maxErrors,
+      reconcile: opts.reconcile,
+      indexPageSize: opts.indexPageSize,
+      rejects: opts.rejectsFile,
+      onlyRejected: opts.onlyRejected || undefined,
+      allowEnding: opts.allowEnding,
+    },
     host: hostname(),
     user: safeUser(),
     version: VERSION,

@@ -62,6 +62,5 @@ export interface RunOptions {
   now?: Date;
 }
 
-
 /** The options as the phases see them: the dry run settled (never outside `run`), one clock for the whole run. */
 export type PhaseOptions = RunOptions & { dryRun: boolean; now: Date };

@@ -28,8 +28,6 @@ import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
 
-
-
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
  * Rows that fail any stage are rejected (rejects file) and the run goes on; configuration and
@@ -69,11 +67,17 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const now = opts.now ?? started;
   const mappingFile = resolve(opts.mappingFile);
   const concurrency = opts.concurrency; // undefined: discovered
-  for (const [flag, v] of [['--concurrency', concurrency], ['--max-concurrency', opts.maxConcurrency]] as const) {
-    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
+  for (const [flag, v] of [
+    ['--concurrency', concurrency],
+    ['--max-concurrency', opts.maxConcurrency],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1))
+      throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
   }
   if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
-    throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, { exitCode: ExitCode.config });
+    throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, {
+      exitCode: ExitCode.config,
+    });
   }
   if (opts.maxErrors !== undefined && !(Number.isInteger(opts.maxErrors) && opts.maxErrors >= 1)) {
     throw new CareEtlError(`Expected \`--max-errors\` to be an integer ≥ 1, got \`${opts.maxErrors}\``, { exitCode: ExitCode.config });
@@ -191,7 +195,15 @@ function newRunReport(
   const selection = start.selection;
   if (selection) {
     for (const c of [...Object.values(report.mappings), report.totals]) c.notSelected = 0;
-    report.selection = { rejectsFile: start.selectionFile!, rejects: selection.rejects, keys: 0, lines: selection.placeCount, fromState: 0, selected: 0, unreadable: selection.unreadable };
+    report.selection = {
+      rejectsFile: start.selectionFile!,
+      rejects: selection.rejects,
+      keys: 0,
+      lines: selection.placeCount,
+      fromState: 0,
+      selected: 0,
+      unreadable: selection.unreadable,
+    };
   }
   return report;
 }
@@ -201,7 +213,8 @@ function closeRunReport(report: RunReport, mode: RunMode, started: Date, selecti
   const finished = new Date();
   report.finishedAt = finished.toISOString();
   report.durationMs = finished.getTime() - started.getTime();
-  for (const c of Object.values(report.mappings)) for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] = (report.totals[k] ?? 0) + (c[k] ?? 0);
+  for (const c of Object.values(report.mappings))
+    for (const k of Object.keys(c) as (keyof MappingCounts)[]) report.totals[k] = (report.totals[k] ?? 0) + (c[k] ?? 0);
   if (selection && report.selection) {
     report.selection.keys = selection.keyCount;
     report.selection.fromState = selection.fromState;
@@ -271,18 +284,30 @@ function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: Run
     if (!m) rulesByType.set(r.def.type, (m = new Map()));
     m.set(r.def.name, matchRuleOf(r));
   }
-  return new ServerIndexes(setup.client, rulesByType, { pageSize: opts.indexPageSize, retry: opts.retry, signal: opts.signal, keepBodies: setup.mode.keepsBodies, onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }) });
+  return new ServerIndexes(setup.client, rulesByType, {
+    pageSize: opts.indexPageSize,
+    retry: opts.retry,
+    signal: opts.signal,
+    keepBodies: setup.mode.keepsBodies,
+    onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }),
+  });
 }
 
 /** `$ref` and `$sourceKey` of this run: placeholders in a dry run, else the plan's, the ledger's or the check's server ids. */
-function refContext(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSetup, keys: Pick<RunContext, 'rejectedKeys' | 'loadedKeys' | 'foundIds'>): EvalContext {
+function refContext(
+  compiled: CompiledMapping,
+  opts: PhaseOptions,
+  setup: RunSetup,
+  keys: Pick<RunContext, 'rejectedKeys' | 'loadedKeys' | 'foundIds'>,
+): EvalContext {
   const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
   const { rejectedKeys, loadedKeys, foundIds } = keys;
   return {
     now: opts.now,
     resolveRef(name, key) {
       const type = typeOf.get(name);
-      if (rejectedKeys.get(name)?.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this run, so this reference cannot be resolved`, 'ref-rejected');
+      if (rejectedKeys.get(name)?.has(key))
+        throw new RefError(name, key, `${name} \`${key}\` was rejected in this run, so this reference cannot be resolved`, 'ref-rejected');
       if (opts.dryRun) {
         if (loadedKeys.get(name)?.has(key)) return `${type}/${placeholderId(key, 'dryrun')}`;
       } else {
@@ -290,7 +315,12 @@ function refContext(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSet
         const id = planned ?? setup.scope!.serverIdOf(name, key) ?? foundIds.get(name)?.get(key);
         if (id) return `${type}/${id}`;
       }
-      throw new RefError(name, key, `no ${name} with key \`${key}\` has been loaded (not in its source, skipped by its \`where:\` or a map producing nothing, or not yet loaded)`, 'ref-missing');
+      throw new RefError(
+        name,
+        key,
+        `no ${name} with key \`${key}\` has been loaded (not in its source, skipped by its \`where:\` or a map producing nothing, or not yet loaded)`,
+        'ref-missing',
+      );
     },
     sourceKey(reference) {
       const [type, id] = reference.split('/');

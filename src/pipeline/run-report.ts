@@ -146,7 +146,6 @@ export type RunEvent =
   | { type: 'phase-end'; mapping: string; counts: MappingCounts; bytes?: ByteProgress }
   | { type: 'reject'; reject: RejectRecord };
 
-
 /**
  * `care-etl plan`: a mapping's counts in the run's own words (what the run's report would say), plus `drifted`:
  * recorded as loaded and unchanged, so the run sends nothing — but the server's copy differs or is gone.
@@ -217,7 +216,16 @@ export interface MappingPlan {
   endingGuard?: EndingGuardReport;
 }
 
-
 export const emptyCounts = (): MappingCounts => ({ read: 0, skipped: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 });
 
-export const emptyStateCounts = (): StateCounts => ({ sourceKeys: 0, inLedger: 0, foundOnServer: 0, differing: 0, foundByMatch: 0, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 });
+export const emptyStateCounts = (): StateCounts => ({
+  sourceKeys: 0,
+  inLedger: 0,
+  foundOnServer: 0,
+  differing: 0,
+  foundByMatch: 0,
+  notOnServer: 0,
+  onlyOnServer: 0,
+  syncedButAbsent: 0,
+  rejected: 0,
+});

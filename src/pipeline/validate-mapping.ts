@@ -105,7 +105,13 @@ function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: s
       );
     }
     const notText = ok ? sourceNotText(src) : undefined;
-    if (notText) issues.push({ ...notText, path: `/sources/${name}/path`, message: `source \`${name}\`: ${src.path}: ${notText.message}`, location: mapping.positionOf(['sources', name, 'path']) });
+    if (notText)
+      issues.push({
+        ...notText,
+        path: `/sources/${name}/path`,
+        message: `source \`${name}\`: ${src.path}: ${notText.message}`,
+        location: mapping.positionOf(['sources', name, 'path']),
+      });
   }
   issues.push(...contract);
   let hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';
@@ -159,13 +165,28 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
       const claims = new MatchClaims();
       const lineOf = new Map<string, number | undefined>();
       let ambiguous = 0;
-      for await (const item of transformSource(res, firstN(openSource(source), sample), { ctx, validate: validateResource, onRead: () => result.rows++, onSkip: (n) => (result.skipped += n) })) {
+      for await (const item of transformSource(res, firstN(openSource(source), sample), {
+        ctx,
+        validate: validateResource,
+        onRead: () => result.rows++,
+        onSkip: (n) => (result.skipped += n),
+      })) {
         if (item.ok) {
           // The loader's offline decisions, as the run makes them before any request (src/load/identity-check.ts).
           const identity = await decideIdentity(rule, item.resource);
           if (!identity.ok) {
             keys.add(item.key);
-            result.rejects.push({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: identity.issues });
+            result.rejects.push({
+              stage: 'load',
+              mapping: name,
+              source: item.origin.source,
+              file: item.origin.file,
+              line: item.origin.line,
+              record: item.origin.record,
+              lines: item.lines,
+              key: item.key,
+              issues: identity.issues,
+            });
             continue;
           }
           result.valid++;
@@ -189,7 +210,12 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           result.rejects.push(r);
         }
       }
-      if (ambiguous > MAX_MATCH_WARNINGS) report.warnings.push(issue.warning('match-ambiguous', `mapping \`${name}\`: ${ambiguous - MAX_MATCH_WARNINGS} more pairs of keys with one match value`, { location: res.def.locations.match }));
+      if (ambiguous > MAX_MATCH_WARNINGS)
+        report.warnings.push(
+          issue.warning('match-ambiguous', `mapping \`${name}\`: ${ambiguous - MAX_MATCH_WARNINGS} more pairs of keys with one match value`, {
+            location: res.def.locations.match,
+          }),
+        );
       report.samples[name] = result;
     }
   }
@@ -225,5 +251,9 @@ function withTodos(issues: Issue[], todos: TodoMarker[], mappingFile: string, hi
   all.sort((a, b) => pos(a)[0] - pos(b)[0] || pos(a)[1] - pos(b)[1]);
   const others = kept.length;
   const summary = `${todos.length} TODO marker${todos.length === 1 ? '' : 's'}${others ? ` and ${others} other problem${others === 1 ? '' : 's'}` : ''}`;
-  return new CareEtlError(`mapping file ${mappingFile}: ${summary}`, { issues: all, exitCode: ExitCode.config, hint: [TODO_HINT, others ? hint : undefined].filter(Boolean).join(' ') });
+  return new CareEtlError(`mapping file ${mappingFile}: ${summary}`, {
+    issues: all,
+    exitCode: ExitCode.config,
+    hint: [TODO_HINT, others ? hint : undefined].filter(Boolean).join(' '),
+  });
 }

@@ -150,7 +150,14 @@ export function normaliseMessage(message: string): string {
  */
 export function groupKeyOf(r: RejectRecord): string {
   const i = r.issues?.[0];
-  return JSON.stringify([r.mapping, r.stage, i?.code ?? '', i?.path ? normaliseMessage(i.path) : '', mappingLocation(r, i) ?? '', i ? normaliseMessage(String(i.message ?? '')) : '']);
+  return JSON.stringify([
+    r.mapping,
+    r.stage,
+    i?.code ?? '',
+    i?.path ? normaliseMessage(i.path) : '',
+    mappingLocation(r, i) ?? '',
+    i ? normaliseMessage(String(i.message ?? '')) : '',
+  ]);
 }
 
 function mappingLocation(r: RejectRecord, i: Issue | undefined): string | undefined {
@@ -298,7 +305,8 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
       else a.more.set(mk, { code: String(i?.code), message: String(i?.message ?? ''), count: 1 });
     }
     if (opts.includeRows) {
-      if (a.rows.length < MAX_ROWS_PER_GROUP) a.rows.push({ where: whereOf(r, opts.baseDir), key: r.key === undefined ? undefined : String(r.key), text: rowText(r) });
+      if (a.rows.length < MAX_ROWS_PER_GROUP)
+        a.rows.push({ where: whereOf(r, opts.baseDir), key: r.key === undefined ? undefined : String(r.key), text: rowText(r) });
       else a.rowsMore++;
     }
   }
@@ -315,20 +323,27 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
     groups.push(g);
   }
   // stable: equal counts keep their order of first appearance (the order of the run)
-  return groups.map((g, i) => ({ g, i })).sort((x, y) => y.g.count - x.g.count || x.i - y.i).map((x) => x.g);
+  return groups
+    .map((g, i) => ({ g, i }))
+    .sort((x, y) => y.g.count - x.g.count || x.i - y.i)
+    .map((x) => x.g);
 }
 
 export function buildReportModel(input: RunReportInput): ReportModel {
   const { report } = input;
   const base = dirname(report.mappingFile);
   const includeRows = input.includeRows ?? false;
-  const mappings = (report.order?.length ? report.order : Object.keys(report.mappings)).filter((n) => report.mappings[n]).map((name) => ({ name, counts: report.mappings[name]! }));
+  const mappings = (report.order?.length ? report.order : Object.keys(report.mappings))
+    .filter((n) => report.mappings[n])
+    .map((name) => ({ name, counts: report.mappings[name]! }));
   const notices: string[] = [];
   if (report.interrupted) notices.push(`Interrupted (SIGINT/SIGTERM): ${report.stoppedEarly ?? 'the rows not read yet are loaded by the next run'}`);
   else if (report.stoppedEarly) notices.push(`Stopped early: ${report.stoppedEarly}`);
   const rejected = report.totals?.rejected ?? 0;
   if (input.rejects.length !== rejected) {
-    notices.push(`The rejects file holds ${input.rejects.length} reject(s) but the run counted ${rejected}: the file was replaced or edited since, or is not this run's.`);
+    notices.push(
+      `The rejects file holds ${input.rejects.length} reject(s) but the run counted ${rejected}: the file was replaced or edited since, or is not this run's.`,
+    );
   }
   const folder = base.split(/[\\/]/).filter(Boolean).pop();
   const file = report.mappingFile.split(/[\\/]/).pop() ?? report.mappingFile;
@@ -386,7 +401,8 @@ export async function readRejectsFile(path: string, opts: { keepRows?: boolean }
 
 /** The concurrency the run settled on, and how (pinned, or discovered under which ceiling): summary line and reports. */
 export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): string {
-  if (c.mode === 'pinned') return `pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
+  if (c.mode === 'pinned')
+    return `pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
   return `settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
 }
 

@@ -32,7 +32,9 @@ export function renderRunReportHtml(input: RunReportInput): string {
     `<header><h1>${esc(m.title)}</h1>`,
     `<p class="status ${r.exitCode === 0 ? 'ok' : r.exitCode === 1 ? 'warn' : 'bad'}" id="exit"><strong>Exit code ${esc(r.exitCode)}</strong> — ${esc(m.exitMeaning)}${r.dryRun ? ' <span class="tag">dry run: nothing sent</span>' : ''}</p>`,
     ...m.notices.map((n) => `<p class="notice" role="alert">${esc(n)}</p>`),
-    m.includeRows ? `<p class="notice rows" role="alert"><strong>Contains patient data:</strong> this report shows the content of every rejected row (<code>--include-rows</code>). Share it only where that data may go.</p>` : '',
+    m.includeRows
+      ? `<p class="notice rows" role="alert"><strong>Contains patient data:</strong> this report shows the content of every rejected row (<code>--include-rows</code>). Share it only where that data may go.</p>`
+      : '',
     `</header>`,
     runSection(m),
     countsSection(m),
@@ -141,10 +143,20 @@ function runSection(m: ReportModel): string {
   const r = m.report;
   const rows: [string, string][] = [
     ['Mapping file', `<span class="mono">${esc(m.mappingFile)}</span>`],
-    ['Mode', r.dryRun ? `dry run — nothing sent; resources written to <span class="mono">${esc(r.outDir ?? '')}</span>` : r.selection ? 'run (--only-rejected)' : 'run'],
+    [
+      'Mode',
+      r.dryRun
+        ? `dry run — nothing sent; resources written to <span class="mono">${esc(r.outDir ?? '')}</span>`
+        : r.selection
+          ? 'run (--only-rejected)'
+          : 'run',
+    ],
   ];
   if (r.target) {
-    rows.push(['Target', `<span class="mono">${esc(m.targetUrl)}</span>${r.target.embedded ? ` <span class="tag">embedded sandbox</span>${r.target.dataFile ? ` <span class="muted mono">${esc(r.target.dataFile)}</span>` : ''}` : ''}`]);
+    rows.push([
+      'Target',
+      `<span class="mono">${esc(m.targetUrl)}</span>${r.target.embedded ? ` <span class="tag">embedded sandbox</span>${r.target.dataFile ? ` <span class="muted mono">${esc(r.target.dataFile)}</span>` : ''}` : ''}`,
+    ]);
     rows.push(['Tenant', `<span class="mono">${esc(r.target.tenantId)}</span>`]);
   } else {
     rows.push(['Target', r.dryRun ? '<span class="muted">none (dry run)</span>' : '<span class="muted">—</span>']);
@@ -163,7 +175,8 @@ function runSection(m: ReportModel): string {
     ]);
   }
   if (r.rejectsFile) rows.push(['Rejects file', `<span class="mono">${esc(r.rejectsFile)}</span> <span class="muted">(full rows, for re-processing)</span>`]);
-  if (r.rejectsSummaryFile) rows.push(['Rejects summary', `<span class="mono">${esc(r.rejectsSummaryFile)}</span> <span class="muted">(no row content)</span>`]);
+  if (r.rejectsSummaryFile)
+    rows.push(['Rejects summary', `<span class="mono">${esc(r.rejectsSummaryFile)}</span> <span class="muted">(no row content)</span>`]);
   if (r.statePath) rows.push(['State ledger', `<span class="mono">${esc(r.statePath)}</span>`]);
   return `<section id="run"><h2>Run</h2><dl class="run">${rows.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join('')}</dl></section>`;
 }
@@ -173,7 +186,9 @@ const COLUMN_LABEL: Partial<Record<keyof MappingCounts, string>> = { notSelected
 function countsSection(m: ReportModel): string {
   const cols = countColumns(m);
   const head = `<tr><th>mapping</th>${cols.map((c) => `<th class="num">${esc(COLUMN_LABEL[c] ?? c)}</th>`).join('')}</tr>`;
-  const rows = m.mappings.map(({ name, counts }) => `<tr><td>${esc(name)}</td>${cols.map((c) => `<td class="num">${num(counts[c] ?? 0)}</td>`).join('')}</tr>`).join('');
+  const rows = m.mappings
+    .map(({ name, counts }) => `<tr><td>${esc(name)}</td>${cols.map((c) => `<td class="num">${num(counts[c] ?? 0)}</td>`).join('')}</tr>`)
+    .join('');
   const t = m.report.totals;
   const foot = t ? `<tfoot><tr><td>total</td>${cols.map((c) => `<td class="num">${num(t[c] ?? 0)}</td>`).join('')}</tr></tfoot>` : '';
   return `<section id="counts"><h2>Counts per mapping</h2><table class="counts"><thead>${head}</thead><tbody>${rows}</tbody>${foot}</table>
@@ -190,7 +205,16 @@ function chartSection(m: ReportModel): string {
   const max = Math.max(1, ...sums);
   const width = BAR_LABEL_W + BAR_W + 200;
   const height = m.mappings.length * ROW_H + 10;
-  const desc = m.mappings.map(({ name, counts }) => `${name}: ${outcomesOf(counts).map((o) => `${o.label} ${o.value}`).join(', ') || 'no rows'}`).join('; ');
+  const desc = m.mappings
+    .map(
+      ({ name, counts }) =>
+        `${name}: ${
+          outcomesOf(counts)
+            .map((o) => `${o.label} ${o.value}`)
+            .join(', ') || 'no rows'
+        }`,
+    )
+    .join('; ');
   const bars = m.mappings
     .map(({ name, counts }, i) => {
       const y = 5 + i * ROW_H;
@@ -200,7 +224,10 @@ function chartSection(m: ReportModel): string {
         .map((o) => {
           const w = (o.value / max) * BAR_W;
           const rect = `<rect class="o-${o.key}" x="${x.toFixed(1)}" y="${y + 3}" width="${Math.max(w, 1).toFixed(1)}" height="${ROW_H - 8}"><title>${esc(`${name}: ${o.label} ${o.value}`)}</title></rect>`;
-          const text = w >= 8 + String(o.value).length * 7 ? `<text class="in${o.key === 'notSelected' || o.key === 'skipped' ? ' light' : ''}" x="${(x + w / 2).toFixed(1)}" y="${y + ROW_H / 2 + 3}" text-anchor="middle">${num(o.value)}</text>` : '';
+          const text =
+            w >= 8 + String(o.value).length * 7
+              ? `<text class="in${o.key === 'notSelected' || o.key === 'skipped' ? ' light' : ''}" x="${(x + w / 2).toFixed(1)}" y="${y + ROW_H / 2 + 3}" text-anchor="middle">${num(o.value)}</text>`
+              : '';
           x += w;
           return rect + text;
         })
@@ -230,14 +257,16 @@ function reasonCell(g: RejectGroup): string {
   if (g.example !== undefined) out.push(`<div class="eg">e.g. ${esc(g.example)}</div>`);
   if (g.at) out.push(`<div class="at">at <span class="mono">${esc(g.at)}</span>${g.path ? ` (<span class="mono">${esc(g.path)}</span>)` : ''}</div>`);
   else if (g.path) out.push(`<div class="at">path <span class="mono">${esc(g.path)}</span></div>`);
-  for (const i of g.moreIssues) out.push(`<div class="also">also: <code>${esc(i.code)}</code> ${esc(i.message)}${i.count > 1 ? ` (×${num(i.count)})` : ''}</div>`);
+  for (const i of g.moreIssues)
+    out.push(`<div class="also">also: <code>${esc(i.code)}</code> ${esc(i.message)}${i.count > 1 ? ` (×${num(i.count)})` : ''}</div>`);
   return out.join('');
 }
 
 function rejectsSection(m: ReportModel): string {
   const total = m.rejectCount;
   if (total === 0) return `<section id="rejects"><h2>Rejected rows</h2><p>No row was rejected.</p></section>`;
-  const head = '<tr><th class="nw">#</th><th class="num">rows</th><th class="nw">mapping</th><th class="nw">stage</th><th class="nw">code</th><th>reason</th><th>where (file: lines / records)</th><th class="keys">source keys</th></tr>';
+  const head =
+    '<tr><th class="nw">#</th><th class="num">rows</th><th class="nw">mapping</th><th class="nw">stage</th><th class="nw">code</th><th>reason</th><th>where (file: lines / records)</th><th class="keys">source keys</th></tr>';
   const rows = m.groups
     .map((g, i) => {
       const keys = `${listedText(g.keys, (k) => `<span class="mono">${esc(k)}</span>`)}${g.keyless ? `${g.keys.items.length ? '<br>' : ''}<span class="muted">${num(g.keyless)} without a key</span>` : ''}`;
@@ -253,7 +282,9 @@ function rowsSection(m: ReportModel): string {
   if (m.rejectCount === 0) return '';
   const parts = m.groups.map((g, i) => {
     const rows = g.rows ?? { items: [], more: 0 };
-    const items = rows.items.map((row) => `<h3>${esc(row.where)}${row.key !== undefined ? ` · key <span class="mono">${esc(row.key)}</span>` : ''}</h3><pre>${esc(row.text)}</pre>`).join('');
+    const items = rows.items
+      .map((row) => `<h3>${esc(row.where)}${row.key !== undefined ? ` · key <span class="mono">${esc(row.key)}</span>` : ''}</h3><pre>${esc(row.text)}</pre>`)
+      .join('');
     const more = rows.more ? `<p class="more">… and ${num(rows.more)} more row(s) of this reason: see the rejects file.</p>` : '';
     return `<details open><summary>R${i + 1} · ${esc(g.mapping)} · <code>${esc(g.code)}</code> — ${num(g.count)} row(s)</summary>${items}${more}</details>`;
   });
@@ -263,7 +294,12 @@ function rowsSection(m: ReportModel): string {
 function endedSection(m: ReportModel): string {
   const e = m.ended;
   if (e.items.length === 0) return `<section id="ended"><h2>Ended</h2><p>Nothing was ended.</p></section>`;
-  const rows = e.items.map((x) => `<tr><td>${esc(x.mapping)}</td><td class="mono">${esc(x.key)}</td><td class="mono">${esc(x.serverId)}</td><td class="mono">${x.member ? esc(x.member) : '<span class="muted">whole resource</span>'}</td></tr>`).join('');
+  const rows = e.items
+    .map(
+      (x) =>
+        `<tr><td>${esc(x.mapping)}</td><td class="mono">${esc(x.key)}</td><td class="mono">${esc(x.serverId)}</td><td class="mono">${x.member ? esc(x.member) : '<span class="muted">whole resource</span>'}</td></tr>`,
+    )
+    .join('');
   const more = e.more ? `<p class="more">… and ${num(e.more)} more (the JSON report has them all).</p>` : '';
   return `<section id="ended"><h2>Ended (${num(e.items.length + e.more)})</h2><table class="ended"><thead><tr><th>mapping</th><th>source key</th><th>server id</th><th>member</th></tr></thead><tbody>${rows}</tbody></table>${more}
 <p class="muted">Associations ended by this run: a whole care team whose key left the export (<code>onMissing: end</code>), or one participant given an end date or dropped from its group. Nothing is deleted.</p></section>`;
@@ -272,7 +308,9 @@ function endedSection(m: ReportModel): string {
 function vanishedSection(m: ReportModel): string {
   const v = m.vanished;
   if (v.total === 0) return `<section id="vanished"><h2>Gone from the export</h2><p>No key loaded by an earlier run is missing from this export.</p></section>`;
-  const rows = v.items.map((x) => `<tr><td>${esc(x.mapping)}</td><td class="mono">${esc(x.key)}</td><td class="mono">${esc(x.serverId ?? '')}</td></tr>`).join('');
+  const rows = v.items
+    .map((x) => `<tr><td>${esc(x.mapping)}</td><td class="mono">${esc(x.key)}</td><td class="mono">${esc(x.serverId ?? '')}</td></tr>`)
+    .join('');
   const more = v.total > v.items.length ? `<p class="more">… and ${num(v.total - v.items.length)} more.</p>` : '';
   return `<section id="vanished"><h2>Gone from the export (${num(v.total)})</h2><table class="ended"><thead><tr><th>mapping</th><th>source key</th><th>server id</th></tr></thead><tbody>${rows}</tbody></table>${more}
 <p class="muted">Loaded by an earlier run, absent from this export, left as they are on the server (<code>onMissing: ignore</code>).</p></section>`;

@@ -75,7 +75,9 @@ export function generateObservations(ctx: SandboxContext, tenant: string, key: s
 
 /** Schema issues plus, for CareTeam, references that do not resolve inside the tenant. */
 function check(ctx: SandboxContext, tenant: string, type: string, body: Json, skip: Set<string>): OOIssue[] {
-  const issues = ctx.validators.get(type)!(body).filter((i) => !skip.has(i.path ?? '')).map(fromIssue);
+  const issues = ctx.validators.get(type)!(body)
+    .filter((i) => !skip.has(i.path ?? ''))
+    .map(fromIssue);
   if (type === 'CareTeam') {
     const ref = (r: unknown, want: string, path: string): void => {
       const m = isObj(r) && typeof r.reference === 'string' ? REF_RE.exec(r.reference) : null;
@@ -87,7 +89,8 @@ function check(ctx: SandboxContext, tenant: string, type: string, body: Json, sk
   return issues;
 }
 
-const typeMismatch = (type: string, got: unknown): OOIssue => oo('invalid', `resourceType must be "${type}" on the ${type} endpoint, got ${show(got)}`, '/resourceType');
+const typeMismatch = (type: string, got: unknown): OOIssue =>
+  oo('invalid', `resourceType must be "${type}" on the ${type} endpoint, got ${show(got)}`, '/resourceType');
 
 // ---------- operations ----------
 
@@ -172,7 +175,8 @@ export function list(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
   const c = params.get('_count');
   if (c !== null && ctx.rejectCount) return replies.fail(res, 400, [oo('not-supported', 'query parameter _count is not supported')]);
   if (c !== null) {
-    if (!/^\d{1,9}$/.test(c) || Number(c) < 1) return replies.fail(res, 400, [oo('value', `_count must be a positive integer (at most ${MAX_PAGE_SIZE}), got ${show(c)}`)]);
+    if (!/^\d{1,9}$/.test(c) || Number(c) < 1)
+      return replies.fail(res, 400, [oo('value', `_count must be a positive integer (at most ${MAX_PAGE_SIZE}), got ${show(c)}`)]);
     count = Math.min(Number(c), MAX_PAGE_SIZE);
   }
   let after = 0;

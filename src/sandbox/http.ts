@@ -126,4 +126,3 @@ function deeperThan(value: unknown, max: number): boolean {
   }
   return false;
 }
-

@@ -46,9 +46,7 @@ export const INSTRUMENTS: readonly Instrument[] = [
 
 const CATEGORY = [
   {
-    coding: [
-      { system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'survey', display: 'Survey' },
-    ],
+    coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'survey', display: 'Survey' }],
     text: 'Survey',
   },
 ];
@@ -61,7 +59,16 @@ const CATEGORY = [
 function textVariant(text: string, pick: number): string {
   const [name, ...rest] = text.split(' ');
   const tail = rest.join(' ');
-  const variants = [text, `${name}\n${tail}`, `${text}\r\n(self-report)`, `=${text}`, `\t${name}\t${tail}`, `${name} "${tail}", raw\rscore`, `-${text}`, `@${name}\u0007${tail}`];
+  const variants = [
+    text,
+    `${name}\n${tail}`,
+    `${text}\r\n(self-report)`,
+    `=${text}`,
+    `\t${name}\t${tail}`,
+    `${name} "${tail}", raw\rscore`,
+    `-${text}`,
+    `@${name}\u0007${tail}`,
+  ];
   return variants[pick % variants.length]!;
 }
 
@@ -75,13 +82,16 @@ const YEAR_MS = 365 * 24 * 3600 * 1000;
 export function makeObservation(seed: number, key: string, k: number, patientId: string): Record<string, unknown> {
   const rand = mulberry32(hash32(`${seed}|${key}|${k}`));
   const inst = INSTRUMENTS[k % INSTRUMENTS.length]!;
-  const effective = new Date(YEAR_2024_MS + Math.floor(rand() * YEAR_MS / 1000) * 1000).toISOString();
+  const effective = new Date(YEAR_2024_MS + Math.floor((rand() * YEAR_MS) / 1000) * 1000).toISOString();
   const ref = { reference: `Patient/${patientId}` };
   return {
     resourceType: 'Observation',
     status: 'final',
     category: CATEGORY,
-    code: { coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }], text: textVariant(inst.text, hash32(`${seed}|${key}|${k}|text`)) },
+    code: {
+      coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }],
+      text: textVariant(inst.text, hash32(`${seed}|${key}|${k}|text`)),
+    },
     subject: ref,
     effectiveDateTime: effective.replace('.000Z', 'Z'),
     performer: [ref],

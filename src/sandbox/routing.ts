@@ -30,7 +30,11 @@ function authenticate(ctx: SandboxContext, req: IncomingMessage, res: ServerResp
     .filter(([, v]) => typeof v !== 'string' || v === '')
     .map(([n]) => n);
   if (missing.length) {
-    ctx.replies.fail(res, 401, missing.map((n) => oo('login', `missing required header ${n}`)));
+    ctx.replies.fail(
+      res,
+      401,
+      missing.map((n) => oo('login', `missing required header ${n}`)),
+    );
     return undefined;
   }
   if (!timingSafeEqual(sha256(key as string), ctx.keyDigest) || emr !== ctx.emrId) {
@@ -81,7 +85,9 @@ async function injectFaults(ctx: SandboxContext, f: Faults, req: IncomingMessage
   }
   const wait = f.throttle(tenant);
   if (wait) {
-    ctx.replies.fail(res, 429, [oo('throttled', `rate limit of ${f.opts.rateLimitPerSecond} requests/s for this tenant exceeded`)], { 'Retry-After': String(wait) });
+    ctx.replies.fail(res, 429, [oo('throttled', `rate limit of ${f.opts.rateLimitPerSecond} requests/s for this tenant exceeded`)], {
+      'Retry-After': String(wait),
+    });
     return true;
   }
   if (f.hit(f.opts.error503Rate)) {

@@ -82,8 +82,7 @@ export const DEFAULT_CREDENTIALS = {
   tenants: ['demo-clinic', 'other-clinic'],
 } as const;
 
-const isLoopback = (h: string): boolean =>
-  h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || /^::ffff:127\./i.test(h);
+const isLoopback = (h: string): boolean => h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || /^::ffff:127\./i.test(h);
 
 /** The shared state of a new sandbox, from its options (validated). */
 function createContext(opts: SandboxOptions, credentials: Sandbox['credentials']): SandboxContext {

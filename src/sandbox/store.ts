@@ -48,17 +48,11 @@ export class SandboxStore {
       CREATE INDEX IF NOT EXISTS resources_by_seq ON resources (tenant, type, seq);
     `);
     const db = this.db;
-    this.sInsert = db.prepare(
-      'INSERT INTO resources (tenant, type, id, version, last_updated, body) VALUES (?, ?, ?, ?, ?, ?)',
-    );
+    this.sInsert = db.prepare('INSERT INTO resources (tenant, type, id, version, last_updated, body) VALUES (?, ?, ?, ?, ?, ?)');
     this.sGet = db.prepare('SELECT seq, id, version, body FROM resources WHERE tenant = ? AND type = ? AND id = ?');
     this.sExists = db.prepare('SELECT 1 AS x FROM resources WHERE tenant = ? AND type = ? AND id = ?');
-    this.sUpdate = db.prepare(
-      'UPDATE resources SET version = ?, last_updated = ?, body = ? WHERE tenant = ? AND type = ? AND id = ?',
-    );
-    this.sPage = db.prepare(
-      'SELECT seq, id, version, body FROM resources WHERE tenant = ? AND type = ? AND seq > ? ORDER BY seq LIMIT ?',
-    );
+    this.sUpdate = db.prepare('UPDATE resources SET version = ?, last_updated = ?, body = ? WHERE tenant = ? AND type = ? AND id = ?');
+    this.sPage = db.prepare('SELECT seq, id, version, body FROM resources WHERE tenant = ? AND type = ? AND seq > ? ORDER BY seq LIMIT ?');
     this.sIds = db.prepare('SELECT id FROM resources WHERE tenant = ? AND type = ? ORDER BY seq');
     this.sCount = db.prepare('SELECT count(*) AS n FROM resources WHERE tenant = ? AND type = ?');
     this.sCounts = db.prepare('SELECT tenant, type, count(*) AS n FROM resources GROUP BY tenant, type');

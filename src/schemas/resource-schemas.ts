@@ -82,9 +82,10 @@ function toIssue(e: ErrorObject): Issue | undefined {
       break;
     case 'format':
       // Never the value itself: a birth date is patient data.
-      message = p.format === CALENDAR_DATE_FORMAT
-        ? 'must be a calendar date: that day does not exist (a 30th of February, a 31st of April, a 29th of February outside a leap year)'
-        : `must match format "${String(p.format)}"`;
+      message =
+        p.format === CALENDAR_DATE_FORMAT
+          ? 'must be a calendar date: that day does not exist (a 30th of February, a 31st of April, a 29th of February outside a leap year)'
+          : `must match format "${String(p.format)}"`;
       break;
     case 'type':
       message = `must be of type ${Array.isArray(p.type) ? p.type.join(' or ') : String(p.type)}`;
@@ -104,10 +105,7 @@ export function toIssues(errors: ErrorObject[]): Issue[] {
   if (issues.length <= MAX_ISSUES) return issues;
   // allErrors has no bound: keep the report readable and say how much was left out.
   const rest = issues.length - (MAX_ISSUES - 1);
-  return [
-    ...issues.slice(0, MAX_ISSUES - 1),
-    issue.error('too-many-issues', `${rest} more issues not shown`),
-  ];
+  return [...issues.slice(0, MAX_ISSUES - 1), issue.error('too-many-issues', `${rest} more issues not shown`)];
 }
 
 export function getResourceValidator(type: ResourceType): Validator {

@@ -85,7 +85,9 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
   if (o.escape !== undefined && (typeof o.escape !== 'string' || o.escape.length === 0)) bad.push('`escape` must be a non-empty string');
   if (o.comment !== undefined && (typeof o.comment !== 'string' || o.comment.length === 0)) bad.push('`comment` must be a non-empty string');
   if (encoding === undefined) {
-    bad.push(`\`encoding\` ${JSON.stringify(o.encoding)} is not a Node.js encoding or code page care-etl reads (expected one of ${ACCEPTED_ENCODINGS.join(', ')})`);
+    bad.push(
+      `\`encoding\` ${JSON.stringify(o.encoding)} is not a Node.js encoding or code page care-etl reads (expected one of ${ACCEPTED_ENCODINGS.join(', ')})`,
+    );
   }
   const maxQuotedLines = o.maxQuotedLines ?? CSV_DEFAULT_MAX_QUOTED_LINES;
   if (!Number.isInteger(maxQuotedLines) || maxQuotedLines < 1) bad.push('`maxQuotedLines` must be an integer ≥ 1');
@@ -308,12 +310,14 @@ class CsvReadState {
     const width = this.width;
     if (fields.length !== width) {
       const expected = this.headerLine === undefined ? '`csv.columns`' : `header, line ${this.headerLine}`;
-      this.out.push(rejectItem(
-        { source: this.cfg.name, file: this.cfg.path, line: start, record },
-        'csv-ragged',
-        `expected ${width} fields (${expected}), got ${fields.length}`,
-        this.spanText(span),
-      ));
+      this.out.push(
+        rejectItem(
+          { source: this.cfg.name, file: this.cfg.path, line: start, record },
+          'csv-ragged',
+          `expected ${width} fields (${expected}), got ${fields.length}`,
+          this.spanText(span),
+        ),
+      );
       return;
     }
     const data: Record<string, unknown> = {};
@@ -381,12 +385,7 @@ class CsvReadState {
       if (p.unclosed) message += `; a quote is then never closed: lines ${startLine}–${endLine} (to the end of the file) were read as one record`;
       else if (endLine > startLine) message += `; the record spans lines ${startLine}–${endLine}`;
     }
-    return rejectItem(
-      { source: this.cfg.name, file: this.cfg.path, line: startLine, record: p.record },
-      'csv-syntax',
-      message,
-      raw,
-    );
+    return rejectItem({ source: this.cfg.name, file: this.cfg.path, line: startLine, record: p.record }, 'csv-syntax', message, raw);
   }
 
   /** The reject of a record the guard cut (before the header row: fatal). */
@@ -403,9 +402,7 @@ class CsvReadState {
     const lines = c.endLine > c.startLine ? `lines ${c.startLine}–${c.endLine}` : `line ${c.startLine}`;
     let message = `${this.cutReason(c)}: ${lines} rejected${c.atEnd ? '' : `, reading resumed at line ${c.endLine + 1}`}`;
     if (c.truncated) message += ` (raw: its first ${this.limits.rawExcerptBytes} bytes)`;
-    this.out.push(
-      rejectItem({ source: this.cfg.name, file: this.cfg.path, line: c.startLine, record: ++this.recordNo }, cutCode(c), message, c.raw),
-    );
+    this.out.push(rejectItem({ source: this.cfg.name, file: this.cfg.path, line: c.startLine, record: ++this.recordNo }, cutCode(c), message, c.raw));
   }
 
   /** What went wrong in a cut record (no field value: column names only, escaped). */
@@ -493,7 +490,8 @@ export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
     parser = started.parser;
     const st = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits, started.decoder);
     for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
-      if (item instanceof SkippedRecord) st.onSkip(item); // before the header: throws
+      if (item instanceof SkippedRecord)
+        st.onSkip(item); // before the header: throws
       else {
         st.onRow(item);
         if (st.header !== undefined) return [...st.header];

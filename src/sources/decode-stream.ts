@@ -151,10 +151,12 @@ function utf8SequenceAt(b: Buffer, p: number, to: number): number {
   let hi = 0xbf;
   if (c >= 0xc2 && c <= 0xdf) need = 1;
   else if (c === 0xe0) [need, lo] = [2, 0xa0];
-  else if (c === 0xed) [need, hi] = [2, 0x9f]; // no surrogates
+  else if (c === 0xed)
+    [need, hi] = [2, 0x9f]; // no surrogates
   else if (c >= 0xe1 && c <= 0xef) need = 2;
   else if (c === 0xf0) [need, lo] = [3, 0x90];
-  else if (c === 0xf4) [need, hi] = [3, 0x8f]; // ≤ U+10FFFF
+  else if (c === 0xf4)
+    [need, hi] = [3, 0x8f]; // ≤ U+10FFFF
   else if (c >= 0xf1 && c <= 0xf3) need = 3;
   else return -1;
   for (let k = 1; k <= need; k++) {
@@ -293,7 +295,7 @@ export class DecodeToUtf8 extends Transform {
     }
     if (from < to && !isUtf8(chunk.subarray(from, to))) {
       const cursor = new LineCursor(chunk, this.lines + 1, this.afterCR);
-      for (let p = from; p < to; ) {
+      for (let p = from; p < to;) {
         const r = utf8SequenceAt(chunk, p, to);
         if (r > 0) {
           p += r;
@@ -387,9 +389,13 @@ export function notTextShape(head: Buffer, tail: Buffer, size: number, declared:
   const mark = byteOrderMark(head);
   const body = head.subarray(mark === UTF8 ? 3 : mark ? 2 : 0);
   const lead = body.subarray(0, LEADING_NUL_BYTES);
-  if (lead.length > 0 && isZero(lead)) return isZero(body) && body.length === size - (head.length - body.length) ? `all its ${body.length} bytes are NUL bytes` : `it starts with ${zeroRunAt(body, 0)} NUL bytes`;
+  if (lead.length > 0 && isZero(lead))
+    return isZero(body) && body.length === size - (head.length - body.length)
+      ? `all its ${body.length} bytes are NUL bytes`
+      : `it starts with ${zeroRunAt(body, 0)} NUL bytes`;
   const trailing = trailingZeros(tail);
-  if (trailing >= TRAILING_NUL_BYTES || (trailing > 0 && trailing === tail.length && tail.length === size)) return `it ends in ${trailing} NUL bytes (zero-filled)`;
+  if (trailing >= TRAILING_NUL_BYTES || (trailing > 0 && trailing === tail.length && tail.length === size))
+    return `it ends in ${trailing} NUL bytes (zero-filled)`;
   const kind = (mark ?? declared).kind;
   if (!kind.startsWith('utf16') && looksUtf16(body)) return 'every other byte is a NUL byte: UTF-16 without a byte-order mark';
   return undefined;

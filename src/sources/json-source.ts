@@ -213,10 +213,14 @@ async function* readJsonWithJsonata(
     compiled = jsonata(expression, { RegexEngine: LINEAR_REGEX_ENGINE }); // a regex in `records` runs in linear time too
   } catch (err) {
     const e = err as { message?: string; position?: number };
-    throw sourceFatal(cfg, `\`records\` is not a valid JSONata expression: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`, {
-      code: 'json-records',
-      cause: err,
-    });
+    throw sourceFatal(
+      cfg,
+      `\`records\` is not a valid JSONata expression: ${e.message ?? String(err)}${e.position !== undefined ? ` (at character ${e.position})` : ''}`,
+      {
+        code: 'json-records',
+        cause: err,
+      },
+    );
   }
   const opened = await openSourceFile(cfg);
   const tooLarge = (): Error =>

@@ -6,14 +6,7 @@ import { readNdjson } from './ndjson-source.js';
 import { sourceFatal } from './source-errors.js';
 import { detectFormat, openSourceFile } from './source-file.js';
 import { checkText } from './text-check.js';
-import {
-  HEADER_SAMPLE_RECORDS,
-  JSON_PRECHECK_MAX_BYTES,
-  type OpenSourceOptions,
-  type SourceConfig,
-  type SourceFormat,
-  type SourceItem,
-} from './types.js';
+import { HEADER_SAMPLE_RECORDS, JSON_PRECHECK_MAX_BYTES, type OpenSourceOptions, type SourceConfig, type SourceFormat, type SourceItem } from './types.js';
 
 export type { CsvOptions, SourceConfig, SourceFormat, SourceItem } from './types.js';
 export { CSV_MAX_RECORD_CHARS, NDJSON_MAX_LINE_BYTES, RECORD_MAX_DEPTH, RECORD_MAX_ITEMS } from './types.js';
@@ -155,7 +148,8 @@ async function checkJsonStart(cfg: SourceConfig): Promise<void> {
     const { bytesRead } = await opened.handle.read(buf, 0, buf.length, 0);
     // UTF-8, or UTF-16 with a byte-order mark (as the reader decodes it)
     const head = buf.subarray(0, bytesRead);
-    const utf16 = head[0] === 0xff && head[1] === 0xfe ? head : head[0] === 0xfe && head[1] === 0xff ? Buffer.from(head.subarray(0, bytesRead & ~1)).swap16() : undefined;
+    const utf16 =
+      head[0] === 0xff && head[1] === 0xfe ? head : head[0] === 0xfe && head[1] === 0xff ? Buffer.from(head.subarray(0, bytesRead & ~1)).swap16() : undefined;
     const text = (utf16 ? utf16.toString('utf16le') : head.toString('utf8')).replace(/^\ufeff/, '').trimStart();
     if (text.length === 0 || (text[0] !== '[' && text[0] !== '{')) {
       throw sourceFatal(cfg, 'invalid JSON: the file does not start with an array or an object', { code: 'json-syntax' });

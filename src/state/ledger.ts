@@ -244,8 +244,7 @@ function runInfo(r: RunRow): RunInfo {
   return info;
 }
 
-const ENTRY_COLUMNS =
-  'mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at';
+const ENTRY_COLUMNS = 'mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at';
 
 function toEntry(r: EntryRow): LedgerEntry {
   const e: LedgerEntry = {
@@ -369,7 +368,9 @@ export class Ledger {
     const rows = this.guard('reading runs', () =>
       opts.id !== undefined
         ? this.stmt('SELECT runs.*, scopes.base_url, scopes.tenant_id FROM runs JOIN scopes ON scopes.id = runs.scope_id WHERE runs.id = ?').all(opts.id)
-        : this.stmt('SELECT runs.*, scopes.base_url, scopes.tenant_id FROM runs JOIN scopes ON scopes.id = runs.scope_id ORDER BY runs.id DESC LIMIT ?').all(opts.limit ?? 50),
+        : this.stmt('SELECT runs.*, scopes.base_url, scopes.tenant_id FROM runs JOIN scopes ON scopes.id = runs.scope_id ORDER BY runs.id DESC LIMIT ?').all(
+            opts.limit ?? 50,
+          ),
     ) as RunRow[];
     return rows.map(runInfo);
   }
@@ -445,10 +446,9 @@ function chmodIfOwned(p: string): void {
 function migrate(db: Database.Database): void {
   const current = Number(db.pragma('user_version', { simple: true }));
   if (current > SCHEMA_VERSION) {
-    throw new CareEtlError(
-      `The state file was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`,
-      { hint: `upgrade care-etl, or ${HINT}` },
-    );
+    throw new CareEtlError(`The state file was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`, {
+      hint: `upgrade care-etl, or ${HINT}`,
+    });
   }
   if (current === SCHEMA_VERSION) return;
   if (current === 0) {
@@ -498,9 +498,7 @@ class LedgerScopeImpl implements LedgerScope {
 
   get(mapping: string, key: string): LedgerEntry | undefined {
     const row = this.ledger.guard('reading an entry', () =>
-      this.ledger
-        .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?`)
-        .get(this.scopeId, mapping, key),
+      this.ledger.stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?`).get(this.scopeId, mapping, key),
     ) as EntryRow | undefined;
     return row ? toEntry(row) : undefined;
   }
@@ -531,17 +529,7 @@ class LedgerScopeImpl implements LedgerScope {
              version_id = excluded.version_id, hash = excluded.hash, last_run_id = excluded.last_run_id,
              ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`,
         )
-        .run(
-          this.scopeId,
-          e.mapping,
-          e.key,
-          e.resourceType,
-          e.serverId,
-          e.versionId ?? null,
-          e.hash,
-          e.runId,
-          this.ledger.nowIso(),
-        );
+        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.serverId, e.versionId ?? null, e.hash, e.runId, this.ledger.nowIso());
     });
   }
 
@@ -585,13 +573,9 @@ class LedgerScopeImpl implements LedgerScope {
   pending(mapping?: string): LedgerEntry[] {
     const rows = this.ledger.guard('listing pending entries', () =>
       mapping === undefined
-        ? this.ledger
-            .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND status = 'pending' ORDER BY mapping, key`)
-            .all(this.scopeId)
+        ? this.ledger.stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND status = 'pending' ORDER BY mapping, key`).all(this.scopeId)
         : this.ledger
-            .stmt(
-              `SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'pending' ORDER BY key`,
-            )
+            .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'pending' ORDER BY key`)
             .all(this.scopeId, mapping),
     ) as EntryRow[];
     return rows.map(toEntry);
@@ -613,7 +597,9 @@ class LedgerScopeImpl implements LedgerScope {
 
   loadedCount(mapping: string): number {
     const row = this.ledger.guard('counting loaded entries', () =>
-      this.ledger.stmt(`SELECT count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL`).get(this.scopeId, mapping),
+      this.ledger
+        .stmt(`SELECT count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL`)
+        .get(this.scopeId, mapping),
     ) as { n: number };
     return row.n;
   }
@@ -632,18 +618,14 @@ class LedgerScopeImpl implements LedgerScope {
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
     return this.ledger.guard('looking up a server id', () =>
       this.ledger
-        .stmt(
-          'SELECT mapping, key FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id = ? ORDER BY mapping, key LIMIT 1',
-        )
+        .stmt('SELECT mapping, key FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id = ? ORDER BY mapping, key LIMIT 1')
         .get(this.scopeId, resourceType, serverId),
     ) as { mapping: string; key: string } | undefined;
   }
 
   serverIdOf(mapping: string, key: string): string | undefined {
     const row = this.ledger.guard('looking up a server id', () =>
-      this.ledger
-        .stmt('SELECT server_id FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?')
-        .get(this.scopeId, mapping, key),
+      this.ledger.stmt('SELECT server_id FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?').get(this.scopeId, mapping, key),
     ) as { server_id: string | null } | undefined;
     return row?.server_id ?? undefined;
   }
@@ -711,9 +693,7 @@ class LedgerScopeImpl implements LedgerScope {
     const rows = this.ledger.guard('counting entries', () =>
       mapping === undefined
         ? this.ledger.stmt('SELECT status, count(*) AS n FROM entries WHERE scope_id = ? GROUP BY status').all(this.scopeId)
-        : this.ledger
-            .stmt('SELECT status, count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? GROUP BY status')
-            .all(this.scopeId, mapping),
+        : this.ledger.stmt('SELECT status, count(*) AS n FROM entries WHERE scope_id = ? AND mapping = ? GROUP BY status').all(this.scopeId, mapping),
     ) as { status: EntryStatus; n: number }[];
     const out = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<EntryStatus, number>;
     for (const r of rows) out[r.status] = r.n;

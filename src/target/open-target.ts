@@ -107,7 +107,13 @@ export async function openTarget(mapping: LoadedMapping, opts: TargetOptions): P
   ensureDir(join(dataFile, '..'));
   const sandbox = await startSandbox({ dataFile });
   const settings = resolveConnection(
-    { ...opts.connection, baseUrl: sandbox.url, apiKey: DEFAULT_CREDENTIALS.apiKey, emrId: DEFAULT_CREDENTIALS.emrId, tenantId: DEFAULT_CREDENTIALS.tenants[0] },
+    {
+      ...opts.connection,
+      baseUrl: sandbox.url,
+      apiKey: DEFAULT_CREDENTIALS.apiKey,
+      emrId: DEFAULT_CREDENTIALS.emrId,
+      tenantId: DEFAULT_CREDENTIALS.tenants[0],
+    },
     { updateRoutes: fromFile.updateRoutes },
   );
   return { settings, scopeUrl: `sandbox:${resolve(dataFile)}`, embedded: true, dataFile, close: () => sandbox.close() };

@@ -34,7 +34,13 @@ export interface TransformOptions {
   onSkip?: (rows: number) => void;
 }
 
-function reject(stage: RejectRecord['stage'], res: CompiledResource, origin: Origin, issues: Issue[], extra: Partial<RejectRecord>): { ok: false } & RejectRecord {
+function reject(
+  stage: RejectRecord['stage'],
+  res: CompiledResource,
+  origin: Origin,
+  issues: Issue[],
+  extra: Partial<RejectRecord>,
+): { ok: false } & RejectRecord {
   return { ok: false, stage, mapping: res.def.name, source: origin.source, file: origin.file, line: origin.line, record: origin.record, issues, ...extra };
 }
 
@@ -107,12 +113,18 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
         opts.onSkip?.(1);
         continue;
       }
-      yield reject('transform', res, item.origin, [
-        issue.error(
-          'duplicate-key',
-          `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
-        ),
-      ], { key, row: item.data });
+      yield reject(
+        'transform',
+        res,
+        item.origin,
+        [
+          issue.error(
+            'duplicate-key',
+            `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
+          ),
+        ],
+        { key, row: item.data },
+      );
       continue;
     }
     const out = await mapOne(res, item.data, key, item.origin, opts, { row: item.data });

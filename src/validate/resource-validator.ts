@@ -15,7 +15,9 @@ export function validateResource(type: WritableType, resource: unknown): Issue[]
   }
   // The loader would fail the create (the server assigns ids) and overwrite it on update: decided here, offline.
   if ((resource as { id?: unknown } | null)?.id !== undefined) {
-    issues.push(issue.invalid('a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)', { path: '/id' }));
+    issues.push(
+      issue.invalid('a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)', { path: '/id' }),
+    );
   }
   return issues;
 }

@@ -145,7 +145,11 @@ describe('response size cap', () => {
   it('a declared content-length over the cap fails before the body is read; an error status keeps its meaning', async () => {
     const big = JSON.stringify({ resourceType: 'Bundle', type: 'searchset', entry: [], pad: 'x'.repeat(200_000) });
     const s = createServer((req, res) => {
-      res.writeHead(req.url?.startsWith('/Patient') ? 200 : 503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(big), 'retry-after': '0' });
+      res.writeHead(req.url?.startsWith('/Patient') ? 200 : 503, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(big),
+        'retry-after': '0',
+      });
       res.end(big);
     });
     await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));

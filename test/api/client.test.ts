@@ -217,9 +217,7 @@ describe('CareClient against the sandbox (HTTP on 127.0.0.1)', () => {
       const p = await a.create('Patient', patient('MRN-ISO'));
       expect(((await failure(b.get('Patient', p.id))) as ApiError).status).toBe(404);
       for await (const r of b.list('Patient')) expect(r.id).not.toBe(p.id);
-      const err = (await failure(
-        b.create('CareTeam', { resourceType: 'CareTeam', status: 'active', subject: { reference: `Patient/${p.id}` } }),
-      )) as ApiError;
+      const err = (await failure(b.create('CareTeam', { resourceType: 'CareTeam', status: 'active', subject: { reference: `Patient/${p.id}` } }))) as ApiError;
       expect(err.status).toBe(400);
     } finally {
       await a.close();
@@ -321,9 +319,11 @@ describe('CareClient against the sandbox (HTTP on 127.0.0.1)', () => {
     const port = (rogue.address() as { port: number }).port;
     const c = new CareClient(resolveConnection({ baseUrl: `http://127.0.0.1:${port}`, apiKey: API_KEY, emrId: 'e', tenantId: 't' }), { retry: false });
     try {
-      const err = await failure((async () => {
-        for await (const _ of c.list('Patient')) void _;
-      })());
+      const err = await failure(
+        (async () => {
+          for await (const _ of c.list('Patient')) void _;
+        })(),
+      );
       expect(err).toBeInstanceOf(ProtocolError);
       expect(String(err)).toMatch(/another origin/);
     } finally {
@@ -374,4 +374,3 @@ async function count(tenant: string, mrn: string): Promise<number> {
   }
   return n;
 }
-

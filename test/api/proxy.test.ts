@@ -44,10 +44,13 @@ beforeAll(async () => {
       return;
     }
     if (target.pathname.endsWith('/hang')) return; // never answers: the client's time-out must fire
-    const upstream = http.request({ host: '127.0.0.1', port: sandboxPort, method: req.method, path: `${target.pathname}${target.search}`, headers: req.headers }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
+    const upstream = http.request(
+      { host: '127.0.0.1', port: sandboxPort, method: req.method, path: `${target.pathname}${target.search}`, headers: req.headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
     upstream.on('error', () => res.writeHead(502).end());
     req.pipe(upstream);
   });
@@ -102,7 +105,11 @@ function client(baseUrl: string, over: ConnectionInput = {}): CareClient {
 async function roundTrip(baseUrl: string): Promise<void> {
   const c = client(baseUrl);
   try {
-    const p = await c.create('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:mrn', value: `P-${seen.length}-${Date.now()}` }], active: true });
+    const p = await c.create('Patient', {
+      resourceType: 'Patient',
+      identifier: [{ system: 'urn:mrn', value: `P-${seen.length}-${Date.now()}` }],
+      active: true,
+    });
     expect((await c.get('Patient', p.id)).id).toBe(p.id);
   } finally {
     await c.close();
@@ -190,7 +197,10 @@ describe('proxy variables', () => {
 
   it('a proxy variable that is not an http(s) URL is a configuration error (exit 2) naming the variable, not its value', () => {
     const s = { connections: 4, connectTimeoutMs: 1_000, requestTimeoutMs: 1_000 };
-    for (const [name, value] of [['HTTPS_PROXY', 'ftp://user:s3cret@proxy:21'], ['http_proxy', 'http://user:s3cret@[bad']] as const) {
+    for (const [name, value] of [
+      ['HTTPS_PROXY', 'ftp://user:s3cret@proxy:21'],
+      ['http_proxy', 'http://user:s3cret@[bad'],
+    ] as const) {
       let err: unknown;
       try {
         createDispatcher(s, { [name]: value });

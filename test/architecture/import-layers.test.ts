@@ -10,7 +10,9 @@ describe('imports go down the layers of docs/ARCHITECTURE.md', () => {
   test('every folder of src/ has a layer, and every folder of the table exists', () => {
     const folders = readdirSync(join(root, 'src')).filter((n) => statSync(join(root, 'src', n)).isDirectory());
     expect(folders.filter((f) => !layers.has(f)).map((f) => `src/${f} has no layer in docs/ARCHITECTURE.md (## Layers)`)).toEqual([]);
-    expect([...layers.keys()].filter((f) => !folders.includes(f)).map((f) => `docs/ARCHITECTURE.md (## Layers) names src/${f}, which does not exist`)).toEqual([]);
+    expect([...layers.keys()].filter((f) => !folders.includes(f)).map((f) => `docs/ARCHITECTURE.md (## Layers) names src/${f}, which does not exist`)).toEqual(
+      [],
+    );
   });
 
   test('no import in src/ climbs a layer or crosses within one', () => {
@@ -21,7 +23,9 @@ describe('imports go down the layers of docs/ARCHITECTURE.md', () => {
 });
 
 describe('the checker itself', () => {
-  const table = parseLayers('## Layers\n\n| layer | folders |\n|---|---|\n| 2 | `load` |\n| 1 | `api`, `sandbox` |\n| 0 | `core` |\n\n## Next\n| 9 | `ignored` |\n');
+  const table = parseLayers(
+    '## Layers\n\n| layer | folders |\n|---|---|\n| 2 | `load` |\n| 1 | `api`, `sandbox` |\n| 0 | `core` |\n\n## Next\n| 9 | `ignored` |\n',
+  );
 
   test('reads the table of the Layers section only', () => {
     expect([...table]).toEqual([

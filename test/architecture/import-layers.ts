@@ -55,12 +55,22 @@ export function findViolations(files: readonly SourceFile[], layers: Layers): Vi
   for (const file of files) {
     const from = folderOf(file.path);
     if (from === undefined) {
-      out.push({ file: file.path, line: 1, specifier: '', message: `${file.path}: every source file lives in a folder of src/ that docs/ARCHITECTURE.md (## Layers) places in a layer` });
+      out.push({
+        file: file.path,
+        line: 1,
+        specifier: '',
+        message: `${file.path}: every source file lives in a folder of src/ that docs/ARCHITECTURE.md (## Layers) places in a layer`,
+      });
       continue;
     }
     const fromLayer = layers.get(from);
     if (fromLayer === undefined) {
-      out.push({ file: file.path, line: 1, specifier: '', message: `${file.path}: the folder src/${from} has no layer — add it to the table under "## Layers" in docs/ARCHITECTURE.md` });
+      out.push({
+        file: file.path,
+        line: 1,
+        specifier: '',
+        message: `${file.path}: the folder src/${from} has no layer — add it to the table under "## Layers" in docs/ARCHITECTURE.md`,
+      });
       continue;
     }
     for (const ref of ts.preProcessFile(file.text, true, true).importedFiles) {

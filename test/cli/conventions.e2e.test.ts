@@ -89,7 +89,11 @@ describe('a mistyped command', () => {
   });
 
   it('--json anywhere: the error envelope on stdout, nothing on stderr, exit 2', async () => {
-    for (const args of [['runn', '--json'], ['--json', 'runn'], ['runn', 'mapping.yaml', '--progress', 'none', '--json']]) {
+    for (const args of [
+      ['runn', '--json'],
+      ['--json', 'runn'],
+      ['runn', 'mapping.yaml', '--progress', 'none', '--json'],
+    ]) {
       const r = await runCli(args);
       expect(r.code).toBe(2);
       expect(r.stderr).toBe('');
@@ -103,13 +107,22 @@ describe('a mistyped command', () => {
 });
 
 describe('describeUnknownCommand', () => {
-  const cat = { bin: 'care-etl', commands: ['export', 'help', 'init', 'run', 'sandbox', 'state check', 'state rebuild', 'test', 'validate', 'version'], topics: ['state'] };
+  const cat = {
+    bin: 'care-etl',
+    commands: ['export', 'help', 'init', 'run', 'sandbox', 'state check', 'state rebuild', 'test', 'validate', 'version'],
+    topics: ['state'],
+  };
   it('picks the typed command words and the closest command or topic', () => {
     expect(describeUnknownCommand(['runn', 'mapping.yaml'], cat)).toMatchObject({ typed: 'runn', suggestion: 'run' });
     expect(describeUnknownCommand(['state', 'chek'], cat)).toMatchObject({ typed: 'state chek', suggestion: 'state check' });
     expect(describeUnknownCommand(['stat'], cat)).toMatchObject({ typed: 'stat', suggestion: 'state' });
     expect(describeUnknownCommand(['stat', 'mapping.yaml'], cat)).toMatchObject({ typed: 'stat', suggestion: 'state' });
     expect(describeUnknownCommand(['exprot'], cat)).toMatchObject({ suggestion: 'export' });
-    expect(describeUnknownCommand(['mapping.yaml'], cat)).toEqual({ typed: 'mapping.yaml', suggestion: undefined, message: '"mapping.yaml" is not a care-etl command.', hint: NOT_FOUND_HINT });
+    expect(describeUnknownCommand(['mapping.yaml'], cat)).toEqual({
+      typed: 'mapping.yaml',
+      suggestion: undefined,
+      message: '"mapping.yaml" is not a care-etl command.',
+      hint: NOT_FOUND_HINT,
+    });
   });
 });

@@ -25,7 +25,10 @@ function thrown(fn: () => unknown): CareEtlError {
 
 describe('loadEnvFiles', () => {
   it('reads the .env beside the mapping; variables already set win, even when empty', () => {
-    writeFileSync(join(dir, 'clinic', '.env'), '# clinic settings\nCARE_BASE_URL=https://care.example.org\nexport CARE_TENANT_ID="clinic a" # quoted\nCARE_EMR_ID=from-file\nCARE_API_KEY=from-file\nEMPTY=\n');
+    writeFileSync(
+      join(dir, 'clinic', '.env'),
+      '# clinic settings\nCARE_BASE_URL=https://care.example.org\nexport CARE_TENANT_ID="clinic a" # quoted\nCARE_EMR_ID=from-file\nCARE_API_KEY=from-file\nEMPTY=\n',
+    );
     const env: NodeJS.ProcessEnv = { CARE_EMR_ID: 'from-env', CARE_API_KEY: '' };
     const files = loadEnvFiles({ mappingFile: 'clinic/mapping.yaml', env, cwd: dir });
     expect(files).toEqual(['clinic/.env']);

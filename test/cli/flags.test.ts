@@ -26,7 +26,11 @@ async function parse(cmd: Command, argv: string[]): Promise<Record<string, unkno
 
 describe('one home per flag', () => {
   it('every flag name has one definition under src/ (scripts/flag-definitions.mjs)', () => {
-    const rows = JSON.parse(execFileSync(process.execPath, [join(ROOT, 'scripts/flag-definitions.mjs'), '--json'], { cwd: ROOT, encoding: 'utf8' })) as { name: string; definitions: number; at: string[] }[];
+    const rows = JSON.parse(execFileSync(process.execPath, [join(ROOT, 'scripts/flag-definitions.mjs'), '--json'], { cwd: ROOT, encoding: 'utf8' })) as {
+      name: string;
+      definitions: number;
+      at: string[];
+    }[];
     expect(rows.map((r) => r.name)).toEqual(expect.arrayContaining(['state', 'progress', 'out', 'index-page-size', 'base-url', 'max-in-flight']));
     expect(rows.filter((r) => r.definitions > 1)).toEqual([]);
   });
@@ -79,7 +83,9 @@ describe('combinations declared on the flags', () => {
     await expect(parse(Export, ['m.yaml', '--bom'])).resolves.toMatchObject({ bom: true, format: 'csv' });
     await expect(parse(Export, ['m.yaml', '--bom', '--format', 'csv'])).resolves.toMatchObject({ bom: true });
     await expect(parse(Export, ['m.yaml', '--json', '--out', 'x.csv', '--dictionary', 'x.dictionary.csv'])).resolves.toMatchObject({ json: true });
-    await expect(parse(Export, ['m.yaml', '--pseudonymize', '--pseudonym-key-file', 'k', '--keep-free-text', '--since', '2024-05-01'])).resolves.toMatchObject({ pseudonymize: true });
+    await expect(parse(Export, ['m.yaml', '--pseudonymize', '--pseudonym-key-file', 'k', '--keep-free-text', '--since', '2024-05-01'])).resolves.toMatchObject({
+      pseudonymize: true,
+    });
     await expect(parse(Export, ['m.yaml', '--patient', ' 00123 '])).resolves.toMatchObject({ patient: ['00123'] });
   });
 });

@@ -48,7 +48,10 @@ function filesUnder(dir: string): { path: string; text: string }[] {
 function mappingWithKeyInFile(baseUrl: string): string {
   const dir = copyTree('examples/clinic');
   const file = join(dir, 'mapping.yaml');
-  const text = readFileSync(file, 'utf8').replace(/^version: 1$/m, `version: 1\ntarget:\n  baseUrl: ${baseUrl}\n  apiKey: ${KEY}\n  emrId: ${EMR}\n  tenantId: t-shell`);
+  const text = readFileSync(file, 'utf8').replace(
+    /^version: 1$/m,
+    `version: 1\ntarget:\n  baseUrl: ${baseUrl}\n  apiKey: ${KEY}\n  emrId: ${EMR}\n  tenantId: t-shell`,
+  );
   writeFileSync(file, text);
   return file;
 }
@@ -68,18 +71,62 @@ const SCENARIOS: Scenario[] = [
   { name: 'bad flag value', setup: (d) => ({ args: ['run', m(d), '--api-key', KEY, '--concurrency', 'many', '--json'] }), code: 2 },
   { name: 'flag a command does not have (its value would be an argument)', setup: (d) => ({ args: ['validate', m(d), '--api-key', KEY] }), code: 2 },
   { name: 'export: unknown flag', setup: (d) => ({ args: ['export', m(d), '--api-key', KEY, '--nope', '--json'] }), code: 2 },
-  { name: 'init: unreadable export (key in env)', setup: (d) => ({ args: ['init', '--from', join(d, 'missing.csv'), '--out', join(d, 'm2.yaml'), '--json'], env: { CARE_API_KEY: KEY } }), code: 2 },
-  { name: 'unreachable server --json (key from flag)', setup: (d) => ({ args: ['run', m(d), '--api-key', KEY, ...flags(`http://127.0.0.1:${dead}`), '--json'] }), code: 3 },
-  { name: 'unreachable server (key from env)', setup: (d) => ({ args: ['run', m(d), '--verbose'], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }), code: 3 },
-  { name: 'state check, unreachable (key from env)', setup: (d) => ({ args: ['state', 'check', m(d), '--json'], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }), code: 3 },
-  { name: 'export, unreachable (key from env)', setup: (d) => ({ args: ['export', m(d), '--out', join(d, 'o.csv')], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }), code: 3 },
-  { name: 'wrong base path: 404 (key from env)', setup: (d) => ({ args: ['run', m(d), '--json'], env: { ...target(`${sb.url}/api/v9`), CARE_API_KEY: KEY } }), code: 3 },
+  {
+    name: 'init: unreadable export (key in env)',
+    setup: (d) => ({ args: ['init', '--from', join(d, 'missing.csv'), '--out', join(d, 'm2.yaml'), '--json'], env: { CARE_API_KEY: KEY } }),
+    code: 2,
+  },
+  {
+    name: 'unreachable server --json (key from flag)',
+    setup: (d) => ({ args: ['run', m(d), '--api-key', KEY, ...flags(`http://127.0.0.1:${dead}`), '--json'] }),
+    code: 3,
+  },
+  {
+    name: 'unreachable server (key from env)',
+    setup: (d) => ({ args: ['run', m(d), '--verbose'], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
+  {
+    name: 'state check, unreachable (key from env)',
+    setup: (d) => ({ args: ['state', 'check', m(d), '--json'], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
+  {
+    name: 'export, unreachable (key from env)',
+    setup: (d) => ({ args: ['export', m(d), '--out', join(d, 'o.csv')], env: { ...target(`http://127.0.0.1:${dead}`), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
+  {
+    name: 'wrong base path: 404 (key from env)',
+    setup: (d) => ({ args: ['run', m(d), '--json'], env: { ...target(`${sb.url}/api/v9`), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
   { name: '401 with a key the server does not know', setup: (d) => ({ args: ['run', m(d), '--api-key', `${KEY}-old`, ...flags(sb.url)] }), code: 2 },
-  { name: '500 echoing the request, --json (key from flag)', setup: (d) => ({ args: ['run', m(d), '--api-key', KEY, ...flags(echo500.url), '--json'] }), code: 3 },
-  { name: '500 echoing the request, --verbose (key from env)', setup: (d) => ({ args: ['run', m(d), '--verbose'], env: { ...target(echo500.url), CARE_API_KEY: KEY } }), code: 3 },
-  { name: '400 echoing each create: rows rejected, rejects and state written', setup: (d) => ({ args: ['run', m(d), '--report', join(d, 'report.json')], env: { ...target(echo400.url), CARE_API_KEY: KEY } }), code: 1 },
-  { name: 'export against a 500 echo server (key from flag)', setup: (d) => ({ args: ['export', m(d), '--api-key', KEY, ...flags(echo500.url), '--out', join(d, 'o.csv'), '--json'] }), code: 3 },
-  { name: 'bad TLS: https to a plain-http port', setup: (d) => ({ args: ['run', m(d), '--json'], env: { ...target(`https://127.0.0.1:${echo400.port}`), CARE_API_KEY: KEY } }), code: 3 },
+  {
+    name: '500 echoing the request, --json (key from flag)',
+    setup: (d) => ({ args: ['run', m(d), '--api-key', KEY, ...flags(echo500.url), '--json'] }),
+    code: 3,
+  },
+  {
+    name: '500 echoing the request, --verbose (key from env)',
+    setup: (d) => ({ args: ['run', m(d), '--verbose'], env: { ...target(echo500.url), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
+  {
+    name: '400 echoing each create: rows rejected, rejects and state written',
+    setup: (d) => ({ args: ['run', m(d), '--report', join(d, 'report.json')], env: { ...target(echo400.url), CARE_API_KEY: KEY } }),
+    code: 1,
+  },
+  {
+    name: 'export against a 500 echo server (key from flag)',
+    setup: (d) => ({ args: ['export', m(d), '--api-key', KEY, ...flags(echo500.url), '--out', join(d, 'o.csv'), '--json'] }),
+    code: 3,
+  },
+  {
+    name: 'bad TLS: https to a plain-http port',
+    setup: (d) => ({ args: ['run', m(d), '--json'], env: { ...target(`https://127.0.0.1:${echo400.port}`), CARE_API_KEY: KEY } }),
+    code: 3,
+  },
   {
     name: 'lock held by another process (key from env)',
     setup: (d) => {
@@ -91,7 +138,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: 'broken mapping with the key written in its target:',
-    setup: (d) => {
+    setup: (_d) => {
       const file = mappingWithKeyInFile(sb.url);
       writeFileSync(file, readFileSync(file, 'utf8').replace('"active": true,', '"active": true ],'));
       return { args: ['run', file, '--json'] };
@@ -107,7 +154,11 @@ const SCENARIOS: Scenario[] = [
     },
     code: 2,
   },
-  { name: 'key from the mapping file, server unreachable', setup: () => ({ args: ['run', mappingWithKeyInFile(`http://127.0.0.1:${dead}`), '--verbose'] }), code: 3 },
+  {
+    name: 'key from the mapping file, server unreachable',
+    setup: () => ({ args: ['run', mappingWithKeyInFile(`http://127.0.0.1:${dead}`), '--verbose'] }),
+    code: 3,
+  },
   { name: 'key from the mapping file, 400 echo', setup: () => ({ args: ['run', mappingWithKeyInFile(echo400.url)] }), code: 1 },
   { name: 'unknown command --json', setup: () => ({ args: ['runn', '--api-key', KEY, '--json'] }), code: 2 },
 ];
@@ -162,7 +213,11 @@ describe('the API key never leaves the process', () => {
     expect(reasons).toContain('service-subscriptionkey'); // the echo is really there (the test is not vacuous)…
     expect(reasons).toContain('[redacted]'); // …with the key replaced
     // Patient values the server echoed back: names, birth dates, addresses (the row itself stays, 0600, for re-processing).
-    const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8').trim().split('\n').slice(1).map((l) => l.split(','));
+    const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8')
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(','));
     // The ledger's bytes, WAL and journal included (a value could sit in state.db-wal until a checkpoint).
     const ledger = readdirSync(join(dir, '.care-etl'))
       .filter((f) => f.startsWith('state.db'))
@@ -204,7 +259,12 @@ describe('exit codes (README table)', () => {
       expect(res.stderr).not.toMatch(/Unhandled|at async|node:internal/);
       const ledger = Ledger.open(join(dir, '.care-etl', 'state.db'));
       try {
-        expect(ledger.scope(dying.url, 't-shell').recentRuns().map((r) => r.outcome)).toEqual(['failed']);
+        expect(
+          ledger
+            .scope(dying.url, 't-shell')
+            .recentRuns()
+            .map((r) => r.outcome),
+        ).toEqual(['failed']);
       } finally {
         ledger.close();
       }

@@ -7,8 +7,18 @@ import { configError, CareEtlError, ExitCode, foreignCode, issue } from '../../s
 
 test('issue.error / warning / fatal copy the code, the message and only the keys of `where` given', () => {
   expect(issue.error('duplicate-key', 'm')).toStrictEqual({ severity: 'error', code: 'duplicate-key', message: 'm' });
-  expect(issue.warning('match-ambiguous', 'm', { location: undefined })).toStrictEqual({ severity: 'warning', code: 'match-ambiguous', message: 'm', location: undefined });
-  expect(issue.fatal('csv-header', 'm', { location: { file: 'a.csv', line: 1 } })).toStrictEqual({ severity: 'fatal', code: 'csv-header', message: 'm', location: { file: 'a.csv', line: 1 } });
+  expect(issue.warning('match-ambiguous', 'm', { location: undefined })).toStrictEqual({
+    severity: 'warning',
+    code: 'match-ambiguous',
+    message: 'm',
+    location: undefined,
+  });
+  expect(issue.fatal('csv-header', 'm', { location: { file: 'a.csv', line: 1 } })).toStrictEqual({
+    severity: 'fatal',
+    code: 'csv-header',
+    message: 'm',
+    location: { file: 'a.csv', line: 1 },
+  });
   expect(issue.error('http-422', 'm').code).toBe('http-422');
   expect(issue.error(foreignCode('minLength'), 'm', { path: '/name' })).toStrictEqual({ severity: 'error', code: 'minLength', message: 'm', path: '/name' });
   // @ts-expect-error a code outside ISSUE_CODES (a typo) is a compile error
@@ -17,7 +27,12 @@ test('issue.error / warning / fatal copy the code, the message and only the keys
 
 test('issue.invalid and issue.fileUnreadable name their code', () => {
   expect(issue.invalid('m', { path: '/id' })).toStrictEqual({ severity: 'error', code: 'invalid', message: 'm', path: '/id' });
-  expect(issue.fileUnreadable('x.env', 'x.env: no such file')).toStrictEqual({ severity: 'error', code: 'file-unreadable', message: 'x.env: no such file', location: { file: 'x.env' } });
+  expect(issue.fileUnreadable('x.env', 'x.env: no such file')).toStrictEqual({
+    severity: 'error',
+    code: 'file-unreadable',
+    message: 'x.env: no such file',
+    location: { file: 'x.env' },
+  });
 });
 
 test('configError: a CareEtlError with exit code 2 and the hint', () => {

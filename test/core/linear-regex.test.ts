@@ -48,7 +48,9 @@ describe('LinearRegExp on the JSONata test suite', () => {
   for (const group of GROUPS) {
     it(`group ${group}: as the suite expects, and as JavaScript's RegExp`, async () => {
       const dir = join(SUITE, 'groups', group);
-      const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+      const files = readdirSync(dir)
+        .filter((f) => f.endsWith('.json'))
+        .sort();
       expect(files.length).toBeGreaterThan(0);
       const problems: string[] = [];
       for (const f of files) {
@@ -59,9 +61,11 @@ describe('LinearRegExp on the JSONata test suite', () => {
           const theirs = await outcome(c.expr, c);
           const where = `${group}/${f} \`${c.expr}\``;
           if (JSON.stringify(mine) !== JSON.stringify(theirs)) problems.push(`${where}: linear ${JSON.stringify(mine)} ≠ RegExp ${JSON.stringify(theirs)}`);
-          else if (c.code !== undefined && !('code' in mine && mine.code === c.code)) problems.push(`${where}: expected error ${c.code}, got ${JSON.stringify(mine)}`);
+          else if (c.code !== undefined && !('code' in mine && mine.code === c.code))
+            problems.push(`${where}: expected error ${c.code}, got ${JSON.stringify(mine)}`);
           else if ('result' in c && !('value' in mine && JSON.stringify(mine.value) === JSON.stringify(c.result))) {
-            if ('value' in mine) expect(mine.value, where).toEqual(c.result); // key order aside
+            if ('value' in mine)
+              expect(mine.value, where).toEqual(c.result); // key order aside
             else problems.push(`${where}: expected ${JSON.stringify(c.result)}, got ${JSON.stringify(mine)}`);
           }
         }
@@ -79,7 +83,7 @@ describe('LinearRegExp', () => {
     expect(await run('$count($split(NAME, /(\\s*,)+\\s*;/))', { NAME: `${' ,'.repeat(5000)}` })).toBe(1);
   });
 
-  it('keeps JavaScript\'s meaning of \\s (no-break space), . (not \\r) and indices in UTF-16 units', async () => {
+  it("keeps JavaScript's meaning of \\s (no-break space), . (not \\r) and indices in UTF-16 units", async () => {
     for (const src of [
       '$split("Anna\u00a0Maria Lee", /\\s+/)',
       '$split("a\u2003b\ufeffc", /[\\s]/)',
@@ -99,7 +103,7 @@ describe('LinearRegExp', () => {
     }
   });
 
-  it('zero-length matches end as JavaScript\'s do (D1004 on the second one)', async () => {
+  it("zero-length matches end as JavaScript's do (D1004 on the second one)", async () => {
     await expect(run('$match("abc", /x*/)')).rejects.toMatchObject({ code: 'D1004' });
     await expect(native('$match("abc", /x*/)')).rejects.toMatchObject({ code: 'D1004' });
     expect(await run('$contains("abc", /x*/)')).toBe(true);

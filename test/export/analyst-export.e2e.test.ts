@@ -41,14 +41,32 @@ beforeAll(async () => {
     const pid = ids.get(mrn)!;
     for (let k = 0; k < 6; k++) {
       const o = makeObservation(13, `p${i}`, k, pid) as Record<string, unknown> & { code: { text: string; coding: { code: string }[] } };
-      batch.push({ ...o, id: `obs-${i}-${k}`, subject: { reference: `Patient/${pid}`, display: `Alice Example ${i}` }, performer: [{ reference: `Patient/${pid}` }, { display: 'Dr Bob Smith' }] });
-      observations.push({ id: `obs-${i}-${k}`, pid, loinc: o.code.coding[0]!.code, effective: o.effectiveDateTime as string, value: o.valueInteger as number, text: o.code.text });
+      batch.push({
+        ...o,
+        id: `obs-${i}-${k}`,
+        subject: { reference: `Patient/${pid}`, display: `Alice Example ${i}` },
+        performer: [{ reference: `Patient/${pid}` }, { display: 'Dr Bob Smith' }],
+      });
+      observations.push({
+        id: `obs-${i}-${k}`,
+        pid,
+        loinc: o.code.coding[0]!.code,
+        effective: o.effectiveDateTime as string,
+        value: o.valueInteger as number,
+        text: o.code.text,
+      });
     }
     if (i % 4 === 0) {
       // A second result of the first instrument the same UTC day, at the day's last second: it wins.
       const first = observations[observations.length - 6]!;
       const effective = `${first.effective.slice(0, 10)}T23:59:59Z`;
-      batch.push({ ...makeObservation(13, `p${i}`, 0, pid), id: `obs-${i}-again`, effectiveDateTime: effective, valueInteger: 27, subject: { reference: `Patient/${pid}`, display: `Alice Example ${i}` } });
+      batch.push({
+        ...makeObservation(13, `p${i}`, 0, pid),
+        id: `obs-${i}-again`,
+        effectiveDateTime: effective,
+        valueInteger: 27,
+        subject: { reference: `Patient/${pid}`, display: `Alice Example ${i}` },
+      });
       observations.push({ id: `obs-${i}-again`, pid, loinc: first.loinc, effective, value: 27, text: '' });
     }
   });
@@ -61,7 +79,8 @@ afterAll(async () => {
 const exportCli = (args: string[], env: NodeJS.ProcessEnv = envFor(sb)) => cli(['export', 'mapping-default.yaml', ...args], { cwd: dir, env });
 
 function readStrict(file: string): string[][] {
-  const script = "import csv, json, sys\nwith open(sys.argv[1], newline='', encoding='utf-8-sig') as f:\n    print(json.dumps([r for r in csv.reader(f, strict=True)]))";
+  const script =
+    "import csv, json, sys\nwith open(sys.argv[1], newline='', encoding='utf-8-sig') as f:\n    print(json.dumps([r for r in csv.reader(f, strict=True)]))";
   const r = spawnSync(PYTHON!, ['-c', script, file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`python csv (strict) refused ${file}: ${r.stderr}`);
   return JSON.parse(r.stdout) as string[][];
@@ -123,7 +142,10 @@ describe.skipIf(!PYTHON)('care-etl export for analysts (built CLI, sandbox)', ()
     // --patient and NDJSON: the same rows for that patient, typed
     const one = await exportCli(['--layout', 'wide', '--patient', mrns[4]!, '--format', 'ndjson']);
     expect(one.code, one.stderr).toBe(0);
-    const lines = one.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = one.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const mine = expectedWide(new Set([ids.get(mrns[4]!)!]));
     expect(lines).toHaveLength(mine.size);
     for (const l of lines) {
@@ -221,7 +243,9 @@ describe.skipIf(!PYTHON)('care-etl export for analysts (built CLI, sandbox)', ()
 
     const custom = await cli(['export', 'mapping.yaml', '--out', 'c.csv', '--dictionary', 'c.dictionary.json'], { cwd: dir, env: envFor(sb) });
     expect(custom.code, custom.stderr).toBe(0);
-    const cd = JSON.parse(readFileSync(join(dir, 'c.dictionary.json'), 'utf8')) as { columns: { name: string; source: string; type: string; description: string }[] };
+    const cd = JSON.parse(readFileSync(join(dir, 'c.dictionary.json'), 'utf8')) as {
+      columns: { name: string; source: string; type: string; description: string }[];
+    };
     expect(cd.columns.map((c) => [c.name, c.source, c.type])).toEqual([
       ['id', 'id', 'string'],
       ['mrn', '$sourceKey(subject.reference)', 'string'],
@@ -231,13 +255,24 @@ describe.skipIf(!PYTHON)('care-etl export for analysts (built CLI, sandbox)', ()
     ]);
     expect(cd.columns[0]!.description).toMatch(/^column of export `observations` \(mapping\.yaml:\d+:\d+\)$/);
 
-    const wide = await exportCli(['--layout', 'wide', '--pseudonymize', '--out', 'w.csv', '--dictionary', 'w.dictionary.json'], { ...envFor(sb), CARE_PSEUDONYM_KEY: KEY_A });
+    const wide = await exportCli(['--layout', 'wide', '--pseudonymize', '--out', 'w.csv', '--dictionary', 'w.dictionary.json'], {
+      ...envFor(sb),
+      CARE_PSEUDONYM_KEY: KEY_A,
+    });
     expect(wide.code, wide.stderr).toBe(0);
     const text = readFileSync(join(dir, 'w.dictionary.json'), 'utf8');
-    const wd = JSON.parse(text) as { layout: string; pseudonymized: boolean; rows: number; columns: { name: string; source: string; type: string; description: string }[] };
+    const wd = JSON.parse(text) as {
+      layout: string;
+      pseudonymized: boolean;
+      rows: number;
+      columns: { name: string; source: string; type: string; description: string }[];
+    };
     expect(wd).toMatchObject({ layout: 'wide', pseudonymized: true, rows: expectedWide().size });
     expect(wd.columns.map((c) => c.name)).toEqual(readStrict(join(dir, 'w.csv'))[0]);
-    expect(wd.columns.find((c) => c.name === 'PHQ-9 (44261-6)')).toMatchObject({ source: expect.stringContaining('http://loinc.org|44261-6'), type: 'integer' });
+    expect(wd.columns.find((c) => c.name === 'PHQ-9 (44261-6)')).toMatchObject({
+      source: expect.stringContaining('http://loinc.org|44261-6'),
+      type: 'integer',
+    });
     expect(wd.columns.find((c) => c.name === 'patient_id')!.description).toContain('HMAC-SHA-256');
     for (const mrn of mrns) expect(text).not.toContain(mrn);
     expect(text).not.toMatch(/Alice|analyst-key/);

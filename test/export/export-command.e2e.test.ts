@@ -54,7 +54,10 @@ describe('care-etl export', () => {
   test('round-trips commas, quotes, newlines and non-ASCII text; neutralises formulas unless --no-escape-formulas', async () => {
     const texts = ['a, b', 'say "hi"', 'two\nlines', 'crlf\r\nx', 'Échelle — 日本語 🧠'];
     const risky = ['=HYPERLINK("http://evil.example","x")', '+1', '@SUM(A1)', '-1+1'];
-    sb.addObservations(TENANT, [...texts, ...risky].map((t, i) => observation('p', { id: `o${i}`, code: { text: t }, valueInteger: -3 })));
+    sb.addObservations(
+      TENANT,
+      [...texts, ...risky].map((t, i) => observation('p', { id: `o${i}`, code: { text: t }, valueInteger: -3 })),
+    );
 
     const r = await exportCli(['mapping-default.yaml']); // --out - (stdout) is the default
     expect(r.code).toBe(0);
@@ -108,7 +111,10 @@ describe('care-etl export', () => {
 
       const one = await exportCli(['mapping-default.yaml', '--patient', '00456', '--format', 'ndjson'], envFor(seeded));
       expect(one.code).toBe(0);
-      const lines = one.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = one.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(lines).toHaveLength(2);
       expect(lines.every((l) => l.patient_source_key === '00456' && l.patient_id === ids.get('00456'))).toBe(true);
       expect(typeof lines[0]!.value).toBe('number');

@@ -53,7 +53,8 @@ export function cli(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv 
   });
 }
 
-export const parseCsv = (text: string): Record<string, string>[] => parse(text, { columns: true, bom: true, skip_empty_lines: true }) as Record<string, string>[];
+export const parseCsv = (text: string): Record<string, string>[] =>
+  parse(text, { columns: true, bom: true, skip_empty_lines: true }) as Record<string, string>[];
 
 /** A minimal Observation like the ones the platform stores. */
 export function observation(patientId: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -100,7 +101,11 @@ export async function loadPatients(client: CareClient, ledgerPath: string, scope
     const scope = ledger.scope(scopeUrl, TENANT);
     const runId = scope.beginRun({ mappingFile: 'mapping.yaml', dryRun: false });
     for (const mrn of mrns) {
-      const p = await client.create('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:clinic:mrn', value: mrn }], name: [{ family: `F${mrn}` }] });
+      const p = await client.create('Patient', {
+        resourceType: 'Patient',
+        identifier: [{ system: 'urn:clinic:mrn', value: mrn }],
+        name: [{ family: `F${mrn}` }],
+      });
       scope.recordSynced({ mapping: 'patient', key: mrn, resourceType: 'Patient', serverId: p.id, versionId: p.meta?.versionId, hash: 'h', runId });
       ids.set(mrn, p.id);
     }

@@ -46,13 +46,25 @@ describe('exportObservations against the sandbox over HTTP', () => {
     expect(rows).toHaveLength(47);
     expect(new Set(rows.map((r) => r.id))).toEqual(new Set(Array.from({ length: 47 }, (_, i) => `old-${i}`)));
     expect(Object.keys(rows[0]!)).toEqual([...DEFAULT_COLUMNS]);
-    expect(rows[3]).toMatchObject({ questionnaire: 'PHQ-9 total score', loinc: '44261-6', category: 'Survey', status: 'final', value: '3', patient_id: 'p0', last_updated: '2024-06-01T00:00:00.000Z', version: '1' });
+    expect(rows[3]).toMatchObject({
+      questionnaire: 'PHQ-9 total score',
+      loinc: '44261-6',
+      category: 'Survey',
+      status: 'final',
+      value: '3',
+      patient_id: 'p0',
+      last_updated: '2024-06-01T00:00:00.000Z',
+      version: '1',
+    });
     expect(text.endsWith('\r\n')).toBe(true);
   });
 
   it('round-trips commas, quotes, newlines and non-ASCII text through csv-parse', async () => {
     const texts = ['Score, total', 'He said "fine"', 'line 1\nline 2', 'crlf\r\ninside', 'Échelle de dépression — 日本語 ✓ 🧠', '"', ',', ' padded '];
-    fresh.addObservations(TENANT, texts.map((t, i) => observation('p1', { id: `t${i}`, code: { text: t }, valueInteger: undefined, valueString: `${t}|${i}` })));
+    fresh.addObservations(
+      TENANT,
+      texts.map((t, i) => observation('p1', { id: `t${i}`, code: { text: t }, valueInteger: undefined, valueString: `${t}|${i}` })),
+    );
     const { text } = await run({ client: c, scope });
     const rows = parseCsv(text);
     expect(rows.map((r) => r.questionnaire)).toEqual(texts);
@@ -61,8 +73,11 @@ describe('exportObservations against the sandbox over HTTP', () => {
   });
 
   it('neutralises formula-like text cells by default, keeps JSON numbers (even negative) numeric', async () => {
-    const risky = ['=HYPERLINK("http://evil.example","click")', '+1', '@SUM(A1:A9)', '-2+3+cmd|\' /C calc\'!A0', '\tTAB', '\rCR', '＝full-width', 'safe'];
-    fresh.addObservations(TENANT, risky.map((t, i) => observation('p1', { id: `f${i}`, code: { text: t }, valueInteger: -3 })));
+    const risky = ['=HYPERLINK("http://evil.example","click")', '+1', '@SUM(A1:A9)', "-2+3+cmd|' /C calc'!A0", '\tTAB', '\rCR', '＝full-width', 'safe'];
+    fresh.addObservations(
+      TENANT,
+      risky.map((t, i) => observation('p1', { id: `f${i}`, code: { text: t }, valueInteger: -3 })),
+    );
     fresh.addObservations(TENANT, [observation('p1', { id: 'neg-text', code: { text: 'x' }, valueInteger: undefined, valueString: '-3' })]);
     const escaped = parseCsv((await run({ client: c, scope })).text);
     expect(escaped.slice(0, risky.length).map((r) => r.questionnaire)).toEqual(risky.map((t) => (t === 'safe' ? t : `'${t}`)));
@@ -83,9 +98,15 @@ describe('exportObservations against the sandbox over HTTP', () => {
   });
 
   it('writes NDJSON: one object per line, column names as keys, numbers as numbers, nothing as null', async () => {
-    fresh.addObservations(TENANT, [observation('p1', { id: 'n1', valueInteger: -3 }), observation('p1', { id: 'n2', valueInteger: undefined, valueString: '=1+1' })]);
+    fresh.addObservations(TENANT, [
+      observation('p1', { id: 'n1', valueInteger: -3 }),
+      observation('p1', { id: 'n2', valueInteger: undefined, valueString: '=1+1' }),
+    ]);
     const { text } = await run({ client: c, scope, format: 'ndjson' });
-    const lines = text.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines).toHaveLength(2);
     expect(Object.keys(lines[0]!)).toEqual([...DEFAULT_COLUMNS]);
     expect(lines[0]).toMatchObject({ id: 'n1', value: -3, unit: null, patient_source_key: null });
@@ -106,7 +127,11 @@ describe('exportObservations against the sandbox over HTTP', () => {
       observation('not-loaded', { id: 'c' }),
     ]);
     const rows = parseCsv((await run({ client: c, scope })).text);
-    expect(rows.map((r) => [r.id, r.patient_source_key])).toEqual([['a', '00123'], ['b', '00456'], ['c', '']]);
+    expect(rows.map((r) => [r.id, r.patient_source_key])).toEqual([
+      ['a', '00123'],
+      ['b', '00456'],
+      ['c', ''],
+    ]);
 
     const compiled = compileMapping(await loadMapping(`${FIXTURES}mapping.yaml`));
     const custom = parseCsv((await run({ client: c, scope, columns: compiled.exports.get('observations')! })).text);
@@ -115,7 +140,10 @@ describe('exportObservations against the sandbox over HTTP', () => {
 
     const only = parseCsv((await run({ client: c, scope, patients: ['00456'], patientMappings: ['patient'] })).text);
     expect(only.map((r) => r.id)).toEqual(['b']);
-    await expect(run({ client: c, scope, patients: ['99999'], patientMappings: ['patient'] })).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('`99999`') });
+    await expect(run({ client: c, scope, patients: ['99999'], patientMappings: ['patient'] })).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('`99999`'),
+    });
   });
 
   it('--since <date> keeps observations updated at or after it (meta.lastUpdated, inclusive)', async () => {
@@ -149,7 +177,17 @@ describe('exportObservations against the sandbox over HTTP', () => {
     fresh.addObservations(TENANT, [observation('p', { id: 'new-3' })]);
     await sleep(5);
     const before = scope.getWatermark('export:default');
-    await expect(run({ client: c, scope, since: 'last', overlapMs: 0, finalize: async () => { throw new Error('rename failed'); } })).rejects.toMatchObject({ exitCode: 3 });
+    await expect(
+      run({
+        client: c,
+        scope,
+        since: 'last',
+        overlapMs: 0,
+        finalize: async () => {
+          throw new Error('rename failed');
+        },
+      }),
+    ).rejects.toMatchObject({ exitCode: 3 });
     expect(scope.getWatermark('export:default')).toBe(before);
     const third = await run({ client: c, scope, since: 'last', overlapMs: 0 });
     expect(parseCsv(third.text).map((r) => r.id)).toEqual(['new-3']);
@@ -239,7 +277,12 @@ describe('exportObservations against the sandbox over HTTP', () => {
   it('a column expression failing on one observation fails the export (exit 2: the column of the mapping is at fault) naming the observation', async () => {
     fresh.addObservations(TENANT, [observation('p', { id: 'ok' }), observation('p', { id: 'odd', effectiveDateTime: 'yesterday' })]);
     const loaded = await loadMapping(`${FIXTURES}mapping.yaml`);
-    loaded.exports!.observations!.columns.push({ name: 'day', expr: '$date(effectiveDateTime, "luxon:yyyy-MM-dd\'T\'HH:mm:ss\'Z\'")', location: { file: 'x' }, path: ['exports', 'observations', 'columns', 'day'] });
+    loaded.exports!.observations!.columns.push({
+      name: 'day',
+      expr: "$date(effectiveDateTime, \"luxon:yyyy-MM-dd'T'HH:mm:ss'Z'\")",
+      location: { file: 'x' },
+      path: ['exports', 'observations', 'columns', 'day'],
+    });
     const cols = compileMapping(loaded).exports.get('observations')!;
     const err = await run({ client: c, scope, columns: cols }).catch((e: unknown) => e);
     expect(err).toMatchObject({ exitCode: 2, message: expect.stringContaining('observation odd') });
@@ -254,7 +297,14 @@ describe('building blocks', () => {
   });
 
   it('turns values into CSV cells', () => {
-    expect([csvCell(undefined), csvCell(null), csvCell(NaN), csvCell(-3), csvCell(true), csvCell('x')]).toEqual([undefined, undefined, undefined, -3, 'true', 'x']);
+    expect([csvCell(undefined), csvCell(null), csvCell(NaN), csvCell(-3), csvCell(true), csvCell('x')]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      -3,
+      'true',
+      'x',
+    ]);
     expect(csvCell(['a', 1, false, null])).toBe('a|1|false');
     expect(csvCell([5])).toBe(5);
     expect(csvCell([{ a: 1 }])).toBe('[{"a":1}]');

@@ -52,7 +52,10 @@ describe('Pseudonymizer', () => {
       effectiveDateTime: '2024-05-01T10:00:00Z',
       valueString: 'Alice says hi',
       note: [{ text: 'called Alice' }],
-      component: [{ code: { text: 'item 1' }, valueInteger: 2 }, { code: { text: 'comment' }, valueString: 'Alice' }],
+      component: [
+        { code: { text: 'item 1' }, valueInteger: 2 },
+        { code: { text: 'comment' }, valueString: 'Alice' },
+      ],
     };
     const { observation: o, real } = pseudonymizeObservation(obs, p);
     const subject = `Patient/${p.serverId('Patient', 'p1')}`;
@@ -91,9 +94,15 @@ describe('Pseudonymizer', () => {
     it('refuses a missing, empty, unreadable or short key (exit 2)', () => {
       expect(() => resolvePseudonymKey({ env: {} })).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('CARE_PSEUDONYM_KEY') }));
       writeFileSync(join(dir, 'empty'), '\n');
-      expect(() => resolvePseudonymKey({ keyFile: join(dir, 'empty'), env: {} })).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('empty') }));
-      expect(() => resolvePseudonymKey({ keyFile: join(dir, 'missing'), env: {} })).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('ENOENT') }));
-      expect(() => resolvePseudonymKey({ env: { CARE_PSEUDONYM_KEY: 'short-key' } })).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('too short') }));
+      expect(() => resolvePseudonymKey({ keyFile: join(dir, 'empty'), env: {} })).toThrow(
+        expect.objectContaining({ exitCode: 2, message: expect.stringContaining('empty') }),
+      );
+      expect(() => resolvePseudonymKey({ keyFile: join(dir, 'missing'), env: {} })).toThrow(
+        expect.objectContaining({ exitCode: 2, message: expect.stringContaining('ENOENT') }),
+      );
+      expect(() => resolvePseudonymKey({ env: { CARE_PSEUDONYM_KEY: 'short-key' } })).toThrow(
+        expect.objectContaining({ exitCode: 2, message: expect.stringContaining('too short') }),
+      );
     });
   });
 });
@@ -136,7 +145,10 @@ describe('pseudonymised exports against the sandbox', () => {
     const custom = compileMapping(await loadMapping(`${FIXTURES}mapping.yaml`)).exports.get('observations')!;
     const c2 = new Collect();
     await exportObservations({ client: c, scope, output: c2, columns: custom, pseudonymizer: p, format: 'ndjson' });
-    const lines = c2.text.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = c2.text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => [l.id, l.mrn])).toEqual([
       [p.serverId('Observation', 'o1'), p.sourceKey('MRN-7')],
       [p.serverId('Observation', 'o2'), p.sourceKey('MRN-7')],
@@ -144,14 +156,25 @@ describe('pseudonymised exports against the sandbox', () => {
 
     const kept = new Collect();
     await exportObservations({ client: c, scope, output: kept, pseudonymizer: p, keepFreeText: true });
-    expect(parseCsv(kept.text).map((r) => [r.value, r.performer])).toEqual([['7', 'Dr Bob Smith'], ['Alice feels fine', `Patient/${p.serverId('Patient', 'srv7')}`]]);
+    expect(parseCsv(kept.text).map((r) => [r.value, r.performer])).toEqual([
+      ['7', 'Dr Bob Smith'],
+      ['Alice feels fine', `Patient/${p.serverId('Patient', 'srv7')}`],
+    ]);
   });
 
   it('keeps its own watermark (a pseudonymised export is another deliverable)', async () => {
     const { report } = { report: await exportObservations({ client: c, scope, output: new Collect(), pseudonymizer: new Pseudonymizer(KEY), since: 'last' }) };
     expect(report.watermarkName).toBe('export:default?pseudonymized');
     expect(scope.getWatermark('export:default')).toBeUndefined();
-    const wide = await exportObservations({ client: c, scope, output: new Collect(), pseudonymizer: new Pseudonymizer(KEY), since: 'last', layout: 'wide', tempDir: mkdtempSync(join(tmpdir(), 'care-etl-pw-')) });
+    const wide = await exportObservations({
+      client: c,
+      scope,
+      output: new Collect(),
+      pseudonymizer: new Pseudonymizer(KEY),
+      since: 'last',
+      layout: 'wide',
+      tempDir: mkdtempSync(join(tmpdir(), 'care-etl-pw-')),
+    });
     expect(wide.watermarkName).toBe('export:wide?pseudonymized');
   });
 });

@@ -27,14 +27,22 @@ class FakeServer {
   now = Date.UTC(2024, 5, 1, 12);
   readonly obs = new Map<string, Resource>();
   put(id: string, version: number, updatedOffsetMs: number | undefined, value = 1): void {
-    const meta = updatedOffsetMs === undefined ? { versionId: String(version) } : { versionId: String(version), lastUpdated: new Date(this.now + updatedOffsetMs).toISOString() };
+    const meta =
+      updatedOffsetMs === undefined
+        ? { versionId: String(version) }
+        : { versionId: String(version), lastUpdated: new Date(this.now + updatedOffsetMs).toISOString() };
     this.obs.set(id, observation('p', { id, meta, valueInteger: value }) as Resource);
   }
   client(): CareClient {
     const self = this;
     return {
       async *pages() {
-        const bundle: Bundle<Resource> = { resourceType: 'Bundle', type: 'searchset', meta: { lastUpdated: new Date(self.now).toISOString() }, entry: [...self.obs.values()].map((resource) => ({ resource })) } as Bundle<Resource>;
+        const bundle: Bundle<Resource> = {
+          resourceType: 'Bundle',
+          type: 'searchset',
+          meta: { lastUpdated: new Date(self.now).toISOString() },
+          entry: [...self.obs.values()].map((resource) => ({ resource })),
+        } as Bundle<Resource>;
         yield bundle;
       },
     } as unknown as CareClient;
@@ -81,7 +89,10 @@ describe('--since last remembers what it delivered inside the overlap window', (
     const c = clientFor(sb, { retry: false });
     const real = ledger.scope(sb.url, TENANT);
     try {
-      sb.addObservations(TENANT, Array.from({ length: 25 }, (_, i) => observation('p', { id: `n${i}` })));
+      sb.addObservations(
+        TENANT,
+        Array.from({ length: 25 }, (_, i) => observation('p', { id: `n${i}` })),
+      );
       const rows: number[] = [];
       const skipped: number[] = [];
       for (let i = 0; i < 3; i++) {
@@ -110,7 +121,13 @@ describe('--since last remembers what it delivered inside the overlap window', (
     const watermark = scope.getWatermark('export:default');
     s.now += 1_000;
     s.put('B', 1, -500);
-    await expect(sinceLast(s, { finalize: async () => { throw new Error('rename failed'); } })).rejects.toMatchObject({ exitCode: 3 });
+    await expect(
+      sinceLast(s, {
+        finalize: async () => {
+          throw new Error('rename failed');
+        },
+      }),
+    ).rejects.toMatchObject({ exitCode: 3 });
     expect(scope.getWatermark('export:default')).toBe(watermark);
     expect(scope.deliveredVersion('export:default', 'B')).toBeUndefined();
     expect((await sinceLast(s)).ids).toEqual(['B@1']);

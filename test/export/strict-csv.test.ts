@@ -55,7 +55,30 @@ function readWithCsvParse(buf: Buffer): string[][] {
 }
 
 const hostileChar = fc.oneof(
-  fc.constantFrom('\n', '\r', '\r\n', '\t', '"', ',', ';', ' ', '\u0000', '\u0007', '\u001b[31m', '\u007f', '=', '+', '-', '@', '\uD83D', '\uDE00', '😀', 'é', '\u2028', '\uFEFF'),
+  fc.constantFrom(
+    '\n',
+    '\r',
+    '\r\n',
+    '\t',
+    '"',
+    ',',
+    ';',
+    ' ',
+    '\u0000',
+    '\u0007',
+    '\u001b[31m',
+    '\u007f',
+    '=',
+    '+',
+    '-',
+    '@',
+    '\uD83D',
+    '\uDE00',
+    '😀',
+    'é',
+    '\u2028',
+    '\uFEFF',
+  ),
   fc.string({ unit: 'binary', maxLength: 3 }),
 );
 const cell = fc.oneof(
@@ -67,23 +90,31 @@ const cell = fc.oneof(
 describe('CSV export is strict RFC 4180', () => {
   it(`csv-parse (quotes, column count, empty lines strict) reads back every generated file exactly (${RUNS} cases)`, async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(fc.array(cell, { minLength: 4, maxLength: 4 }), { maxLength: 6 }), fc.boolean(), async (n, rows, bom) => {
-        const columns = ['id', 'text', 'more', 'last'].slice(0, n);
-        const data = rows.map((r) => r.slice(0, n));
-        const buf = await toCsv(columns, data, { bom });
-        const records = readWithCsvParse(buf);
-        expect(records).toEqual([columns, ...data.map((r) => r.map(expected))]);
-        // csv-parse takes a bare LF inside an unquoted field as data (record delimiter CRLF): the Python reader
-        // below is the one that catches an unquoted line break.
-        expect(buf.subarray(-2).toString()).toBe('\r\n');
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(fc.array(cell, { minLength: 4, maxLength: 4 }), { maxLength: 6 }),
+        fc.boolean(),
+        async (n, rows, bom) => {
+          const columns = ['id', 'text', 'more', 'last'].slice(0, n);
+          const data = rows.map((r) => r.slice(0, n));
+          const buf = await toCsv(columns, data, { bom });
+          const records = readWithCsvParse(buf);
+          expect(records).toEqual([columns, ...data.map((r) => r.map(expected))]);
+          // csv-parse takes a bare LF inside an unquoted field as data (record delimiter CRLF): the Python reader
+          // below is the one that catches an unquoted line break.
+          expect(buf.subarray(-2).toString()).toBe('\r\n');
+        },
+      ),
       { seed: 1311, numRuns: RUNS },
     );
   });
 
   it.skipIf(!PYTHON)(`Python's csv module (strict=True) reads back every generated file exactly (${RUNS} files)`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-strict-csv-'));
-    const samples = fc.sample(fc.tuple(fc.array(fc.array(cell, { minLength: 3, maxLength: 3 }), { maxLength: 6 }), fc.boolean()), { seed: 1312, numRuns: RUNS });
+    const samples = fc.sample(fc.tuple(fc.array(fc.array(cell, { minLength: 3, maxLength: 3 }), { maxLength: 6 }), fc.boolean()), {
+      seed: 1312,
+      numRuns: RUNS,
+    });
     const files: string[] = [];
     const wanted: string[][][] = [];
     for (const [i, [rows, bom]] of samples.entries()) {

@@ -29,7 +29,8 @@ afterAll(async () => {
 });
 
 function readStrict(file: string): string[][] {
-  const script = "import csv, json, sys\nwith open(sys.argv[1], newline='', encoding='utf-8-sig') as f:\n    print(json.dumps([r for r in csv.reader(f, strict=True)]))";
+  const script =
+    "import csv, json, sys\nwith open(sys.argv[1], newline='', encoding='utf-8-sig') as f:\n    print(json.dumps([r for r in csv.reader(f, strict=True)]))";
   const r = spawnSync(PYTHON!, ['-c', script, file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`python csv (strict) refused ${file}: ${r.stderr}`);
   return JSON.parse(r.stdout) as string[][];
@@ -40,7 +41,10 @@ describe.skipIf(!PYTHON)('an exported CSV of hostile questionnaire texts, read b
     expect([...texts.values()].filter((t) => /[\r\n]/.test(t)).length).toBeGreaterThan(100);
     for (const escape of [true, false]) {
       const dir = workDir();
-      const r = await cli(['export', 'mapping-default.yaml', '--out', 'obs.csv', '--bom', ...(escape ? [] : ['--no-escape-formulas'])], { cwd: dir, env: envFor(sb) });
+      const r = await cli(['export', 'mapping-default.yaml', '--out', 'obs.csv', '--bom', ...(escape ? [] : ['--no-escape-formulas'])], {
+        cwd: dir,
+        env: envFor(sb),
+      });
       expect(r.code, r.stderr).toBe(0);
       const [header, ...records] = readStrict(join(dir, 'obs.csv'));
       expect(header).toEqual([...DEFAULT_COLUMNS]);

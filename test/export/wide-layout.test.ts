@@ -27,8 +27,22 @@ function fixture(): Record<string, unknown>[] {
     observation('p1', { id: 'b', code: PHQ, effectiveDateTime: '2024-03-01T18:00:00Z', valueInteger: 9, meta: meta('2024-03-01T18:00:00Z') }),
     observation('p1', { id: 'c', code: GAD, effectiveDateTime: '2024-03-01T23:30:00-05:00', valueInteger: 12, meta: meta('2024-03-02T05:00:00Z') }), // 04:30Z on the 2nd
     observation('p1', { id: 'd', code: GAD, effectiveDateTime: '2024-03-01T09:00:00+02:00', valueInteger: 4, meta: meta('2024-03-01T07:00:00Z') }), // 07:00Z on the 1st
-    observation('p1', { id: 'e', code: OTHER_LOINC, effectiveDateTime: '2024-03-01T12:00:00Z', valueInteger: undefined, valueQuantity: { value: 3.5 }, meta: meta('2024-03-01T12:00:00Z') }),
-    observation('p1', { id: 'f', code: LOCAL, effectiveDateTime: '2024-03-01T12:00:00Z', valueInteger: undefined, valueString: 'ok, fine', meta: meta('2024-03-01T12:00:01Z') }),
+    observation('p1', {
+      id: 'e',
+      code: OTHER_LOINC,
+      effectiveDateTime: '2024-03-01T12:00:00Z',
+      valueInteger: undefined,
+      valueQuantity: { value: 3.5 },
+      meta: meta('2024-03-01T12:00:00Z'),
+    }),
+    observation('p1', {
+      id: 'f',
+      code: LOCAL,
+      effectiveDateTime: '2024-03-01T12:00:00Z',
+      valueInteger: undefined,
+      valueString: 'ok, fine',
+      meta: meta('2024-03-01T12:00:01Z'),
+    }),
     observation('p2', { id: 'g', code: PHQ, effectiveDateTime: '2024-03-01', valueInteger: 1, meta: meta('2024-03-05T00:00:00Z') }),
     observation('p2', { id: 'h', code: PHQ, effectiveDateTime: '2024-03-01', valueInteger: 2, meta: meta('2024-03-06T00:00:00Z') }), // same time, later update: wins
     observation('p2', { id: 'i', code: PHQ, effectiveDateTime: undefined, valueInteger: 7, meta: meta('2024-03-07T00:00:00Z') }),
@@ -37,7 +51,18 @@ function fixture(): Record<string, unknown>[] {
   ];
 }
 
-const COLUMNS = ['patient_id', 'patient_source_key', 'date', 'GAD-7 (70274-6)', 'LOINC 89204-2', 'MOOD (urn:clinic:forms)', 'PHQ-9 (44261-6)', 'observations', 'superseded', 'last_updated'];
+const COLUMNS = [
+  'patient_id',
+  'patient_source_key',
+  'date',
+  'GAD-7 (70274-6)',
+  'LOINC 89204-2',
+  'MOOD (urn:clinic:forms)',
+  'PHQ-9 (44261-6)',
+  'observations',
+  'superseded',
+  'last_updated',
+];
 
 let sb: Sandbox;
 let c: CareClient;
@@ -104,9 +129,22 @@ describe('wide layout', () => {
   it('writes typed NDJSON (numbers stay numbers, empty cells null) and honours since and patients', async () => {
     sb.addObservations(TENANT, fixture());
     const { text } = await wide({ format: 'ndjson', since: '2024-03-02', patients: ['MRN-1'], patientMappings: ['patient'] });
-    const lines = text.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     // since 2024-03-02 (meta.lastUpdated): only c (p1, GAD on the 2nd UTC) is left for MRN-1
-    expect(lines).toEqual([{ patient_id: 'p1', patient_source_key: 'MRN-1', date: '2024-03-02', 'GAD-7 (70274-6)': 12, observations: 1, superseded: 0, last_updated: '2024-03-02T05:00:00Z' }]);
+    expect(lines).toEqual([
+      {
+        patient_id: 'p1',
+        patient_source_key: 'MRN-1',
+        date: '2024-03-02',
+        'GAD-7 (70274-6)': 12,
+        observations: 1,
+        superseded: 0,
+        last_updated: '2024-03-02T05:00:00Z',
+      },
+    ]);
   });
 
   it('writes a header-only file when nothing is exported, and removes its spool (0600 in a 0700 folder) afterwards', async () => {
@@ -171,7 +209,16 @@ describe('wide layout building blocks', () => {
 
   it('names instrument columns from codes, never from free text', () => {
     expect(instrumentOf({ code: PHQ })?.name).toBe('PHQ-9 (44261-6)');
-    expect(instrumentOf({ code: { coding: [{ system: 'urn:x', code: 'A' }, { system: 'http://loinc.org', code: '70274-6' }] } })?.name).toBe('GAD-7 (70274-6)');
+    expect(
+      instrumentOf({
+        code: {
+          coding: [
+            { system: 'urn:x', code: 'A' },
+            { system: 'http://loinc.org', code: '70274-6' },
+          ],
+        },
+      })?.name,
+    ).toBe('GAD-7 (70274-6)');
     expect(instrumentOf({ code: OTHER_LOINC })?.name).toBe('LOINC 89204-2');
     expect(instrumentOf({ code: { coding: [{ code: '=cmd' }] } })?.name).toBe("'=cmd (no system)");
     expect(instrumentOf({ code: { coding: [{ system: 'urn:x', code: 'a\nb' }] } })?.name).toBe('a b (urn:x)');

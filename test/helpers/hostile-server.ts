@@ -167,10 +167,16 @@ export async function startHostileServer(mode: HostileMode): Promise<HostileMode
     }
 
     if (mode.kind === 'endless-next') {
-      if (req.method !== 'GET' || id !== undefined) return json(res, 404, { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'not-found' }] });
+      if (req.method !== 'GET' || id !== undefined)
+        return json(res, 404, { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'not-found' }] });
       state.pages++;
       const page = Number(url.searchParams.get('page') ?? '1');
-      const resource = (rid: string) => ({ resourceType: type, id: rid, meta: { versionId: '1', lastUpdated: '2024-01-01T00:00:00Z' }, identifier: [{ system: 'urn:hostile', value: rid }] });
+      const resource = (rid: string) => ({
+        resourceType: type,
+        id: rid,
+        meta: { versionId: '1', lastUpdated: '2024-01-01T00:00:00Z' },
+        identifier: [{ system: 'urn:hostile', value: rid }],
+      });
       const entry = mode.entries === 'empty' ? [] : [{ fullUrl: `${type}/x`, resource: resource(mode.entries === 'same' ? 'same-1' : `r-${page}`) }];
       return json(res, 200, {
         resourceType: 'Bundle',

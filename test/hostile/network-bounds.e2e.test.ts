@@ -8,7 +8,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { isSafeId } from '../../src/api/errors.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
@@ -52,7 +52,10 @@ async function run(url: string, bounds: string[]): Promise<{ r: CliResult; dir: 
 async function exportTo(url: string, bounds: string[]): Promise<{ r: CliResult; out: string; dir: string }> {
   const clinic = makeClinic(1, 1, 'care-etl-hostile-x-');
   const out = join(clinic.dir, 'observations.csv');
-  const r = await runCli(['export', clinic.mapping, ...target(url), ...bounds, '--out', out, '--json', '--progress', 'none'], { env: { CARE_API_KEY: KEY }, timeoutMs: CLI_MS });
+  const r = await runCli(['export', clinic.mapping, ...target(url), ...bounds, '--out', out, '--json', '--progress', 'none'], {
+    env: { CARE_API_KEY: KEY },
+    timeoutMs: CLI_MS,
+  });
   expectNoKey(r);
   return { r, out, dir: clinic.dir };
 }
@@ -71,31 +74,54 @@ interface Case {
 }
 
 const UNREADABLE: Case[] = [
-  { name: 'a body trickling a byte every 20 ms, --timeout 300', mode: { kind: 'slow-body', byteEveryMs: 20 }, bounds: ['--timeout', '300'], message: /no complete answer within 300 ms/ },
-  { name: 'a body that never ends, --max-response-bytes 65536', mode: { kind: 'endless-body' }, bounds: ['--max-response-bytes', '65536'], message: /larger than 65536 bytes \(--max-response-bytes\)/ },
-  { name: 'new next links with new resources forever, --max-pages 25', mode: { kind: 'endless-next', entries: 'fresh' }, bounds: ['--max-pages', '25'], message: /past 25 pages \(--max-pages\)/ },
+  {
+    name: 'a body trickling a byte every 20 ms, --timeout 300',
+    mode: { kind: 'slow-body', byteEveryMs: 20 },
+    bounds: ['--timeout', '300'],
+    message: /no complete answer within 300 ms/,
+  },
+  {
+    name: 'a body that never ends, --max-response-bytes 65536',
+    mode: { kind: 'endless-body' },
+    bounds: ['--max-response-bytes', '65536'],
+    message: /larger than 65536 bytes \(--max-response-bytes\)/,
+  },
+  {
+    name: 'new next links with new resources forever, --max-pages 25',
+    mode: { kind: 'endless-next', entries: 'fresh' },
+    bounds: ['--max-pages', '25'],
+    message: /past 25 pages \(--max-pages\)/,
+  },
   { name: 'new next links to empty pages forever', mode: { kind: 'endless-next', entries: 'empty' }, bounds: [], message: /next links do not progress/ },
   { name: 'new next links to the same resource forever', mode: { kind: 'endless-next', entries: 'same' }, bounds: [], message: /next links do not progress/ },
 ];
 
 describe('a server that cannot be read: the command ends with exit 3', () => {
   for (const c of UNREADABLE) {
-    it(`run: ${c.name}`, async () => {
-      const s = await serve(c.mode);
-      const { r } = await run(s.url, c.bounds);
-      expect(r.code, r.stderr).toBe(3);
-      const e = envelope(r);
-      expect(e.exitCode).toBe(3);
-      expect(e.error.message).toMatch(c.message);
-    }, CASE_MS);
+    it(
+      `run: ${c.name}`,
+      async () => {
+        const s = await serve(c.mode);
+        const { r } = await run(s.url, c.bounds);
+        expect(r.code, r.stderr).toBe(3);
+        const e = envelope(r);
+        expect(e.exitCode).toBe(3);
+        expect(e.error.message).toMatch(c.message);
+      },
+      CASE_MS,
+    );
 
-    it(`export: ${c.name}`, async () => {
-      const s = await serve(c.mode);
-      const { r, out, dir } = await exportTo(s.url, c.bounds);
-      expect(r.code, r.stderr).toBe(3);
-      expect(envelope(r).error.message).toMatch(c.message);
-      expectNoOutput(out, dir);
-    }, CASE_MS);
+    it(
+      `export: ${c.name}`,
+      async () => {
+        const s = await serve(c.mode);
+        const { r, out, dir } = await exportTo(s.url, c.bounds);
+        expect(r.code, r.stderr).toBe(3);
+        expect(envelope(r).error.message).toMatch(c.message);
+        expectNoOutput(out, dir);
+      },
+      CASE_MS,
+    );
   }
 });
 
@@ -111,30 +137,38 @@ function ledgerEntries(state: string, url: string) {
 
 describe('create answers that cannot be believed (run): never a synced entry without a valid id', () => {
   for (const answer of ['no-id', 'unsafe-id', 'wrong-type', 'same-id'] as const) {
-    it(`${answer}, the server lists nothing: rows rejected as outcome-unknown, keys pending (exit 1)`, async () => {
-      const s = await serve({ kind: 'create-answer', answer, listed: 'none' });
-      const { r, dir, state } = await run(s.url, []);
-      expect(r.code, r.stderr).toBe(1);
-      const entries = ledgerEntries(state, s.url);
-      const synced = entries.filter((e) => e.status === 'synced');
-      for (const e of synced) expect(isSafeId(e.serverId)).toBe(true);
-      expect(new Set(synced.map((e) => `${e.resourceType}/${e.serverId}`)).size).toBe(synced.length);
-      expect(synced.length).toBe(answer === 'same-id' ? 2 : 0); // same-id: the first Patient and the first Practitioner
-      const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8');
-      expect(rejects).toContain('outcome-unknown');
-    }, CASE_MS);
+    it(
+      `${answer}, the server lists nothing: rows rejected as outcome-unknown, keys pending (exit 1)`,
+      async () => {
+        const s = await serve({ kind: 'create-answer', answer, listed: 'none' });
+        const { r, dir, state } = await run(s.url, []);
+        expect(r.code, r.stderr).toBe(1);
+        const entries = ledgerEntries(state, s.url);
+        const synced = entries.filter((e) => e.status === 'synced');
+        for (const e of synced) expect(isSafeId(e.serverId)).toBe(true);
+        expect(new Set(synced.map((e) => `${e.resourceType}/${e.serverId}`)).size).toBe(synced.length);
+        expect(synced.length).toBe(answer === 'same-id' ? 2 : 0); // same-id: the first Patient and the first Practitioner
+        const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8');
+        expect(rejects).toContain('outcome-unknown');
+      },
+      CASE_MS,
+    );
   }
 
-  it('no-id, the server lists what it stored: every key reconciled to the id the server listed (exit 0)', async () => {
-    const s = await serve({ kind: 'create-answer', answer: 'no-id', listed: 'stored' });
-    const { r, state } = await run(s.url, []);
-    expect(r.code, r.stderr).toBe(0);
-    const entries = ledgerEntries(state, s.url);
-    expect(entries).toHaveLength(4 + 2 + 4);
-    for (const e of entries) {
-      expect(e.status).toBe('synced');
-      expect(s.stored(e.resourceType).some((x) => x.id === e.serverId)).toBe(true);
-    }
-    expect(s.stored('Patient')).toHaveLength(4);
-  }, CASE_MS);
+  it(
+    'no-id, the server lists what it stored: every key reconciled to the id the server listed (exit 0)',
+    async () => {
+      const s = await serve({ kind: 'create-answer', answer: 'no-id', listed: 'stored' });
+      const { r, state } = await run(s.url, []);
+      expect(r.code, r.stderr).toBe(0);
+      const entries = ledgerEntries(state, s.url);
+      expect(entries).toHaveLength(4 + 2 + 4);
+      for (const e of entries) {
+        expect(e.status).toBe('synced');
+        expect(s.stored(e.resourceType).some((x) => x.id === e.serverId)).toBe(true);
+      }
+      expect(s.stored('Patient')).toHaveLength(4);
+    },
+    CASE_MS,
+  );
 });

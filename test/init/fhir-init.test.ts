@@ -59,7 +59,13 @@ describe('init on a FHIR Bulk Data export (Patient, Practitioner, PractitionerRo
       ['Encounter.ndjson', 'careteam', 'CareTeam', 'subject (patient)'],
     ]);
     // PractitionerRole is not a second Practitioner mapping: a note, and its source left commented.
-    expect(r.notes).toEqual([{ file: 'PractitionerRole.ndjson', resourceType: 'PractitionerRole', note: expect.stringContaining('a second Practitioner mapping would load each of them twice') }]);
+    expect(r.notes).toEqual([
+      {
+        file: 'PractitionerRole.ndjson',
+        resourceType: 'PractitionerRole',
+        note: expect.stringContaining('a second Practitioner mapping would load each of them twice'),
+      },
+    ]);
     expect(r.text.match(/^ {4}type: Practitioner$/gm)).toHaveLength(1);
     expect(r.text).toMatch(/^ {2}# practitionerrole: +\{ path: \S*PractitionerRole\.ndjson \} +# not a mapping/m);
     expect(r.text).toContain('mappings/synthea-fhir/mapping.yaml does exactly this');
@@ -103,7 +109,11 @@ describe('init on a FHIR Bulk Data export (Patient, Practitioner, PractitionerRo
   });
 
   it('two exports of one type: the second mapping names the first; a file mixing types keeps each mapping to its own lines', async () => {
-    const r = await generateStarterMapping({ from: [join(NDJSON, 'Patient.ndjson'), join(ROOT, 'test/fixtures/init/fhir-mixed/export.ndjson')], cwd: ROOT, out: join(tmp(), 'm.yaml') });
+    const r = await generateStarterMapping({
+      from: [join(NDJSON, 'Patient.ndjson'), join(ROOT, 'test/fixtures/init/fhir-mixed/export.ndjson')],
+      cwd: ROOT,
+      out: join(tmp(), 'm.yaml'),
+    });
     expect(r.resources.map((x) => [x.name, x.type, x.source])).toEqual([
       ['patient', 'Patient', 'patient'],
       ['export_patient', 'Patient', 'export'],
@@ -128,7 +138,9 @@ describe('init on a FHIR Bulk Data export (Patient, Practitioner, PractitionerRo
 describe('init on a FHIR Bundle (urn:uuid references)', () => {
   it('one source per resource type, selected from the entries; keys by id; validate --sample accepts every row', async () => {
     const { r, file } = await initAndCount(['patient-bundle.json'], join(ROOT, 'test/fixtures/init/fhir-bundle'));
-    expect(r.text).toMatch(/patient-bundle_patient: +\{ path: \S+patient-bundle\.json, records: 'entry\.resource\[resourceType = "Patient"\]', optional: \[identifier, active, [^\]]*\] \}/);
+    expect(r.text).toMatch(
+      /patient-bundle_patient: +\{ path: \S+patient-bundle\.json, records: 'entry\.resource\[resourceType = "Patient"\]', optional: \[identifier, active, [^\]]*\] \}/,
+    );
     expect(r.resources.map((x) => [x.name, x.type, x.key ?? x.groupBy])).toEqual([
       ['patient', 'Patient', 'id'],
       ['practitioner', 'Practitioner', 'id'],

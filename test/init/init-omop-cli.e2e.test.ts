@@ -29,7 +29,10 @@ function answer(text: string): string {
       return JSON.stringify(a[1]);
     });
   // YAML comments (the "next steps" header names `$TODO("…")`) are not markers.
-  return text.split('\n').map((l) => (l.trimStart().startsWith('#') ? l : fill(l))).join('\n');
+  return text
+    .split('\n')
+    .map((l) => (l.trimStart().startsWith('#') ? l : fill(l)))
+    .join('\n');
 }
 
 let sb: Sandbox;

@@ -9,7 +9,12 @@ import { validateMapping } from '../../src/pipeline/validate-mapping.js';
 const SAMPLE = join(import.meta.dirname, '..', '..', 'mappings', 'omop-cdm', 'sample');
 
 /** A sample table rewritten: columns kept, renamed and reordered by `cols(header)`, rows filtered. */
-function table(dir: string, file: string, from: string, opts: { cols?: (h: string[]) => string[]; rename?: (c: string) => string; rows?: (r: Record<string, string>) => Record<string, string> } = {}): string {
+function table(
+  dir: string,
+  file: string,
+  from: string,
+  opts: { cols?: (h: string[]) => string[]; rename?: (c: string) => string; rows?: (r: Record<string, string>) => Record<string, string> } = {},
+): string {
   const [head, ...lines] = readFileSync(join(SAMPLE, from), 'utf8').trim().split('\n');
   const header = head!.split(',');
   const records = lines.map((l) => Object.fromEntries(l.split(',').map((v, i) => [header[i]!, v])) as Record<string, string>).map(opts.rows ?? ((r) => r));
@@ -23,7 +28,13 @@ function table(dir: string, file: string, from: string, opts: { cols?: (h: strin
 const fillIn = (text: string) =>
   text
     .split('\n')
-    .map((l) => (l.trimStart().startsWith('#') ? l : l.replace(/'?\$TODO\("the namespace \(URI\) of ([^"]*?)(?:,[^"]*)?"\)'?/g, (_, what: string) => JSON.stringify(`urn:test:${what.replace(/\W+/g, '-')}`))))
+    .map((l) =>
+      l.trimStart().startsWith('#')
+        ? l
+        : l.replace(/'?\$TODO\("the namespace \(URI\) of ([^"]*?)(?:,[^"]*)?"\)'?/g, (_, what: string) =>
+            JSON.stringify(`urn:test:${what.replace(/\W+/g, '-')}`),
+          ),
+    )
     .join('\n');
 
 describe('init on OMOP CDM tables', () => {
@@ -53,7 +64,10 @@ describe('init on OMOP CDM tables', () => {
 
   it('visit_detail alone makes the care teams; a table without a person or provider export leaves $ref TODOs', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-omop-'));
-    const r = await generateStarterMapping({ from: [table(dir, 'person.csv', 'person.csv'), table(dir, 'provider.csv', 'provider.csv'), table(dir, 'visit_detail.csv', 'visit_detail.csv')], cwd: dir });
+    const r = await generateStarterMapping({
+      from: [table(dir, 'person.csv', 'person.csv'), table(dir, 'provider.csv', 'provider.csv'), table(dir, 'visit_detail.csv', 'visit_detail.csv')],
+      cwd: dir,
+    });
     expect(r.resources.map((x) => [x.source, x.type, x.groupBy])).toContainEqual(['visit_detail', 'CareTeam', 'person_id']);
     expect(r.text).toContain('"start": visit_detail_start_date');
     writeFileSync(join(dir, 'filled.yaml'), fillIn(r.text));
@@ -70,10 +84,15 @@ describe('init on OMOP CDM tables', () => {
   it('an NDJSON export (numbers for ids and concepts, null for NULL) gives maps that work on it too', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-omop-'));
     const ndjson = (name: string) => {
-      const [head, ...lines] = readFileSync(join(SAMPLE, `${name}.csv`), 'utf8').trim().split('\n');
+      const [head, ...lines] = readFileSync(join(SAMPLE, `${name}.csv`), 'utf8')
+        .trim()
+        .split('\n');
       const header = head!.split(',');
       const typed = (v: string) => (v === '' ? null : /^\d+$/.test(v) ? Number(v) : v);
-      writeFileSync(join(dir, `${name}.ndjson`), lines.map((l) => JSON.stringify(Object.fromEntries(l.split(',').map((v, i) => [header[i]!, typed(v)])))).join('\n') + '\n');
+      writeFileSync(
+        join(dir, `${name}.ndjson`),
+        lines.map((l) => JSON.stringify(Object.fromEntries(l.split(',').map((v, i) => [header[i]!, typed(v)])))).join('\n') + '\n',
+      );
       return `${name}.ndjson`;
     };
     const r = await generateStarterMapping({ from: ['person', 'provider', 'visit_occurrence', 'visit_detail'].map(ndjson), cwd: dir });
@@ -87,7 +106,9 @@ describe('init on OMOP CDM tables', () => {
 
   it('a gender concept or source code without a standard label is a TODO in the gender tables', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-omop-'));
-    const person = table(dir, 'person.csv', 'person.csv', { rows: (r) => (r.person_id === '101' ? { ...r, gender_concept_id: '4215271', gender_source_value: 'X' } : r) });
+    const person = table(dir, 'person.csv', 'person.csv', {
+      rows: (r) => (r.person_id === '101' ? { ...r, gender_concept_id: '4215271', gender_source_value: 'X' } : r),
+    });
     const r = await generateStarterMapping({ from: [person], cwd: dir });
     expect(r.text).toContain(`"4215271": '$TODO("the FHIR gender of the OMOP gender concept 4215271: male, female, other or unknown")'`);
     expect(r.text).toContain(`"X": '$TODO("the FHIR gender of the gender_source_value X: male, female, other or unknown")'`);

@@ -138,7 +138,10 @@ describe('care-etl init on other exports', () => {
 
   it('JSON records nested in the document, NDJSON, and names that need quoting', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-init-'));
-    writeFileSync(join(dir, 'clients.json'), JSON.stringify({ meta: { n: 1 }, data: { clients: [{ 'Client Id': 'c1', 'First Name': 'A', 'Last Name': 'B', Sex: 'male' }] } }));
+    writeFileSync(
+      join(dir, 'clients.json'),
+      JSON.stringify({ meta: { n: 1 }, data: { clients: [{ 'Client Id': 'c1', 'First Name': 'A', 'Last Name': 'B', Sex: 'male' }] } }),
+    );
     writeFileSync(join(dir, 'Practitioner.ndjson'), `${JSON.stringify({ NPI: '1234567893', Gender: 'F' })}\n`);
     const r = await generateStarterMapping({ from: ['clients.json', 'Practitioner.ndjson'], cwd: dir });
     expect(r.text).toContain('{ path: clients.json, records: data.clients }');
@@ -162,7 +165,11 @@ describe('care-etl init on other exports', () => {
   });
 
   it('Synthea-style exports: Id keys, a CareTeam grouped by PATIENT with PROVIDER members', async () => {
-    const r = await generateStarterMapping({ from: ['mappings/synthea/sample/patients.csv', 'mappings/synthea/sample/providers.csv', 'mappings/synthea/sample/encounters.csv'], cwd: ROOT, out: join(tmpdir(), 'synthea-starter.yaml') });
+    const r = await generateStarterMapping({
+      from: ['mappings/synthea/sample/patients.csv', 'mappings/synthea/sample/providers.csv', 'mappings/synthea/sample/encounters.csv'],
+      cwd: ROOT,
+      out: join(tmpdir(), 'synthea-starter.yaml'),
+    });
     expect(r.resources.map((x) => [x.type, x.key ?? x.groupBy])).toEqual([
       ['Patient', 'Id'],
       ['Practitioner', 'Id'],
@@ -203,7 +210,9 @@ describe('care-etl init on other exports', () => {
       ['patients-2024', 'Patient'],
     ]);
     const at = r.text.indexOf('  - name: patients-2024');
-    expect(r.text.slice(0, at)).toMatch(/ {2}# Another Patient mapping — the first is `patients` \(from data\/patients\.csv\)\. Each loads the records of its\n {2}# own export: one present in both is loaded twice\./);
+    expect(r.text.slice(0, at)).toMatch(
+      / {2}# Another Patient mapping — the first is `patients` \(from data\/patients\.csv\)\. Each loads the records of its\n {2}# own export: one present in both is loaded twice\./,
+    );
   });
 
   it('a missing or unknown file is an exit-2 error', async () => {

@@ -234,7 +234,7 @@ describe('AdaptiveLimiter pauses and pacing', () => {
     expect(starts.at(-1)! - starts[0]!).toBeGreaterThanOrEqual(200);
   });
 
-  it('does not trust a rate measured on the first moments (the server\'s banked burst)', () => {
+  it("does not trust a rate measured on the first moments (the server's banked burst)", () => {
     const lim = new AdaptiveLimiter({ initial: 16, now: clock });
     void lim.run(() => new Promise(() => {}));
     for (let i = 0; i < 40; i++) {
@@ -285,8 +285,7 @@ describe('AdaptiveLimiter against a simulated rate-limited server', () => {
         super('429');
       }
     }
-    const classify = (e: unknown): RetryDecision =>
-      e instanceof TooMany ? { retry: true, delayMs: e.retryAfterMs, reason: '429' } : { retry: false };
+    const classify = (e: unknown): RetryDecision => (e instanceof TooMany ? { retry: true, delayMs: e.retryAfterMs, reason: '429' } : { retry: false });
     const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
     const lim = new AdaptiveLimiter({ initial: p.concurrency, now: clock });
     let rejected = 0;
@@ -428,7 +427,10 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     /** Successes per second between two instants (ms since the start). */
     const throughput = (from: number, to = successAt.at(-1)!) => (successAt.filter((t) => t >= from && t < to).length * 1000) / (to - from);
     const medianRtt = (from: number, to = Infinity) => {
-      const xs = rtts.filter((r) => r.at >= from && r.at < to).map((r) => r.ms).sort((a, b) => a - b);
+      const xs = rtts
+        .filter((r) => r.at >= from && r.at < to)
+        .map((r) => r.ms)
+        .sort((a, b) => a - b);
       return xs[xs.length >> 1]!;
     };
     // Timers still pending once every task settled (the limiter's wake-ups): none, or the process would wait for them.

@@ -10,7 +10,16 @@ import type { LedgerEntry } from '../../src/state/ledger.js';
 
 const mapped: MappedView = { type: 'Patient', identity: { ok: true, matchValue: 'urn:mrn|1' }, hash: 'H-new', comparable: 'C-new' };
 const badRule: Issue[] = [{ severity: 'error', code: 'match-invalid', message: 'match: gave two values' }];
-const entry = (e: Partial<LedgerEntry>): LedgerEntry => ({ mapping: 'patient', key: 'k1', resourceType: 'Patient', status: 'synced', serverId: 's1', hash: 'H-new', updatedAt: '', ...e });
+const entry = (e: Partial<LedgerEntry>): LedgerEntry => ({
+  mapping: 'patient',
+  key: 'k1',
+  resourceType: 'Patient',
+  status: 'synced',
+  serverId: 's1',
+  hash: 'H-new',
+  updatedAt: '',
+  ...e,
+});
 const copy = (hash: string, id = 's1') => ({ id, versionId: '1', hash });
 const dupes: Issue[] = [{ severity: 'error', code: 'duplicate-on-server', message: 'two copies' }];
 
@@ -19,23 +28,89 @@ const cases: [string, LedgerEntry | undefined, ServerView, ReconcilePolicy, Deci
   ['pending intent → defer (reconciled on a fresh listing)', entry({ status: 'pending', serverId: undefined }), {}, 'auto', { kind: 'defer', why: 'pending' }],
   ['synced, same hash, not listed → unchanged', entry({}), {}, 'auto', { kind: 'unchanged', serverId: 's1' }],
   ['synced, same hash, listed equal → unchanged', entry({}), { byId: copy('C-new') }, 'auto', { kind: 'unchanged', serverId: 's1', onServer: copy('C-new') }],
-  ['synced, same hash, server differs, auto → unchanged with drift', entry({}), { byId: copy('C-old') }, 'auto', { kind: 'unchanged', serverId: 's1', onServer: copy('C-old'), drift: 'differs' }],
+  [
+    'synced, same hash, server differs, auto → unchanged with drift',
+    entry({}),
+    { byId: copy('C-old') },
+    'auto',
+    { kind: 'unchanged', serverId: 's1', onServer: copy('C-old'), drift: 'differs' },
+  ],
   ['synced, same hash, server gone, never → unchanged with drift', entry({}), { byId: null }, 'never', { kind: 'unchanged', serverId: 's1', drift: 'gone' }],
-  ['synced, same hash, server differs, always → update', entry({}), { byId: copy('C-old') }, 'always', { kind: 'update', serverId: 's1', onServer: copy('C-old') }],
-  ['synced, same hash, server gone, always → look (gone)', entry({}), { byId: null }, 'always', { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' }],
+  [
+    'synced, same hash, server differs, always → update',
+    entry({}),
+    { byId: copy('C-old') },
+    'always',
+    { kind: 'update', serverId: 's1', onServer: copy('C-old') },
+  ],
+  [
+    'synced, same hash, server gone, always → look (gone)',
+    entry({}),
+    { byId: null },
+    'always',
+    { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' },
+  ],
   ['synced, changed hash, not listed → update', entry({ hash: 'H-old' }), {}, 'auto', { kind: 'update', serverId: 's1' }],
-  ['synced, changed hash, server gone (a 404) → look (gone)', entry({ hash: 'H-old' }), { byId: null }, 'auto', { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' }],
+  [
+    'synced, changed hash, server gone (a 404) → look (gone)',
+    entry({ hash: 'H-old' }),
+    { byId: null },
+    'auto',
+    { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' },
+  ],
   ['ended, same hash → update (reactivated)', entry({ endedAt: '2026-01-01' }), {}, 'auto', { kind: 'update', serverId: 's1' }],
-  ['gone, found once by match → adopt, updated', entry({ hash: 'H-old' }), { byId: null, matches: { kind: 'one', resource: copy('C-old', 's2') } }, 'auto', { kind: 'adopt', resource: copy('C-old', 's2'), update: true }],
-  ['gone, not found → create again, saying why', entry({}), { byId: null, matches: { kind: 'none' } }, 'always', { kind: 'create', recreate: 'Patient/s1 recorded in the state is gone from the server' }],
-  ['gone under never → still looked up', entry({ hash: 'H-old' }), { byId: null }, 'never', { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' }],
+  [
+    'gone, found once by match → adopt, updated',
+    entry({ hash: 'H-old' }),
+    { byId: null, matches: { kind: 'one', resource: copy('C-old', 's2') } },
+    'auto',
+    { kind: 'adopt', resource: copy('C-old', 's2'), update: true },
+  ],
+  [
+    'gone, not found → create again, saying why',
+    entry({}),
+    { byId: null, matches: { kind: 'none' } },
+    'always',
+    { kind: 'create', recreate: 'Patient/s1 recorded in the state is gone from the server' },
+  ],
+  [
+    'gone under never → still looked up',
+    entry({ hash: 'H-old' }),
+    { byId: null },
+    'never',
+    { kind: 'look', gone: 'Patient/s1 recorded in the state is gone from the server' },
+  ],
   ['unknown key, auto → look', undefined, {}, 'auto', { kind: 'look' }],
   ['unknown key, never → create without looking', undefined, { matches: { kind: 'one', resource: copy('C-new') } }, 'never', { kind: 'create', blind: true }],
-  ['unknown key, found once, equal → adopt, not updated', undefined, { matches: { kind: 'one', resource: copy('C-new', 's9') } }, 'auto', { kind: 'adopt', resource: copy('C-new', 's9'), update: false }],
+  [
+    'unknown key, found once, equal → adopt, not updated',
+    undefined,
+    { matches: { kind: 'one', resource: copy('C-new', 's9') } },
+    'auto',
+    { kind: 'adopt', resource: copy('C-new', 's9'), update: false },
+  ],
   ['unknown key, not found → create', undefined, { matches: { kind: 'none' } }, 'always', { kind: 'create' }],
-  ['unknown key, identical copies → defer until every key is known', undefined, { matches: { kind: 'ambiguous' } }, 'auto', { kind: 'defer', why: 'ambiguous' }],
-  ['unknown key, two different copies → reject naming them', undefined, { matches: { kind: 'rejected', issues: dupes } }, 'auto', { kind: 'reject', issues: dupes }],
-  ['rejected entry without id → as an unknown key', entry({ status: 'rejected', serverId: undefined }), { matches: { kind: 'none' } }, 'auto', { kind: 'create' }],
+  [
+    'unknown key, identical copies → defer until every key is known',
+    undefined,
+    { matches: { kind: 'ambiguous' } },
+    'auto',
+    { kind: 'defer', why: 'ambiguous' },
+  ],
+  [
+    'unknown key, two different copies → reject naming them',
+    undefined,
+    { matches: { kind: 'rejected', issues: dupes } },
+    'auto',
+    { kind: 'reject', issues: dupes },
+  ],
+  [
+    'rejected entry without id → as an unknown key',
+    entry({ status: 'rejected', serverId: undefined }),
+    { matches: { kind: 'none' } },
+    'auto',
+    { kind: 'create' },
+  ],
 ];
 
 describe('decide()', () => {

@@ -59,7 +59,10 @@ describe('decideEnding', () => {
 
   it('a source with no data rows never counts as every row gone: only --allow-ending covering them all lets it end', () => {
     expect(decideEnding(input({ wouldEnd: 1, loaded: 200, rowsRead: 0 }))).toMatchObject({ allowed: false, reason: 'empty-source' });
-    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 100 }, from: 'mapping' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
+    expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 100 }, from: 'mapping' }))).toMatchObject({
+      allowed: false,
+      reason: 'empty-source',
+    });
     expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 50 }, from: 'flag' }))).toMatchObject({ allowed: false, reason: 'empty-source' });
     expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { percent: 100 }, from: 'flag' }))).toMatchObject({ allowed: true });
     expect(decideEnding(input({ wouldEnd: 20, rowsRead: 0, allow: { count: 20 }, from: 'flag' }))).toMatchObject({ allowed: true });
@@ -77,8 +80,12 @@ describe('describeEnding', () => {
       'careteam: would end 18 of 20 care teams (90 %), above the limit of 10% (2; the default) — nothing ended; if the clinic really closed these, re-run with --allow-ending 18 (or 100%)',
     );
     const empty = input({ wouldEnd: 20, rowsRead: 0 });
-    expect(describeEnding('patient', 'Patient', empty, decideEnding(empty))).toMatch(/^patient: would deactivate 20 of 20 patients \(100 %\), but its source has no data rows .* re-run with --allow-ending 100%$/);
+    expect(describeEnding('patient', 'Patient', empty, decideEnding(empty))).toMatch(
+      /^patient: would deactivate 20 of 20 patients \(100 %\), but its source has no data rows .* re-run with --allow-ending 100%$/,
+    );
     const ok = input({ wouldEnd: 1, allow: { count: 3 }, from: 'mapping' });
-    expect(describeEnding('practitioner', 'Practitioner', ok, decideEnding(ok))).toBe('practitioner: would deactivate 1 of 20 practitioners (5 %), within the limit of 3 (allowEnding: of the mapping)');
+    expect(describeEnding('practitioner', 'Practitioner', ok, decideEnding(ok))).toBe(
+      'practitioner: would deactivate 1 of 20 practitioners (5 %), within the limit of 3 (allowEnding: of the mapping)',
+    );
   });
 });

@@ -24,8 +24,22 @@ describe('comparable / comparableHash', () => {
     const h = comparableHash(mapped);
     expect(comparableHash({ ...mapped, name: [{ family: 'Lee', given: ['Anne'] }] })).not.toBe(h);
     expect(comparableHash({ ...mapped, gender: 'female' })).not.toBe(h);
-    expect(comparableHash({ ...mapped, identifier: [{ system: 's', value: '1' }, { system: 't', value: '2' }] })).not.toBe(
-      comparableHash({ ...mapped, identifier: [{ system: 't', value: '2' }, { system: 's', value: '1' }] }),
+    expect(
+      comparableHash({
+        ...mapped,
+        identifier: [
+          { system: 's', value: '1' },
+          { system: 't', value: '2' },
+        ],
+      }),
+    ).not.toBe(
+      comparableHash({
+        ...mapped,
+        identifier: [
+          { system: 't', value: '2' },
+          { system: 's', value: '1' },
+        ],
+      }),
     );
     expect(comparableHash({ ...mapped, active: false })).not.toBe(h);
     expect(contentIdentity(mapped)).toBe(`content:${h}`);
@@ -47,10 +61,18 @@ describe('referenceKey', () => {
 });
 
 describe('careTeamIdentity (the `references` rule)', () => {
-  const team = (subject: string, ...members: string[]) => ({ resourceType: 'CareTeam', subject: { reference: subject }, participant: members.map((m) => ({ member: { reference: m }, role: [{ coding: [{ system: null, code: null, display: 'x' }] }] })) });
+  const team = (subject: string, ...members: string[]) => ({
+    resourceType: 'CareTeam',
+    subject: { reference: subject },
+    participant: members.map((m) => ({ member: { reference: m }, role: [{ coding: [{ system: null, code: null, display: 'x' }] }] })),
+  });
   it('subject + sorted distinct members; role, period and status do not matter', () => {
-    expect(careTeamIdentity(team('Patient/p1', 'Practitioner/b', 'Practitioner/a', 'Practitioner/b'))).toBe('subject=Patient/p1;members=Practitioner/a,Practitioner/b');
-    expect(careTeamIdentity({ ...team('Patient/p1', 'Practitioner/a'), status: 'active', period: { start: '2025-01-01' } })).toBe(careTeamIdentity(team('https://h/Patient/p1', 'Practitioner/a')));
+    expect(careTeamIdentity(team('Patient/p1', 'Practitioner/b', 'Practitioner/a', 'Practitioner/b'))).toBe(
+      'subject=Patient/p1;members=Practitioner/a,Practitioner/b',
+    );
+    expect(careTeamIdentity({ ...team('Patient/p1', 'Practitioner/a'), status: 'active', period: { start: '2025-01-01' } })).toBe(
+      careTeamIdentity(team('https://h/Patient/p1', 'Practitioner/a')),
+    );
   });
   it('two practitioners of one patient are two identities; no subject → none', () => {
     expect(careTeamIdentity(team('Patient/p1', 'Practitioner/a'))).not.toBe(careTeamIdentity(team('Patient/p1', 'Practitioner/b')));
@@ -60,7 +82,11 @@ describe('careTeamIdentity (the `references` rule)', () => {
 
 describe('allIdentifierValues (server side of `identifier`)', () => {
   it('every system|value the server carries, numbers as text, incomplete ones skipped', () => {
-    expect(allIdentifierValues({ identifier: [{ system: 'platform', value: 'x1' }, { system: 'urn:mrn', value: 7 }, { value: 'no-system' }, { system: 's', value: null }, null] })).toEqual(['platform|x1', 'urn:mrn|7']);
+    expect(
+      allIdentifierValues({
+        identifier: [{ system: 'platform', value: 'x1' }, { system: 'urn:mrn', value: 7 }, { value: 'no-system' }, { system: 's', value: null }, null],
+      }),
+    ).toEqual(['platform|x1', 'urn:mrn|7']);
     expect(allIdentifierValues({})).toEqual([]);
   });
 });

@@ -107,13 +107,21 @@ describe('withRetry', () => {
 
   it('wraps thrown primitives and frozen errors so attempts can be attached', async () => {
     const { sleep } = recorder();
-    const p = await withRetry(async () => Promise.reject('plain string'), () => ({ retry: false }), { sleep }).catch((e: unknown) => e);
+    const p = await withRetry(
+      async () => Promise.reject('plain string'),
+      () => ({ retry: false }),
+      { sleep },
+    ).catch((e: unknown) => e);
     expect(p).toBeInstanceOf(RetryFailedError);
     expect((p as RetryFailedError).value).toBe('plain string');
     expect(retryInfoOf(p)?.attempts).toBe(1);
 
     const frozen = Object.freeze(new Error('frozen'));
-    const f = await withRetry(async () => Promise.reject(frozen), () => ({ retry: false }), { sleep }).catch((e: unknown) => e);
+    const f = await withRetry(
+      async () => Promise.reject(frozen),
+      () => ({ retry: false }),
+      { sleep },
+    ).catch((e: unknown) => e);
     expect(f).toBeInstanceOf(RetryFailedError);
     expect((f as Error).cause).toBe(frozen);
   });
@@ -139,13 +147,10 @@ describe('withRetry', () => {
   it('waits for real with the default sleep', async () => {
     let n = 0;
     const t = performance.now();
-    await withRetry(
-      async () => {
-        if (n++ < 1) throw new HttpError(429, 30);
-        return 'ok';
-      },
-      classify,
-    );
+    await withRetry(async () => {
+      if (n++ < 1) throw new HttpError(429, 30);
+      return 'ok';
+    }, classify);
     expect(performance.now() - t).toBeGreaterThanOrEqual(25);
   });
 });

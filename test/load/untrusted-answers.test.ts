@@ -36,9 +36,7 @@ async function runAgainst(mode: Extract<HostileMode, { kind: 'create-answer' }>)
     connection: { baseUrl: server.url, apiKey: 'k-hostile', emrId: 'emr', tenantId: TENANT },
     retry: { baseDelayMs: 1, maxDelayMs: 2 },
   });
-  const entries = withLedger(clinic.state, server, TENANT, (scope) =>
-    Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])),
-  );
+  const entries = withLedger(clinic.state, server, TENANT, (scope) => Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])));
   return { report, entries };
 }
 
@@ -113,7 +111,11 @@ describe('create answers that cannot be believed', () => {
     const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'no-id', listed: 'unsafe' });
     expect(report.exitCode).toBe(1);
     expectNoUntrustedSynced(entries);
-    expect(Object.values(entries).flat().filter((e) => e.status === 'synced')).toHaveLength(0);
+    expect(
+      Object.values(entries)
+        .flat()
+        .filter((e) => e.status === 'synced'),
+    ).toHaveLength(0);
     expect(report.indexes.some((b) => (b.unsafeIds ?? 0) > 0)).toBe(true);
   }, 30_000);
 });

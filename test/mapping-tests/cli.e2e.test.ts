@@ -25,7 +25,9 @@ describe('care-etl test (built CLI)', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('✗ patient › wrong expectation');
     expect(r.stdout).toContain('/name/0/family: expected "LEE", got "Lee"');
-    expect(r.stdout).toMatch(/test\/fixtures\/mapping-tests\/mapping\.yaml:\d+:\d+: error \[jsonata\] at \/resources\/0\/map: .*Unable to cast value to a number/);
+    expect(r.stdout).toMatch(
+      /test\/fixtures\/mapping-tests\/mapping\.yaml:\d+:\d+: error \[jsonata\] at \/resources\/0\/map: .*Unable to cast value to a number/,
+    );
   });
 
   it('a broken test file or mapping: exit 2', async () => {
@@ -61,7 +63,17 @@ describe('care-etl init (built CLI)', () => {
   it('writes a starter mapping, refuses to overwrite it, and validate lists the TODO left', async () => {
     const dir = copyTree('examples/clinic');
     const out = join(dir, 'starter.yaml');
-    const args = ['init', '--from', join(dir, 'data/patients.csv'), '--from', join(dir, 'data/practitioners.json'), '--from', join(dir, 'data/assignments.csv'), '--out', out];
+    const args = [
+      'init',
+      '--from',
+      join(dir, 'data/patients.csv'),
+      '--from',
+      join(dir, 'data/practitioners.json'),
+      '--from',
+      join(dir, 'data/assignments.csv'),
+      '--out',
+      out,
+    ];
     const first = await runCli(args);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/patient\s+Patient\s+MRN/);

@@ -53,7 +53,18 @@ describe('loadTestFile', () => {
 
   it('reports every problem with its position', async () => {
     const issues = await problems(
-      ['mapping: m.yaml', 'refs: { patient: everything }', 'cases:', '  - name: x', '    input: { MRN: 00123 }', '    reject: { stage: load }', '  - name: x', '    expect: {}', '    expectSubset: {}', '    fixture: { rows: ["5-2"] }'].join('\n'),
+      [
+        'mapping: m.yaml',
+        'refs: { patient: everything }',
+        'cases:',
+        '  - name: x',
+        '    input: { MRN: 00123 }',
+        '    reject: { stage: load }',
+        '  - name: x',
+        '    expect: {}',
+        '    expectSubset: {}',
+        '    fixture: { rows: ["5-2"] }',
+      ].join('\n'),
     );
     const by = (code: string, text: string) => issues.find((i) => i.code === code && i.message.includes(text));
     expect(by('number-not-text', '`00123`')?.location).toMatchObject({ line: 5, column: 19 });

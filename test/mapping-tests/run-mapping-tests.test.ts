@@ -77,7 +77,10 @@ describe('runTestFile', () => {
     const r = await runTestFile(f('failing.test.yaml'));
     const c = r.cases.find((x) => x.name === 'reference not stubbed')!;
     expect(c.failures[0]!.message).toContain('add its key under `refs:`');
-    expect(c.failures[0]!.issues![0]).toMatchObject({ code: 'ref-missing', location: expect.objectContaining(positionIn('mapping.yaml', '$ref("patient", $[0].ID) }')) });
+    expect(c.failures[0]!.issues![0]).toMatchObject({
+      code: 'ref-missing',
+      location: expect.objectContaining(positionIn('mapping.yaml', '$ref("patient", $[0].ID) }')),
+    });
   });
 
   it('a rejection that does not match the expected one fails with the actual issues', async () => {
@@ -93,7 +96,9 @@ describe('runTestFile', () => {
     expect(r.cases).toEqual([]);
     const issues = r.error!.issues;
     expect(issues.map((i) => i.code).sort()).toEqual(['invalid', 'invalid', 'invalid', 'number-not-text']);
-    expect(issues.find((i) => i.code === 'number-not-text')).toMatchObject({ location: expect.objectContaining(positionIn('broken/bad-file.test.yaml', '000001')) });
+    expect(issues.find((i) => i.code === 'number-not-text')).toMatchObject({
+      location: expect.objectContaining(positionIn('broken/bad-file.test.yaml', '000001')),
+    });
     expect(issues.find((i) => i.message.includes('expectt'))?.message).toContain('did you mean `expect`?');
   });
 
@@ -142,7 +147,7 @@ describe('runMappingTests', () => {
 });
 
 describe('stubContext', () => {
-  it('resolves stubbed keys and `auto`, throws the run\'s RefError otherwise, and inverts stubs for $sourceKey', () => {
+  it("resolves stubbed keys and `auto`, throws the run's RefError otherwise, and inverts stubs for $sourceKey", () => {
     const types: Record<string, string> = { patient: 'Patient', doctor: 'Practitioner' };
     const ctx = stubContext({ patient: { '001': 'p-1' }, doctor: 'auto' }, (n) => types[n], new Date(0));
     expect(ctx.resolveRef('patient', '001')).toBe('Patient/p-1');
@@ -165,7 +170,14 @@ describe('a fixture `where` with a pattern the linear-time regex engine cannot r
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-where-regex-'));
     try {
       for (const name of ['mapping.yaml', 'people.csv', 'links.csv']) copyFileSync(f(name), join(dir, name));
-      const test = ['cases:', '  - name: lookahead in where', '    resource: team', "    fixture: { where: '$contains(ID, /0(?=1)/)' }", '    expect: {}', ''].join('\n');
+      const test = [
+        'cases:',
+        '  - name: lookahead in where',
+        '    resource: team',
+        "    fixture: { where: '$contains(ID, /0(?=1)/)' }",
+        '    expect: {}',
+        '',
+      ].join('\n');
       writeFileSync(join(dir, 'where.test.yaml'), test);
       const r = await runTestFile(join(dir, 'where.test.yaml'));
       const text = formatFile(r, { cwd: dir }).join('\n');

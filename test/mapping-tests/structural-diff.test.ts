@@ -16,7 +16,9 @@ describe('structuralDiff', () => {
     const got = { resourceType: 'Patient', name: [{ family: 'Lee', given: ['Ann'] }, { family: 'X' }], gender: 'female' };
     expect(structuralDiff({ name: [{ family: 'Lee' }, {}] }, got, { subset: true })).toEqual([]);
     expect(structuralDiff({ name: [{ family: 'Lee' }] }, got, { subset: true })).toEqual([{ path: '/name/1', kind: 'unexpected', got: { family: 'X' } }]);
-    expect(structuralDiff({ name: [{ given: ['Bo'] }, {}] }, got, { subset: true })).toEqual([{ path: '/name/0/given/0', kind: 'changed', expected: 'Bo', got: 'Ann' }]);
+    expect(structuralDiff({ name: [{ given: ['Bo'] }, {}] }, got, { subset: true })).toEqual([
+      { path: '/name/0/given/0', kind: 'changed', expected: 'Bo', got: 'Ann' },
+    ]);
     expect(matches({ gender: 'female' }, got, true)).toBe(true);
     expect(matches({ gender: 'female' }, got)).toBe(false);
   });
@@ -34,11 +36,13 @@ describe('structuralDiff', () => {
   });
 
   it('formats entries on one line each, long values truncated', () => {
-    expect(formatDiff([{ path: '/a', kind: 'changed', expected: 'x', got: 'y' }, { path: '/b', kind: 'missing', expected: 1 }, { path: '/c', kind: 'unexpected', got: null }])).toEqual([
-      '/a: expected "x", got "y"',
-      '/b: missing — expected 1',
-      '/c: unexpected — got null',
-    ]);
+    expect(
+      formatDiff([
+        { path: '/a', kind: 'changed', expected: 'x', got: 'y' },
+        { path: '/b', kind: 'missing', expected: 1 },
+        { path: '/c', kind: 'unexpected', got: null },
+      ]),
+    ).toEqual(['/a: expected "x", got "y"', '/b: missing — expected 1', '/c: unexpected — got null']);
     expect(showValue('x'.repeat(200))).toHaveLength(80);
     expect(showValue(undefined)).toBe('(nothing)');
   });

@@ -16,7 +16,6 @@ async function compileFixture(name: string): Promise<CompiledMapping> {
   return compileMapping(await loadMapping(fixture(name), { env: ENV }));
 }
 
-
 describe('compileMapping: JSONata syntax errors point at the exact character', () => {
   it('inside a block scalar (|)', async () => {
     const { error, issues } = await issuesOf(() => compileFixture('syntax-block.yaml'));
@@ -83,8 +82,14 @@ describe('compileMapping: names across the file', () => {
       message: expect.stringContaining('lookup table `$gendr` is not defined under `lookups:` (defined: gender); did you mean `$gender`?'),
       location: at('$gendr'),
     });
-    expect(issueWith(issues, 'function-unknown')).toMatchObject({ message: expect.stringContaining('`$dat` is not a function (did you mean `$date`?)'), location: at('$dat(') });
-    expect(issueWith(issues, 'variable-unknown')).toMatchObject({ message: expect.stringContaining('`$unknownVar` is not defined'), location: at('$unknownVar') });
+    expect(issueWith(issues, 'function-unknown')).toMatchObject({
+      message: expect.stringContaining('`$dat` is not a function (did you mean `$date`?)'),
+      location: at('$dat('),
+    });
+    expect(issueWith(issues, 'variable-unknown')).toMatchObject({
+      message: expect.stringContaining('`$unknownVar` is not defined'),
+      location: at('$unknownVar'),
+    });
     expect(issueWith(issues, 'date-format-invalid')).toMatchObject({ message: expect.stringContaining('`DDD`'), location: at('"YYYY-MM-DDD"') });
     // $g (bound with :=) and $v (lambda parameter) are not reported; nothing else is
     expect(issues).toHaveLength(8);
@@ -199,9 +204,19 @@ describe('compileMapping: evaluation', () => {
     expect(await patient.evalMatch!({ identifier: [{ value: 'x' }, { system: 'urn:clinic:mrn', value: '00123' }] })).toBe('urn:clinic:mrn|00123');
     expect(await patient.evalMatch!({})).toBeUndefined();
     const practitioner = c.resources.get('practitioner')!;
-    expect(await practitioner.evalMatch!({ identifier: [{ system: 'urn:other', value: '1' }, { system: 'urn:npi', value: '999' }] })).toBe('999');
+    expect(
+      await practitioner.evalMatch!({
+        identifier: [
+          { system: 'urn:other', value: '1' },
+          { system: 'urn:npi', value: '999' },
+        ],
+      }),
+    ).toBe('999');
     expect(await practitioner.evalMatch!({ identifier: [] })).toBeUndefined();
-    const team = { subject: { reference: 'Patient/p1' }, participant: [{ member: { reference: 'Practitioner/b' } }, { member: { reference: 'Practitioner/a' } }] };
+    const team = {
+      subject: { reference: 'Patient/p1' },
+      participant: [{ member: { reference: 'Practitioner/b' } }, { member: { reference: 'Practitioner/a' } }],
+    };
     expect(await c.resources.get('careteam')!.evalMatch!(team)).toBe('subject=Patient/p1;members=Practitioner/a,Practitioner/b');
   });
 
@@ -310,8 +325,7 @@ describe('identifierMatch', () => {
 });
 
 describe('compileMapping: map results and expression contexts', () => {
-  const yaml = (resources: string, extra = '') =>
-    `version: 1\nsources:\n  rows: { path: rows.csv }\nresources:\n${resources}${extra}`;
+  const yaml = (resources: string, extra = '') => `version: 1\nsources:\n  rows: { path: rows.csv }\nresources:\n${resources}${extra}`;
 
   async function compileText(text: string): Promise<CompiledMapping> {
     const { mkdtemp, writeFile, rm } = await import('node:fs/promises');

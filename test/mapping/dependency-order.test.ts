@@ -45,10 +45,7 @@ describe('dependencyOrder', () => {
 
   it('reports separate cycles separately', () => {
     const r = dependencyOrder([n('a', 'b'), n('b', 'a'), n('c', 'd'), n('d', 'c')]);
-    expect(r.issues.map((i) => i.message)).toEqual([
-      expect.stringContaining('a → b → a'),
-      expect.stringContaining('c → d → c'),
-    ]);
+    expect(r.issues.map((i) => i.message)).toEqual([expect.stringContaining('a → b → a'), expect.stringContaining('c → d → c')]);
   });
 
   it('names every member of a component that is not one simple cycle', () => {

@@ -25,16 +25,43 @@ describe('a runaway expression is bounded (built CLI)', { timeout: 60_000 }, () 
   it('run --dry-run: the looping row is rejected with file:line:col, the other rows are written, exit 1', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-exprlimit-'));
     const rejectsFile = join(dir, 'rejects.ndjson');
-    const args = ['run', MAPPING, '--dry-run', '--out', join(dir, 'out'), '--rejects', rejectsFile, '--state', join(dir, 'state.db'), '--progress', 'none', '--json'];
+    const args = [
+      'run',
+      MAPPING,
+      '--dry-run',
+      '--out',
+      join(dir, 'out'),
+      '--rejects',
+      rejectsFile,
+      '--state',
+      join(dir, 'state.db'),
+      '--progress',
+      'none',
+      '--json',
+    ];
     const r = await runCli(args, { timeoutMs: KILL_AFTER_MS });
     expect(r.signal, r.stderr).toBeNull();
     expect(r.code, r.stderr).toBe(1);
     const report = JSON.parse(r.stdout) as RunReport;
     expect(report.mappings.patient).toMatchObject({ read: 3, rejected: 1 });
-    const written = readFileSync(join(dir, 'out', 'Patient.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { identifier: { value: string }[] });
+    const written = readFileSync(join(dir, 'out', 'Patient.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { identifier: { value: string }[] });
     expect(written.map((p) => p.identifier[0]!.value)).toEqual(['001', '003']);
 
-    const rejects = readFileSync(rejectsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; line: number; key: string; issues: { code: string; message: string; path: string; location: { file: string; line: number; column: number } }[] });
+    const rejects = readFileSync(rejectsFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            stage: string;
+            line: number;
+            key: string;
+            issues: { code: string; message: string; path: string; location: { file: string; line: number; column: number } }[];
+          },
+      );
     expect(rejects).toHaveLength(1);
     expect(rejects[0]).toMatchObject({ stage: 'transform', line: 3, key: '002' });
     const issue = rejects[0]!.issues[0]!;
@@ -44,7 +71,8 @@ describe('a runaway expression is bounded (built CLI)', { timeout: 60_000 }, () 
     // inside the map's block scalar (lines 15–21 of the fixture), at a call of the runaway function
     expect(issue.location.line).toBeGreaterThanOrEqual(15);
     expect(issue.location.line).toBeLessThanOrEqual(21);
-    expect(readFileSync(MAPPING, 'utf8').split('\n')[issue.location.line - 1]!.slice(issue.location.column - 1)).toMatch(/^\$spin\(/);
+    const lines = readFileSync(MAPPING, 'utf8').split('\n');
+    expect(lines[issue.location.line - 1]!.slice(issue.location.column - 1)).toMatch(/^\$spin\(/);
   });
 
   it('validate --sample N: the sample reports the row rejected, exit 1', async () => {

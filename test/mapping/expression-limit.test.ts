@@ -26,7 +26,6 @@ function positionOf(name: string, needle: string): { line: number; column: numbe
   return { line: before.split('\n').length, column: at - before.lastIndexOf('\n') };
 }
 
-
 function expectTimeout(e: MappingEvalError, role: string, owner: string, ms: number) {
   expect(e.code).toBe('jsonata');
   expect(e.jsonataCode).toBe('D1012');
@@ -39,7 +38,9 @@ function expectTimeout(e: MappingEvalError, role: string, owner: string, ms: num
 
 describe('limits.expressionTimeoutMs: loading', () => {
   it('defaults to the schema default (5000 ms) when the file has no limits:', async () => {
-    const schema = JSON.parse(readFileSync(MAPPING_SCHEMA_URL, 'utf8')) as { definitions: { limits: { properties: { expressionTimeoutMs: { default: number } } } } };
+    const schema = JSON.parse(readFileSync(MAPPING_SCHEMA_URL, 'utf8')) as {
+      definitions: { limits: { properties: { expressionTimeoutMs: { default: number } } } };
+    };
     expect(schema.definitions.limits.properties.expressionTimeoutMs.default).toBe(5000);
     expect(defaultLimits()).toEqual({ expressionTimeoutMs: 5000 });
     const m = await loadMapping(fileURLToPath(new URL('../fixtures/run/clean/mapping.yaml', import.meta.url)), { env: {} });
@@ -88,7 +89,7 @@ describe('a runaway expression fails its row within the limit, in every role', {
     const e = await evalError(c.resources.get('patient')!.evalKey(LOOPING_ROW));
     expectTimeout(e, 'key', 'mapping `patient`', 100);
     expect(e.issue.path).toBe('/resources/0/key');
-    expect(e.issue.location?.line).toBe(positionOf('all-roles.yaml', 'key: \'( $k').line);
+    expect(e.issue.location?.line).toBe(positionOf('all-roles.yaml', "key: '( $k").line);
     // the other rows are untouched
     expect(await c.resources.get('patient')!.evalKey({ MRN: '001', LOOP: 'no' })).toBe('001');
   });
@@ -109,7 +110,7 @@ describe('a runaway expression fails its row within the limit, in every role', {
     expect(e.issue.message).toBe(
       'mapping `deep` map: the expression nested more than 500 levels deep (function calls within function calls) and was stopped (likely infinite recursion: a function that keeps calling itself) [D1011]',
     );
-    expect(e.issue.location).toMatchObject({ file: fx('all-roles.yaml'), line: positionOf('all-roles.yaml', 'map: \'( $d').line });
+    expect(e.issue.location).toMatchObject({ file: fx('all-roles.yaml'), line: positionOf('all-roles.yaml', "map: '( $d").line });
   });
 
   it('CARE_EXPRESSION_TIMEOUT_MS replaces the limit of the file in the message', async () => {

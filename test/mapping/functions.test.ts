@@ -260,9 +260,7 @@ describe('$ref / $sourceKey / $now', () => {
     const expr = jsonata('$ref("patient", MRN)');
     registerFunctions(expr, { tableNames: new WeakMap() });
     const mk = (tag: string): EvalContext => ({ resolveRef: (_n, k) => `${tag}/${k}`, now: new Date() });
-    const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => expr.evaluate({ MRN: String(i) }, { [CTX_BINDING]: mk(`T${i}`) })),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => expr.evaluate({ MRN: String(i) }, { [CTX_BINDING]: mk(`T${i}`) })));
     expect(results).toEqual(Array.from({ length: 20 }, (_, i) => `T${i}/${i}`));
   });
 

@@ -74,7 +74,34 @@ function pathsOf(v: unknown, at: (string | number)[] = []): (string | number)[][
 }
 
 const odd = fc.oneof(
-  fc.constantFrom<unknown>(undefined, '', ' ', '  x  ', null, 0, -1.5, 42, true, false, [], {}, ['a', 'b'], [''], 'I', 'Y', 'M', 'F', 'MD', '01/02/1990', '1990-01-02', '2024-13-40', '555-123-4567', '+44 20 7946 0958', 'Patient/123', 'https://x.test/fhir/Practitioner/p-1/_history/2'),
+  fc.constantFrom<unknown>(
+    undefined,
+    '',
+    ' ',
+    '  x  ',
+    null,
+    0,
+    -1.5,
+    42,
+    true,
+    false,
+    [],
+    {},
+    ['a', 'b'],
+    [''],
+    'I',
+    'Y',
+    'M',
+    'F',
+    'MD',
+    '01/02/1990',
+    '1990-01-02',
+    '2024-13-40',
+    '555-123-4567',
+    '+44 20 7946 0958',
+    'Patient/123',
+    'https://x.test/fhir/Practitioner/p-1/_history/2',
+  ),
   fc.string({ maxLength: 12 }),
   fc.jsonValue({ maxDepth: 2 }),
 );
@@ -126,7 +153,8 @@ describe.each(MAPPINGS.map((f) => [rel(f), f]))('%s compiled vs interpreted', (_
 
 describe('which shipped expressions are compiled', () => {
   it('every map of generic-csv and examples/clinic, and the Patient/Practitioner maps of fhir-r4-bulk', async () => {
-    const compiledMaps = async (f: string) => (await compiledBoth(join(ROOT, f))).on.expressions.filter((e) => e.role === 'map' && e.compiled).map((e) => e.owner);
+    const compiledMaps = async (f: string) =>
+      (await compiledBoth(join(ROOT, f))).on.expressions.filter((e) => e.role === 'map' && e.compiled).map((e) => e.owner);
     expect(await compiledMaps('mappings/generic-csv/mapping.yaml')).toEqual(['mapping `patient`', 'mapping `practitioner`', 'mapping `careteam`']);
     expect(await compiledMaps('examples/clinic/mapping.yaml')).toEqual(['mapping `patient`', 'mapping `practitioner`', 'mapping `careteam`']);
     expect(await compiledMaps('mappings/fhir-r4-bulk/mapping.yaml')).toEqual(['mapping `patient`', 'mapping `practitioner`']);
@@ -148,7 +176,15 @@ describe('a dry run writes the same bytes with the compiler on and off', () => {
     if (compile) delete process.env[JSONATA_COMPILE_ENV];
     else process.env[JSONATA_COMPILE_ENV] = '0';
     const outDir = join(dir, 'out');
-    const report = await runPipeline({ mappingFile: file, dryRun: true, outDir, rejectsFile: join(dir, 'rejects.ndjson'), statePath: join(dir, 'state.db'), env: ENV, now: ctx.now });
+    const report = await runPipeline({
+      mappingFile: file,
+      dryRun: true,
+      outDir,
+      rejectsFile: join(dir, 'rejects.ndjson'),
+      statePath: join(dir, 'state.db'),
+      env: ENV,
+      now: ctx.now,
+    });
     const files = Object.fromEntries(readdirSync(outDir).map((f) => [f, readFileSync(join(outDir, f), 'utf8')]));
     if (existsSync(join(dir, 'rejects.ndjson'))) files['rejects.ndjson'] = readFileSync(join(dir, 'rejects.ndjson'), 'utf8');
     return { files, totals: report.totals };

@@ -17,12 +17,58 @@ const RUNS = Number(process.env.CARE_PROPERTY_RUNS ?? 2000);
 const SEED = Number(process.env.CARE_PROPERTY_SEED ?? 20_251_124);
 
 const TABLE = { a: 'A', '1': ['x', 'y'], b: { c: 1 } };
-const OPTIONS: CompileOptions = { functions: builtinCallables(), functionNames: new Set(JSONATA_BUILTINS), assigned: { t: TABLE }, bindingNames: new Set(['w']) };
+const OPTIONS: CompileOptions = {
+  functions: builtinCallables(),
+  functionNames: new Set(JSONATA_BUILTINS),
+  assigned: { t: TABLE },
+  bindingNames: new Set(['w']),
+};
 
 const NAMES = ['a', 'b', 'c', '`1`'];
-const ATOMS = [...NAMES, '$', '$$', '$x', '$y', '$t', '$w', '0', '1', '-1', '0.5', '2', '""', '"a"', '"1"', 'true', 'false', 'null', '[]', '{}', '1e21', '0.1', '-0'];
+const ATOMS = [
+  ...NAMES,
+  '$',
+  '$$',
+  '$x',
+  '$y',
+  '$t',
+  '$w',
+  '0',
+  '1',
+  '-1',
+  '0.5',
+  '2',
+  '""',
+  '"a"',
+  '"1"',
+  'true',
+  'false',
+  'null',
+  '[]',
+  '{}',
+  '1e21',
+  '0.1',
+  '-0',
+];
 const OPS = ['+', '-', '*', '/', '%', '=', '!=', '<', '<=', '>', '>=', '&', 'and', 'or', 'in'];
-const FN1 = ['$string', '$uppercase', '$length', '$trim', '$number', '$abs', '$floor', '$sum', '$max', '$count', '$exists', '$boolean', '$not', '$keys', '$join', '$average'];
+const FN1 = [
+  '$string',
+  '$uppercase',
+  '$length',
+  '$trim',
+  '$number',
+  '$abs',
+  '$floor',
+  '$sum',
+  '$max',
+  '$count',
+  '$exists',
+  '$boolean',
+  '$not',
+  '$keys',
+  '$join',
+  '$average',
+];
 const FN2 = ['$substring', '$substringBefore', '$substringAfter', '$contains', '$split', '$join', '$append', '$lookup', '$string'];
 const FN3 = ['$substring', '$split', '$replace'];
 
@@ -57,7 +103,10 @@ const expression: fc.Arbitrary<string> = fc.letrec<{ e: string }>((tie) => {
   };
 }).e;
 
-const leaf = fc.oneof(fc.constantFrom<unknown>(0, -0, 1, 2, 0.1, 1e21, -1, 1.5, 123456789.12345679, '', 'a', '1', 'é😀 x', ' a,b ', true, false, null), fc.string({ maxLength: 3 }));
+const leaf = fc.oneof(
+  fc.constantFrom<unknown>(0, -0, 1, 2, 0.1, 1e21, -1, 1.5, 123456789.12345679, '', 'a', '1', 'é😀 x', ' a,b ', true, false, null),
+  fc.string({ maxLength: 3 }),
+);
 const data: fc.Arbitrary<unknown> = fc.letrec<{ v: unknown }>((tie) => ({
   v: fc.oneof(
     { depthSize: 'small' },

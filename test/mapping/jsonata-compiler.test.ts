@@ -115,7 +115,7 @@ describe('compiled closures agree with the interpreter', () => {
   }
 });
 
-describe('bails where the interpreter\'s result depends on its interleaved evaluation', () => {
+describe("bails where the interpreter's result depends on its interleaved evaluation", () => {
   // JSONata evaluates the values of `[…]` and `{…}` concurrently (Promise.all) and, for an object constructor over an
   // empty array, pushes `undefined` into that array: a record's own `[]` then reads `[undefined]` in the siblings
   // evaluated after that point — which ones depends on the interleaving, not on the source order.
@@ -159,7 +159,17 @@ describe('what the compiler refuses (the expression stays on the interpreter)', 
 
 describe('compileMapping: compiled expressions with the interpreter as fallback', () => {
   const ctx: EvalContext = { resolveRef: (name, key) => `${name === 'patient' ? 'Patient' : 'Practitioner'}/${key}`, now: new Date('2024-03-01T00:00:00Z') };
-  const row = { MRN: ' 001 ', FIRST: 'Ann Marie', LAST: 'SMITH', SEX: 'F', DOB: '01/02/1990', PHONE: '555-123-4567', EMAIL: 'ANN@EXAMPLE.ORG', STATUS: 'A', TAG: 'a' };
+  const row = {
+    MRN: ' 001 ',
+    FIRST: 'Ann Marie',
+    LAST: 'SMITH',
+    SEX: 'F',
+    DOB: '01/02/1990',
+    PHONE: '555-123-4567',
+    EMAIL: 'ANN@EXAMPLE.ORG',
+    STATUS: 'A',
+    TAG: 'a',
+  };
   const load = async (compileExpressions: boolean) => compileMapping(await loadMapping(FIXTURE, { env: {} }), { compileExpressions });
   const savedEnv = process.env[JSONATA_COMPILE_ENV];
   afterEach(() => {
@@ -205,7 +215,13 @@ describe('compileMapping: compiled expressions with the interpreter as fallback'
       ['patient', { ...row, MRN: '   ' }], // key-missing
       ['patient', { MRN: '002' }], // almost everything missing
       ['practitioner', row], // the lambda: interpreter only
-      ['careteam', [{ MRN: '001', NPI: '42', START: '2024-01-05' }, { MRN: '001', NPI: '7', START: '' }]],
+      [
+        'careteam',
+        [
+          { MRN: '001', NPI: '42', START: '2024-01-05' },
+          { MRN: '001', NPI: '7', START: '' },
+        ],
+      ],
       ['careteam', [{ MRN: '001', NPI: '', START: '2024-01-05' }]], // ref-key-missing
       ['careteam', [{ MRN: '001', NPI: '42', START: '2024-13-05' }]], // date-invalid in a participant
     ];
@@ -226,6 +242,10 @@ describe('compileMapping: compiled expressions with the interpreter as fallback'
     const exportCtx = { now: ctx.now, sourceKey: (r: string) => `key-of-${r}` };
     const obs = { subject: { reference: 'Patient/001' } };
     expect(await on.exports.get('visits')!.evalRow(obs, exportCtx)).toEqual(await off.exports.get('visits')!.evalRow(obs, exportCtx));
-    expect(await on.exports.get('visits')!.evalRow(obs, exportCtx)).toEqual({ subject: 'Patient/001', mrn: 'key-of-Patient/001', at: '2024-03-01T00:00:00.000Z' });
+    expect(await on.exports.get('visits')!.evalRow(obs, exportCtx)).toEqual({
+      subject: 'Patient/001',
+      mrn: 'key-of-Patient/001',
+      at: '2024-03-01T00:00:00.000Z',
+    });
   });
 });

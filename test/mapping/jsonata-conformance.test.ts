@@ -142,8 +142,13 @@ describe('JSONata compiler on the JSONata test suite', () => {
 
   afterAll(() => {
     if (process.env.JSONATA_SUITE_REPORT !== '1') return;
-    const rows = [...tallies].filter(([, t]) => t.compiled > 0).map(([g, t]) => `${g}: ${t.compiled}/${t.cases} compiled, ${t.agreed} agreed, ${t.bailedOnSuccess} bailed`);
-    const total = [...tallies.values()].reduce((a, t) => ({ cases: a.cases + t.cases, compiled: a.compiled + t.compiled, agreed: a.agreed + t.agreed, bailed: a.bailed + t.bailedOnSuccess }), { cases: 0, compiled: 0, agreed: 0, bailed: 0 });
+    const rows = [...tallies]
+      .filter(([, t]) => t.compiled > 0)
+      .map(([g, t]) => `${g}: ${t.compiled}/${t.cases} compiled, ${t.agreed} agreed, ${t.bailedOnSuccess} bailed`);
+    const total = [...tallies.values()].reduce(
+      (a, t) => ({ cases: a.cases + t.cases, compiled: a.compiled + t.compiled, agreed: a.agreed + t.agreed, bailed: a.bailed + t.bailedOnSuccess }),
+      { cases: 0, compiled: 0, agreed: 0, bailed: 0 },
+    );
     console.log(`${rows.join('\n')}\nTOTAL ${JSON.stringify(total)}`);
   });
 });

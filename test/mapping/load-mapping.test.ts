@@ -76,7 +76,10 @@ describe('loadMapping: a valid file', () => {
   it('warns about a literal API key', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'care-etl-map-'));
     try {
-      await writeFile(join(dir, 'm.yaml'), 'version: 1\ntarget:\n  apiKey: abc123\nsources:\n  s: { path: s.csv }\nresources:\n  - { name: p, type: Patient, from: s, key: ID, map: "{}" }\n');
+      await writeFile(
+        join(dir, 'm.yaml'),
+        'version: 1\ntarget:\n  apiKey: abc123\nsources:\n  s: { path: s.csv }\nresources:\n  - { name: p, type: Patient, from: s, key: ID, map: "{}" }\n',
+      );
       const lm = await loadMapping(join(dir, 'm.yaml'), { env: {} });
       expect(lm.target.apiKey).toBe('abc123');
       expect(lm.warnings).toHaveLength(1);

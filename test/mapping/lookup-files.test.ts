@@ -112,7 +112,8 @@ describe('lookup file errors name the file, its line and the mapping line:col', 
       const { error, issues } = await issuesOf(() => loadMapping(file, { lookupMemoryMaxBytes: storage === 'disk' ? 0 : undefined }));
       // one value per code: the second role of NPI …001 (line 3) differs from the first (line 1)
       expect(issueWith(issues, 'lookup-duplicate')).toMatchObject({
-        message: 'lookup `dup`: `roles.ndjson` line 3: code `1000000001` appears twice with different values (first at line 1); keep one, or set `many: true` to collect every value of a code',
+        message:
+          'lookup `dup`: `roles.ndjson` line 3: code `1000000001` appears twice with different values (first at line 1); keep one, or set `many: true` to collect every value of a code',
         location: { file, ...pos('errors.yaml', `'$substringAfter(practitioner.reference, "|")'`) },
       });
       expect(issueWith(issues, 'lookup-file', 'broken.ndjson')).toMatchObject({
@@ -120,7 +121,8 @@ describe('lookup file errors name the file, its line and the mapping line:col', 
         location: { file, ...pos('errors.yaml', 'broken.ndjson') },
       });
       expect(issueWith(issues, 'source-format', '/lookups/asJson')).toMatchObject({
-        message: 'lookup `asJson`: `practitioners-ndjson.json` looks like NDJSON (one JSON value per line), not one JSON document: use `format: ndjson` (or name it `.ndjson`)',
+        message:
+          'lookup `asJson`: `practitioners-ndjson.json` looks like NDJSON (one JSON value per line), not one JSON document: use `format: ndjson` (or name it `.ndjson`)',
         location: { file, ...pos('errors.yaml', 'json, key: id }') }, // at `format: json`
       });
       expect(issueWith(issues, 'jsonata-syntax', '/lookups/syntax')).toMatchObject({
@@ -181,7 +183,9 @@ describe('lookup file errors name the file, its line and the mapping line:col', 
     const dir = await mkdtemp(join(tmpdir(), 'care-etl-lookup-test-'));
     try {
       const { writeFile } = await import('node:fs/promises');
-      const text = readFileSync(file, 'utf8').replace(/^# yaml-language-server.*\n/, '').replace(/path: ([a-z-]+\.[a-z]+)/g, `path: ${DIR}$1`);
+      const text = readFileSync(file, 'utf8')
+        .replace(/^# yaml-language-server.*\n/, '')
+        .replace(/path: ([a-z-]+\.[a-z]+)/g, `path: ${DIR}$1`);
       await writeFile(join(dir, 'm.yaml'), text);
       const { error } = await issuesOf(() => loadMapping(join(dir, 'm.yaml')));
       expect(error.hint).toContain('add `# yaml-language-server: $schema=');
@@ -211,7 +215,9 @@ describe('a lookup file that is not text', () => {
       const { error, issues } = await issuesOf(() => loadMapping(join(dir, 'mapping.yaml'), { env: {} }));
       expect(error.exitCode).toBe(2);
       const issue = issueWith(issues, 'source-not-text');
-      expect(issue.message).toBe('lookup `roles`: `roles.csv` is not a text file: all its 2048 bytes are NUL bytes (a CSV export holds none). The file is binary or damaged (e.g. zero-filled by an interrupted copy): export it again. A UTF-16 export without a byte-order mark needs `csv.encoding: utf-16le` (or `utf-16be`).');
+      expect(issue.message).toBe(
+        'lookup `roles`: `roles.csv` is not a text file: all its 2048 bytes are NUL bytes (a CSV export holds none). The file is binary or damaged (e.g. zero-filled by an interrupted copy): export it again. A UTF-16 export without a byte-order mark needs `csv.encoding: utf-16le` (or `utf-16be`).',
+      );
       expect(issue.path).toBe('/lookups/roles/path');
       expect(issue.location).toMatchObject({ file: join(dir, 'mapping.yaml'), line: 5 });
     } finally {

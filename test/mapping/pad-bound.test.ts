@@ -78,7 +78,10 @@ describe('a $pad bomb in a mapping', () => {
     );
     const report = await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true });
     expect(report.mappings.patient).toMatchObject({ read: 3, written: 2, rejected: 1 });
-    const rejects = readFileSync(report.rejectsFile!, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { line: number; issues: { code: string }[] });
+    const rejects = readFileSync(report.rejectsFile!, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { line: number; issues: { code: string }[] });
     expect(rejects.map((r) => [r.line, r.issues[0]!.code])).toEqual([[3, 'value-too-large']]);
   });
 });

@@ -31,6 +31,9 @@ describe('`$ref` as the name of a parameter or a variable', () => {
     const issue = issueWith(issues, 'ref-dynamic');
     expect(issue.message).toContain('$ref must be called directly');
     // the file's own `$ref` after `$f := ` (the header comment names it too)
-    expect(issue.location).toMatchObject({ line: positionIn('../ref-parameter/bad.yaml', '$ref;').line, column: positionIn('../ref-parameter/bad.yaml', '$ref;').column });
+    expect(issue.location).toMatchObject({
+      line: positionIn('../ref-parameter/bad.yaml', '$ref;').line,
+      column: positionIn('../ref-parameter/bad.yaml', '$ref;').column,
+    });
   });
 });

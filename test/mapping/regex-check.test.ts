@@ -28,7 +28,9 @@ describe('patterns the linear-time engine cannot run', () => {
     expect(error.exitCode).toBe(ExitCode.config);
 
     const look = issueWith(issues, 'regex-unsupported', 'lookbehind');
-    expect(look.message).toMatch(/^mapping `patient` map: the regular expression \/\(\?<!\^\)a\/ uses a lookbehind `\(\?<!…\)`, which the linear-time regex engine \(RE2\) cannot run; match the surrounding text/);
+    expect(look.message).toMatch(
+      /^mapping `patient` map: the regular expression \/\(\?<!\^\)a\/ uses a lookbehind `\(\?<!…\)`, which the linear-time regex engine \(RE2\) cannot run; match the surrounding text/,
+    );
     expect(look.location).toMatchObject({ file, ...positionOf('unsupported.yaml', '/(?<!^)a/i') });
     expect(look.path).toBe('/resources/0/map');
 
@@ -38,7 +40,7 @@ describe('patterns the linear-time engine cannot run', () => {
     expect(back.location).toMatchObject({ file, ...positionOf('unsupported.yaml', '/(0)\\1') });
   });
 
-  it('in a lookup file\'s key expression: reported when the mapping is loaded, at the literal', async () => {
+  it("in a lookup file's key expression: reported when the mapping is loaded, at the literal", async () => {
     const file = `${DIR}unsupported-lookup.yaml`;
     // lookup tables are read (and their expressions checked) by loadMapping, before compileMapping
     const { error, issues } = await issuesOf(() => loadMapping(file, { env: {} }));

@@ -80,7 +80,10 @@ describe('reference forms and keys of FHIR exports (init)', () => {
     expect(refForm('Patient/abc', 'Patient')).toEqual({ kind: 'id' });
     expect(refForm('https://ehr.example/fhir/Patient/abc/_history/3', 'Patient')).toEqual({ kind: 'id' });
     expect(refForm('urn:uuid:0c9e6b7d-2a64', 'Practitioner')).toEqual({ kind: 'id' });
-    expect(refForm('Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999941990', 'Practitioner')).toEqual({ kind: 'identifier', system: 'http://hl7.org/fhir/sid/us-npi' });
+    expect(refForm('Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999941990', 'Practitioner')).toEqual({
+      kind: 'identifier',
+      system: 'http://hl7.org/fhir/sid/us-npi',
+    });
     expect(refForm('#pr1', 'Practitioner')).toEqual({ kind: 'other' });
     expect(refForm('RelatedPerson/peter', 'Practitioner')).toEqual({ kind: 'other' });
   });

@@ -45,7 +45,17 @@ describe('packed, installed globally into a temp prefix, run from outside the ch
     expect(code).toBe(0);
     const shipped = summary.shipped;
     expect(shipped.filter((f) => f.endsWith('.map') || /^(test|bench|src)\//.test(f))).toEqual([]);
-    for (const f of ['bin/run.js', 'README.md', 'BENCHMARKS.md', 'docs/sandbox.md', 'docs/export.md', 'examples/clinic/README.md', 'examples/clinic/data/patients.csv', 'mappings/README.md', 'schemas/mapping.schema.json']) {
+    for (const f of [
+      'bin/run.js',
+      'README.md',
+      'BENCHMARKS.md',
+      'docs/sandbox.md',
+      'docs/export.md',
+      'examples/clinic/README.md',
+      'examples/clinic/data/patients.csv',
+      'mappings/README.md',
+      'schemas/mapping.schema.json',
+    ]) {
       expect(shipped).toContain(f);
     }
     const byCommand = Object.fromEntries(summary.commands.map((c) => [c.argv.slice(1, 2).join(' ') + (c.argv.includes('--dry-run') ? ' --dry-run' : ''), c]));

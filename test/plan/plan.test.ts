@@ -36,14 +36,19 @@ const connection = (tenantId = TENANT) => ({ baseUrl: proxy.url, apiKey: sb.cred
 const sha = (path: string) => (existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : 'absent');
 
 /** Runs a plan, returning its document and the methods of every request the server received meanwhile. */
-async function plan(mappingFile: string, statePath: string, extra: { reconcile?: 'auto' | 'always' | 'never' } = {}): Promise<{ doc: PlanDocument; report: RunReport; methods: Set<string> }> {
+async function plan(
+  mappingFile: string,
+  statePath: string,
+  extra: { reconcile?: 'auto' | 'always' | 'never' } = {},
+): Promise<{ doc: PlanDocument; report: RunReport; methods: Set<string> }> {
   const from = proxy.log.length;
   const report = await planPipeline({ mappingFile, env: {}, connection: connection(), statePath, ...extra });
   const methods = new Set(proxy.log.slice(from).map((l) => l.split(' ')[0]!));
   return { doc: planDocument(report), report, methods };
 }
 
-const run = (mappingFile: string, statePath: string, rejectsFile: string) => runPipeline({ mappingFile, env: {}, connection: connection(), statePath, rejectsFile });
+const run = (mappingFile: string, statePath: string, rejectsFile: string) =>
+  runPipeline({ mappingFile, env: {}, connection: connection(), statePath, rejectsFile });
 
 describe('care-etl plan against the sandbox', () => {
   const clinic = makeClinic(N, M, 'care-etl-plan-');
@@ -91,7 +96,9 @@ describe('care-etl plan against the sandbox', () => {
     for (const u of p.updates) {
       const i = Number(u.key);
       // The phone is the only column `rev` changes: one field, the server's value → the mapped one.
-      expect(u.diff).toEqual([{ path: '/telecom/0/value', before: `+1${patientRow(i, 0)[5]!.replace(/-/g, '')}`, after: `+1${patientRow(i, 1)[5]!.replace(/-/g, '')}` }]);
+      expect(u.diff).toEqual([
+        { path: '/telecom/0/value', before: `+1${patientRow(i, 0)[5]!.replace(/-/g, '')}`, after: `+1${patientRow(i, 1)[5]!.replace(/-/g, '')}` },
+      ]);
       expect(u.serverId).toMatch(/^[A-Za-z0-9.-]+$/);
     }
     expect(p.creates).toEqual([]);
@@ -156,7 +163,9 @@ describe('care-etl plan against the sandbox', () => {
     const key = mrn(7);
     const { CareClient } = await import('../../src/api/client.js');
     const { resolveConnection } = await import('../../src/api/connection.js');
-    const client = new CareClient(resolveConnection({ baseUrl: sb.url, apiKey: sb.credentials.apiKey, emrId: sb.credentials.emrId, tenantId: TENANT }), { retry: false });
+    const client = new CareClient(resolveConnection({ baseUrl: sb.url, apiKey: sb.credentials.apiKey, emrId: sb.credentials.emrId, tenantId: TENANT }), {
+      retry: false,
+    });
     try {
       let target: Resource | undefined;
       for await (const r of client.list('Patient', { pageSize: 1000 })) if ((r.identifier as { value: string }[])[0]!.value === key) target = r;
@@ -167,7 +176,9 @@ describe('care-etl plan against the sandbox', () => {
     }
     const auto = await plan(clinic.mapping, clinic.state);
     expect(auto.report.exitCode).toBe(0);
-    expect(auto.doc.mappings.patient!.drifted).toEqual([{ key, serverId: expect.any(String), diff: [{ path: '/gender', before: 'other', after: expect.any(String) }] }]);
+    expect(auto.doc.mappings.patient!.drifted).toEqual([
+      { key, serverId: expect.any(String), diff: [{ path: '/gender', before: 'other', after: expect.any(String) }] },
+    ]);
     expect(auto.doc.warnings.join('\n')).toMatch(/differ on the server.*--reconcile always/);
     const always = await plan(clinic.mapping, clinic.state, { reconcile: 'always' });
     expect(always.report.exitCode).toBe(PLAN_CHANGES_EXIT);
@@ -196,7 +207,15 @@ describe('care-etl plan against the sandbox', () => {
 
 describe('plan building blocks', () => {
   it('comparableDiff ignores what adoption ignores and is empty exactly when the comparable hashes are equal', () => {
-    const server = { resourceType: 'Patient', id: 'x1', meta: { versionId: '3' }, active: true, name: [{ family: 'Lee', given: ['Ann'], prefix: null }], telecom: [], gender: 'female' };
+    const server = {
+      resourceType: 'Patient',
+      id: 'x1',
+      meta: { versionId: '3' },
+      active: true,
+      name: [{ family: 'Lee', given: ['Ann'], prefix: null }],
+      telecom: [],
+      gender: 'female',
+    };
     const mapped = { gender: 'female', name: [{ given: ['Ann'], family: 'Lee' }], active: true, resourceType: 'Patient' };
     expect(comparableDiff(server, mapped)).toEqual([]);
     expect(comparableHash(server)).toBe(comparableHash(mapped));
@@ -216,7 +235,9 @@ describe('plan building blocks', () => {
       const scope = readOnlyScope(ledger.scope('https://x.example', 't'));
       expect(scope.get('patient', 'k')).toBeUndefined();
       expect(scope.counts('patient')).toMatchObject({ synced: 0 });
-      expect(() => scope.recordIntent({ mapping: 'patient', key: 'k', resourceType: 'Patient', hash: 'h', matchValue: 'm', runId: 1 })).toThrow(/tried to write the state \(recordIntent\)/);
+      expect(() => scope.recordIntent({ mapping: 'patient', key: 'k', resourceType: 'Patient', hash: 'h', matchValue: 'm', runId: 1 })).toThrow(
+        /tried to write the state \(recordIntent\)/,
+      );
       expect(() => scope.beginRun({ mappingFile: 'm', dryRun: false })).toThrow(/beginRun/);
       expect(() => scope.markSeen('patient', ['k'], 1)).toThrow(/markSeen/);
     } finally {

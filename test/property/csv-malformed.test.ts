@@ -73,7 +73,14 @@ const caseArb: fc.Arbitrary<Case> = fc
     trailingEol: fc.boolean(),
     rows: fc.array(fc.record({ name: word, noteSeed: fc.nat(), eol: fc.constantFrom(...EOL) }), { minLength: 1, maxLength: 40 }),
     defects: fc.array(
-      fc.record({ at: fc.nat(), kind: fc.constantFrom<Defect>('stray', 'open', 'inner'), a: word, b: word, junk: fc.constantFrom(' ', 'x', ' x'), eol: fc.constantFrom(...EOL) }),
+      fc.record({
+        at: fc.nat(),
+        kind: fc.constantFrom<Defect>('stray', 'open', 'inner'),
+        a: word,
+        b: word,
+        junk: fc.constantFrom(' ', 'x', ' x'),
+        eol: fc.constantFrom(...EOL),
+      }),
       { minLength: 1, maxLength: 6 },
     ),
     openLast: fc.boolean(),
@@ -88,8 +95,7 @@ const caseArb: fc.Arbitrary<Case> = fc
       });
       // Defects at random places (never before the header).
       for (const x of g.defects) {
-        const text =
-          x.kind === 'stray' ? `"${x.a}"${x.junk}${d}${x.b}${d}2` : x.kind === 'open' ? `"${x.a}${d}${x.b}${d}2` : `${x.a}"${x.b}${d}${x.b}${d}2`;
+        const text = x.kind === 'stray' ? `"${x.a}"${x.junk}${d}${x.b}${d}2` : x.kind === 'open' ? `"${x.a}${d}${x.b}${d}2` : `${x.a}"${x.b}${d}${x.b}${d}2`;
         lines.splice(x.at % (lines.length + 1), 0, { kind: x.kind, text, breaks: 0, eol: x.eol });
       }
       if (g.openLast) lines.push({ kind: 'open', text: `"last${d}x${d}2`, breaks: 0, eol: '\n' });
@@ -112,7 +118,10 @@ const caseArb: fc.Arbitrary<Case> = fc
         maxQuotedLines: g.maxQuotedLines,
         clean,
         defectLines,
-        label: `${lines.length} records, ${defectLines.length} malformed (${lines.filter((l) => l.kind !== 'clean').map((l) => l.kind).join(' ')}), maxQuotedLines ${g.maxQuotedLines ?? 'default'}`,
+        label: `${lines.length} records, ${defectLines.length} malformed (${lines
+          .filter((l) => l.kind !== 'clean')
+          .map((l) => l.kind)
+          .join(' ')}), maxQuotedLines ${g.maxQuotedLines ?? 'default'}`,
       };
     }),
   );
@@ -146,38 +155,42 @@ afterAll(() => {
 });
 
 describe('malformed CSV quotes (property)', () => {
-  it(`read = written + rejected, every malformed line is one reject, every clean row is written (${RUNS} cases)`, async () => {
-    await fc.assert(
-      fc.asyncProperty(caseArb, async (c) => {
-        const dir = join(base, `case-${++caseNo}`);
-        mkdirSync(dir);
-        try {
-          writeFileSync(join(dir, 'data.csv'), c.text);
-          writeFileSync(join(dir, 'mapping.yaml'), mappingYaml(c));
-          const out = join(dir, 'out');
-          const report = await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true, outDir: out, env: {} });
-          const t = report.totals;
-          expect(t.read, c.label).toBe(c.clean.length + c.defectLines.length);
-          expect(t.read, c.label).toBe(t.written + t.rejected);
-          const rejects = readFileSync(join(out, 'rejects.ndjson'), 'utf8')
-            .split('\n')
-            .filter(Boolean)
-            .map((l) => JSON.parse(l) as { stage: string; line: number; issues: { code: string }[] });
-          expect(
-            rejects.map((r) => `${r.stage}:${r.line}`),
-            c.label,
-          ).toEqual(c.defectLines.map((l) => `source:${l}`));
-          for (const r of rejects) expect(['csv-quote', 'csv-syntax']).toContain(r.issues[0]!.code);
-          const written = readFileSync(join(out, 'Patient.ndjson'), 'utf8')
-            .split('\n')
-            .filter(Boolean)
-            .map((l) => (JSON.parse(l) as { identifier: { value: string }[] }).identifier[0]!.value);
-          expect(written, c.label).toEqual(c.clean);
-        } finally {
-          rmSync(dir, { recursive: true, force: true });
-        }
-      }),
-      { numRuns: RUNS, seed: SEED, endOnFailure: true },
-    );
-  }, Math.max(60_000, RUNS * 500));
+  it(
+    `read = written + rejected, every malformed line is one reject, every clean row is written (${RUNS} cases)`,
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(caseArb, async (c) => {
+          const dir = join(base, `case-${++caseNo}`);
+          mkdirSync(dir);
+          try {
+            writeFileSync(join(dir, 'data.csv'), c.text);
+            writeFileSync(join(dir, 'mapping.yaml'), mappingYaml(c));
+            const out = join(dir, 'out');
+            const report = await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true, outDir: out, env: {} });
+            const t = report.totals;
+            expect(t.read, c.label).toBe(c.clean.length + c.defectLines.length);
+            expect(t.read, c.label).toBe(t.written + t.rejected);
+            const rejects = readFileSync(join(out, 'rejects.ndjson'), 'utf8')
+              .split('\n')
+              .filter(Boolean)
+              .map((l) => JSON.parse(l) as { stage: string; line: number; issues: { code: string }[] });
+            expect(
+              rejects.map((r) => `${r.stage}:${r.line}`),
+              c.label,
+            ).toEqual(c.defectLines.map((l) => `source:${l}`));
+            for (const r of rejects) expect(['csv-quote', 'csv-syntax']).toContain(r.issues[0]!.code);
+            const written = readFileSync(join(out, 'Patient.ndjson'), 'utf8')
+              .split('\n')
+              .filter(Boolean)
+              .map((l) => (JSON.parse(l) as { identifier: { value: string }[] }).identifier[0]!.value);
+            expect(written, c.label).toEqual(c.clean);
+          } finally {
+            rmSync(dir, { recursive: true, force: true });
+          }
+        }),
+        { numRuns: RUNS, seed: SEED, endOnFailure: true },
+      );
+    },
+    Math.max(60_000, RUNS * 500),
+  );
 });

@@ -41,27 +41,40 @@ const SYSTEM = 'urn:care-etl-decide:mrn';
 const LEDGER = ['absent', 'synced', 'synced-old', 'pending', 'ended', 'rejected'] as const;
 const SERVER = ['absent', 'equal', 'changed', 'dup-equal', 'dup-mixed', 'dup-changed'] as const;
 type KeySpec = { ledger: (typeof LEDGER)[number]; server: (typeof SERVER)[number]; badMatch: boolean };
-const keySpec: fc.Arbitrary<KeySpec> = fc.record({ ledger: fc.constantFrom(...LEDGER), server: fc.constantFrom(...SERVER), badMatch: fc.nat({ max: 9 }).map((n) => n < 2) });
+const keySpec: fc.Arbitrary<KeySpec> = fc.record({
+  ledger: fc.constantFrom(...LEDGER),
+  server: fc.constantFrom(...SERVER),
+  badMatch: fc.nat({ max: 9 }).map((n) => n < 2),
+});
 const caseSpec = fc.record({ keys: fc.array(keySpec, { minLength: 1, maxLength: 6 }), policy: fc.constantFrom<ReconcilePolicy>('auto', 'always', 'never') });
 
 /** One verdict in a vocabulary the three modes share. */
 type Verdict = { kind: 'create' | 'update' | 'unchanged' | 'adopt' | 'adopt-update' | 'reject'; serverId?: string; code?: string };
 
 const ofPlan = (o: PlanOutcome): Verdict | undefined =>
-  o.kind === 'deferred' ? undefined
-  : o.kind === 'rejected' ? { kind: 'reject', code: o.issues[0]?.code }
-  : o.kind === 'create' ? { kind: 'create' }
-  : { kind: o.adopted ? (o.kind === 'update' ? 'adopt-update' : 'adopt') : o.kind, serverId: o.serverId };
+  o.kind === 'deferred'
+    ? undefined
+    : o.kind === 'rejected'
+      ? { kind: 'reject', code: o.issues[0]?.code }
+      : o.kind === 'create'
+        ? { kind: 'create' }
+        : { kind: o.adopted ? (o.kind === 'update' ? 'adopt-update' : 'adopt') : o.kind, serverId: o.serverId };
 const ofRun = (o: SyncOutcome): Verdict | undefined =>
-  o.kind === 'deferred' ? undefined
-  : o.kind === 'rejected' ? { kind: 'reject', code: o.issues[0]?.code }
-  : o.kind === 'created' ? { kind: 'create' }
-  : { kind: o.adopted ? (o.kind === 'updated' ? 'adopt-update' : 'adopt') : o.kind === 'updated' ? 'update' : 'unchanged', serverId: o.serverId };
+  o.kind === 'deferred'
+    ? undefined
+    : o.kind === 'rejected'
+      ? { kind: 'reject', code: o.issues[0]?.code }
+      : o.kind === 'created'
+        ? { kind: 'create' }
+        : { kind: o.adopted ? (o.kind === 'updated' ? 'adopt-update' : 'adopt') : o.kind === 'updated' ? 'update' : 'unchanged', serverId: o.serverId };
 const ofCheck = (o: Inspection): Verdict | undefined =>
-  o.kind === 'deferred' ? undefined
-  : o.kind === 'rejected' ? { kind: 'reject', code: o.issues[0]?.code }
-  : o.kind === 'absent' ? { kind: 'create' }
-  : { kind: o.via === 'match' ? (o.equal ? 'adopt' : 'adopt-update') : o.equal ? 'unchanged' : 'update', serverId: o.serverId };
+  o.kind === 'deferred'
+    ? undefined
+    : o.kind === 'rejected'
+      ? { kind: 'reject', code: o.issues[0]?.code }
+      : o.kind === 'absent'
+        ? { kind: 'create' }
+        : { kind: o.via === 'match' ? (o.equal ? 'adopt' : 'adopt-update') : o.equal ? 'unchanged' : 'update', serverId: o.serverId };
 
 let sb: Sandbox;
 let client: CareClient;
@@ -73,7 +86,9 @@ const reached = new Set<string>();
 
 beforeAll(async () => {
   sb = await startSandbox({ tenants: [TENANT], observationsPerPatient: 0 });
-  client = new CareClient(resolveConnection({ baseUrl: sb.url, apiKey: sb.credentials.apiKey, emrId: sb.credentials.emrId, tenantId: TENANT }), { retry: false });
+  client = new CareClient(resolveConnection({ baseUrl: sb.url, apiKey: sb.credentials.apiKey, emrId: sb.credentials.emrId, tenantId: TENANT }), {
+    retry: false,
+  });
   dir = mkdtempSync(join(tmpdir(), 'care-etl-decide-'));
   writeFileSync(join(dir, 'patients.csv'), 'MRN\n');
   // A JSONata `match:` so that a mapped resource with two MRNs is rejected by its rule (`match-invalid`).
@@ -102,7 +117,14 @@ async function arrange(keys: KeySpec[], scope: LedgerScope, earlierRun: number):
   for (const [i, k] of keys.entries()) {
     const key = `c${caseNo}-k${i}`;
     const mapped = patient(key, 'Now', k.badMatch);
-    const copies = { absent: [], equal: ['Now'], changed: ['Then'], 'dup-equal': ['Now', 'Now'], 'dup-mixed': ['Now', 'Then'], 'dup-changed': ['Then', 'Else'] }[k.server];
+    const copies = {
+      absent: [],
+      equal: ['Now'],
+      changed: ['Then'],
+      'dup-equal': ['Now', 'Now'],
+      'dup-mixed': ['Now', 'Then'],
+      'dup-changed': ['Then', 'Else'],
+    }[k.server];
     const ids: string[] = [];
     for (const family of copies) ids.push((await client.create('Patient', patient(key, family))).id);
     const base = { mapping: 'patient', key, resourceType: 'Patient', runId: earlierRun };
@@ -112,14 +134,30 @@ async function arrange(keys: KeySpec[], scope: LedgerScope, earlierRun: number):
     if (k.ledger === 'ended') scope.markEnded('patient', key, '2026-01-01T00:00:00.000Z');
     if (k.ledger === 'pending') scope.recordIntent({ ...base, hash: contentHash(mapped), matchValue: await rule.ofMapped(patient(key, 'Now')) });
     if (k.ledger === 'rejected') scope.recordRejected({ ...base, reason: 'refused earlier' });
-    items.push({ ok: true, mapping: 'patient', type: 'Patient', key, resource: mapped, origin: { source: 'patients', file: 'patients.csv', line: i + 2, record: i + 1 } });
+    items.push({
+      ok: true,
+      mapping: 'patient',
+      type: 'Patient',
+      key,
+      resource: mapped,
+      origin: { source: 'patients', file: 'patients.csv', line: i + 2, record: i + 1 },
+    });
   }
   return items;
 }
 
 function newSync(scope: LedgerScope, policy: ReconcilePolicy, runId: number, keepBodies: boolean): ResourceSync {
   const indexes = new ServerIndexes(client, new Map([['Patient', new Map([['patient', matchRuleOf(res)]])]]), { keepBodies, retry: { attempts: 1 } });
-  return new ResourceSync(res, { client, scope, runId, limiter: AdaptiveLimiter.forRun({ concurrency: 2 }), retry: { attempts: 1 }, now: new Date(), indexes, policy });
+  return new ResourceSync(res, {
+    client,
+    scope,
+    runId,
+    limiter: AdaptiveLimiter.forRun({ concurrency: 2 }),
+    retry: { attempts: 1 },
+    now: new Date(),
+    indexes,
+    policy,
+  });
 }
 
 async function verdicts(keys: KeySpec[], policy: ReconcilePolicy) {

@@ -38,7 +38,9 @@ const pattern: fc.Arbitrary<string> = fc.letrec<{ seq: string; solid: string; pi
   seq: fc.array(tie('piece'), { maxLength: 3, depthIdentifier: 'regex' }).map((ps) => ps.join('')),
 })).solid;
 
-const text = fc.array(fc.constantFrom('a', 'b', 'é', ' ', '\u00a0', '\r', '\n', '\u2028', '1', '2', ',', '.', '-', 'A', 'B'), { maxLength: 12 }).map((cs) => cs.join(''));
+const text = fc
+  .array(fc.constantFrom('a', 'b', 'é', ' ', '\u00a0', '\r', '\n', '\u2028', '1', '2', ',', '.', '-', 'A', 'B'), { maxLength: 12 })
+  .map((cs) => cs.join(''));
 
 type Engine = { lastIndex: number; exec(s: string): RegExpExecArray | null };
 

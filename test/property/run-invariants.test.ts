@@ -134,7 +134,12 @@ async function run(opts: RunOptions): Promise<Outcome> {
 /** One line of the rejects file, as src/pipeline/rejects.ts writes it. */
 type RejectLine = RejectRecord;
 
-const readLines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l !== '') : []);
+const readLines = (file: string): string[] =>
+  existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+    : [];
 const rejectsOf = (file: string): RejectLine[] => readLines(file).map((l) => JSON.parse(l) as RejectLine);
 
 /** CARE_PROPERTY_DUMP=<folder>: failing cases' folders (export, mapping, outputs) are copied there. */
@@ -161,12 +166,16 @@ function assertNoUnhandled(): void {
 function checkFatal(src: SourceCase, o: Outcome): o is { error: unknown } {
   if (src.fatal) {
     if (o.report) throw new Error(`expected a fatal CareEtlError (${src.fatal}), got a report: ${JSON.stringify(o.report.mappings)}`);
-    if (!(o.error instanceof CareEtlError)) throw new Error(`expected a CareEtlError (${src.fatal}), got ${o.error instanceof Error ? o.error.stack : String(o.error)}`);
+    if (!(o.error instanceof CareEtlError))
+      throw new Error(`expected a CareEtlError (${src.fatal}), got ${o.error instanceof Error ? o.error.stack : String(o.error)}`);
     expect(o.error.message).toContain('Source `src`');
     expect(o.error.exitCode).toBe(2);
     return true;
   }
-  if (o.error) throw new Error(`the run failed: ${o.error instanceof CareEtlError ? o.error.describe() : o.error instanceof Error ? (o.error.stack ?? o.error.message) : String(o.error)}`);
+  if (o.error)
+    throw new Error(
+      `the run failed: ${o.error instanceof CareEtlError ? o.error.describe() : o.error instanceof Error ? (o.error.stack ?? o.error.message) : String(o.error)}`,
+    );
   return false;
 }
 
@@ -252,7 +261,10 @@ function checkDryRun(src: SourceCase, spec: MappingSpec, m: ModelResult, report:
       // Every row read is in exactly one place: a row-level reject, a rejected group or a written group.
       const rowsInGroups = groupRejects.reduce((n, r) => n + r.lines!.length, 0) + written.reduce((n, g) => n + g.size, 0);
       expect(rowRejects.length + rowsInGroups, 'team: rows accounted for').toBe(t.read);
-      expect(teams.map((x) => x.name), 'team: groups written, in first-seen order, with their sizes').toEqual(written.map((g) => `Team of ${g.size}`));
+      expect(
+        teams.map((x) => x.name),
+        'team: groups written, in first-seen order, with their sizes',
+      ).toEqual(written.map((g) => `Team of ${g.size}`));
     }
     outcomes += t.written + t.rejected;
   }
@@ -303,7 +315,10 @@ async function dryRunProperty(src: SourceCase, spec: MappingSpec, rerun: boolean
       assertNoUnhandled();
       if (second.error) throw second.error;
       expect(countsOf(second.report!), 'second dry run: same counts').toBe(countsOf(first.report!));
-      expect(['Patient.ndjson', 'CareTeam.ndjson'].map((f) => readLines(join(cd.out, f)).join('\n')), 'second dry run: same output').toEqual(snapshot);
+      expect(
+        ['Patient.ndjson', 'CareTeam.ndjson'].map((f) => readLines(join(cd.out, f)).join('\n')),
+        'second dry run: same output',
+      ).toEqual(snapshot);
       expect(readFileSync(cd.rejects, 'utf8'), 'second dry run: same rejects (rewritten, not appended)').toBe(rejects);
     }
   } catch (err) {
@@ -317,29 +332,51 @@ async function dryRunProperty(src: SourceCase, spec: MappingSpec, rerun: boolean
 
 const params = (k: keyof typeof SHARE): fc.Parameters<unknown> => ({ seed: SEED + Object.keys(SHARE).indexOf(k), numRuns: runsOf(k) });
 
-const COMMON = ['written', 'transform/duplicate-key', 'transform/key-missing', 'transform/jsonata', 'transform/ref-rejected', 'group of several rows written', 'file > 50 kB', 'map may produce nothing', 'patient skipped'];
+const COMMON = [
+  'written',
+  'transform/duplicate-key',
+  'transform/key-missing',
+  'transform/jsonata',
+  'transform/ref-rejected',
+  'group of several rows written',
+  'file > 50 kB',
+  'map may produce nothing',
+  'patient skipped',
+];
 
 describe('run invariants (dry run): every record accounted for exactly once, nothing altered, idempotent', () => {
   it(`CSV exports (${runsOf('csv')} cases)`, { timeout: timeoutOf('csv') }, async () => {
     const t: Tally = new Map();
-    await fc.assert(fc.asyncProperty(csvCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)), params('csv'));
+    await fc.assert(
+      fc.asyncProperty(csvCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)),
+      params('csv'),
+    );
     checkCoverage(t, runsOf('csv'), [...COMMON, 'fatal', 'source/csv-ragged', 'source/csv-syntax', 'transform/date-invalid', 'transform/lookup-miss']);
   });
 
   it(`NDJSON exports (${runsOf('ndjson')} cases)`, { timeout: timeoutOf('ndjson') }, async () => {
     const t: Tally = new Map();
-    await fc.assert(fc.asyncProperty(ndjsonCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)), params('ndjson'));
+    await fc.assert(
+      fc.asyncProperty(ndjsonCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)),
+      params('ndjson'),
+    );
     checkCoverage(t, runsOf('ndjson'), [...COMMON, 'source/json-syntax', 'source/not-object', 'transform/key-invalid', 'written: key with a lone surrogate']);
   });
 
   it(`JSON exports (${runsOf('json')} cases)`, { timeout: timeoutOf('json') }, async () => {
     const t: Tally = new Map();
-    await fc.assert(fc.asyncProperty(jsonCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)), params('json'));
+    await fc.assert(
+      fc.asyncProperty(jsonCase, mappingSpec, rerunSometimes, (src, spec, rerun) => dryRunProperty(src, spec, rerun, t)),
+      params('json'),
+    );
     checkCoverage(t, runsOf('json'), [...COMMON, 'fatal', 'source/not-object', 'transform/key-invalid', 'written: key with a lone surrogate']);
   });
 
   it(`any format, small exports, always re-run (${runsOf('mixed')} cases)`, { timeout: timeoutOf('mixed') }, async () => {
-    await fc.assert(fc.asyncProperty(smallCase, mappingSpec, async (src, spec) => dryRunProperty(src, spec, true)), params('mixed'));
+    await fc.assert(
+      fc.asyncProperty(smallCase, mappingSpec, async (src, spec) => dryRunProperty(src, spec, true)),
+      params('mixed'),
+    );
   });
 });
 
@@ -420,7 +457,11 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
       const expected = src.expected!;
       const m = model(spec, expected);
       const wantPatients = m.patient.flatMap((f) => (f.kind === 'written' ? [f.resource] : []));
-      const wantTeams = !m.team ? 0 : m.team.grouped ? m.team.groups.filter((g) => g.fate === 'written').length : m.team.fates.filter((f) => f.kind === 'written').length;
+      const wantTeams = !m.team
+        ? 0
+        : m.team.grouped
+          ? m.team.groups.filter((g) => g.fate === 'written').length
+          : m.team.fates.filter((f) => f.kind === 'written').length;
       const serverPatients = async () => (await listAll(sb, tenantId, 'Patient')).map(canonical).sort();
       const want = wantPatients.map(canonical).sort();
 
@@ -431,11 +472,17 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
         expect(p.written, `${label}: nothing "written" in a live run`).toBe(0);
         const rejects = rejectsOf(cd.rejects);
         expect(rejects.length, `${label}: rejects lines`).toBe(r.totals.rejected);
-        checkRejectShape(rejects.filter((x) => x.mapping === 'patient'), 'patient');
+        checkRejectShape(
+          rejects.filter((x) => x.mapping === 'patient'),
+          'patient',
+        );
         if (spec.team) {
           const t = r.mappings.team!;
           expect(t.read, `${label}: team rows read`).toBe(expected.length);
-          checkRejectShape(rejects.filter((x) => x.mapping === 'team'), 'team');
+          checkRejectShape(
+            rejects.filter((x) => x.mapping === 'team'),
+            'team',
+          );
           const groups = m.team!.grouped ? m.team!.rows.filter((x) => x.kind === 'rejected').length + m.team!.groups.length : expected.length;
           expect(t.created + t.updated + t.unchanged + t.rejected, `${label}: team outcomes`).toBe(groups);
         }
@@ -445,15 +492,34 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
       // Run 1: a fresh tenant — every mapped row created once (faults or not), the model's rejects and no other.
       const r1 = first.report!;
       const rej1 = await check(r1, 'run 1');
-      checkRowFates(m.patient, expected, rej1.filter((x) => x.mapping === 'patient'), 'run 1 patient');
-      if (m.team && !m.team.grouped) checkRowFates(m.team.fates, expected, rej1.filter((x) => x.mapping === 'team'), 'run 1 team');
+      checkRowFates(
+        m.patient,
+        expected,
+        rej1.filter((x) => x.mapping === 'patient'),
+        'run 1 patient',
+      );
+      if (m.team && !m.team.grouped)
+        checkRowFates(
+          m.team.fates,
+          expected,
+          rej1.filter((x) => x.mapping === 'team'),
+          'run 1 team',
+        );
       if (m.team?.grouped) {
         const groupRejects = rej1.filter((x) => x.mapping === 'team' && x.lines !== undefined).map((x) => x.key);
-        expect(groupRejects.sort(), 'run 1: rejected team groups').toEqual(m.team.groups.filter((g) => g.fate === 'rejected').map((g) => g.key).sort());
+        expect(groupRejects.sort(), 'run 1: rejected team groups').toEqual(
+          m.team.groups
+            .filter((g) => g.fate === 'rejected')
+            .map((g) => g.key)
+            .sort(),
+        );
       }
       // A create whose answer was lost is found again and adopted (counted created or unchanged): with faults
       // only the sum is fixed.
-      if (faults) expect(r1.mappings.patient!.created + r1.mappings.patient!.unchanged + r1.mappings.patient!.updated, 'run 1: one outcome per patient key mapped').toBe(wantPatients.length);
+      if (faults)
+        expect(r1.mappings.patient!.created + r1.mappings.patient!.unchanged + r1.mappings.patient!.updated, 'run 1: one outcome per patient key mapped').toBe(
+          wantPatients.length,
+        );
       else expect(r1.mappings.patient!.created, 'run 1: one create per patient key mapped').toBe(wantPatients.length);
       expect(await serverPatients(), 'run 1: the server holds exactly the mapped patients').toEqual(want);
       if (spec.team && !faults) expect(r1.mappings.team!.created, 'run 1: team creates').toBe(wantTeams);
@@ -469,7 +535,9 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
       expect(r2.totals.updated, 'run 2: updated').toBe(0);
       expect(r2.totals.ended, 'run 2: ended').toBe(0);
       expect(r2.mappings.patient!.unchanged).toBe(wantPatients.length);
-      expect(rej2.map((x) => `${x.mapping}#${x.record}/${x.key}`).sort(), 'run 2: same rejects').toEqual(rej1.map((x) => `${x.mapping}#${x.record}/${x.key}`).sort());
+      expect(rej2.map((x) => `${x.mapping}#${x.record}/${x.key}`).sort(), 'run 2: same rejects').toEqual(
+        rej1.map((x) => `${x.mapping}#${x.record}/${x.key}`).sort(),
+      );
       expect(await serverPatients(), 'run 2: server unchanged').toEqual(want);
 
       // Run 3: the state file is lost — the server is the system of record: nothing created twice.
@@ -487,7 +555,10 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
       expect(await serverPatients(), 'run 3: server still holds exactly the mapped patients').toEqual(want);
       expect(sb.stats().resources[tenantId]?.CareTeam ?? 0).toBe(wantTeams);
     } catch (err) {
-      throw new Error(`${err instanceof Error ? err.message : String(err)}${dump(cd)}\n=== case (tenant ${tenantId}, faults ${JSON.stringify(faults)}) ===\n${describeCase(src, spec)}`, { cause: err });
+      throw new Error(
+        `${err instanceof Error ? err.message : String(err)}${dump(cd)}\n=== case (tenant ${tenantId}, faults ${JSON.stringify(faults)}) ===\n${describeCase(src, spec)}`,
+        { cause: err },
+      );
     } finally {
       rmSync(cd.dir, { recursive: true, force: true });
     }
@@ -509,7 +580,15 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
 
   it(`any format against the sandbox, three runs each (${runsOf('live')} cases)`, { timeout: timeoutOf('live') }, async () => {
     await fc.assert(fc.asyncProperty(smallCase, mappingSpec, faultsArb, liveProperty), params('live'));
-    checkCoverage(liveTally, runsOf('live') * 3, ['ambiguous creates', 'dropped connections', '503s', 'run 1 adopted (lost answers)', 'run 3 adopted (lost state)', 'patients loaded', 'rows rejected']);
+    checkCoverage(liveTally, runsOf('live') * 3, [
+      'ambiguous creates',
+      'dropped connections',
+      '503s',
+      'run 1 adopted (lost answers)',
+      'run 3 adopted (lost state)',
+      'patients loaded',
+      'rows rejected',
+    ]);
   });
 });
 
@@ -538,16 +617,30 @@ describe('run invariants (live, in-process sandbox): load outcomes, idempotent r
  */
 describe('known bugs', () => {
   it('UTF-16LE CSV: records, lines and raw text are read as written (fixed: transcoded to UTF-8 before csv-parse)', async () => {
-    await fc.assert(fc.asyncProperty(csvUtf16Case, mappingSpec, (src, spec) => dryRunProperty(src, spec, false)), { seed: SEED, numRuns: 50, endOnFailure: true });
+    await fc.assert(
+      fc.asyncProperty(csvUtf16Case, mappingSpec, (src, spec) => dryRunProperty(src, spec, false)),
+      { seed: SEED, numRuns: 50, endOnFailure: true },
+    );
   });
 
   it('a JSON record is read as the same NDJSON record is, even with a "__proto__" member (fixed: it stays an own member)', async () => {
     await fc.assert(
       fc.asyncProperty(protoRecords, async (records) => {
         const outcome = async (format: 'json' | 'ndjson') => {
-          const text = format === 'json' ? `[${records.map((r) => writeJson(r, { ws: [''], escapeAll: false })).join(',')}]` : records.map((r) => writeJson(r, { ws: [''], escapeAll: false })).join('\n');
+          const text =
+            format === 'json'
+              ? `[${records.map((r) => writeJson(r, { ws: [''], escapeAll: false })).join(',')}]`
+              : records.map((r) => writeJson(r, { ws: [''], escapeAll: false })).join('\n');
           const src: SourceCase = { format, fileName: `data.${format}`, text, expected: [], label: format };
-          const spec: MappingSpec = { key: 'field', id: 'string', name: { family: 'raw', given: 'raw' }, birthDate: false, age: false, skip: false, onMissing: 'ignore' };
+          const spec: MappingSpec = {
+            key: 'field',
+            id: 'string',
+            name: { family: 'raw', given: 'raw' },
+            birthDate: false,
+            age: false,
+            skip: false,
+            onMissing: 'ignore',
+          };
           const cd = writeCase(src, spec);
           try {
             const o = await run({ mappingFile: cd.mapping, dryRun: true, outDir: cd.out, rejectsFile: cd.rejects });

@@ -40,7 +40,10 @@ const chromium = (file: string, extra: string[]): Promise<string> => runChromium
 
 function runScript(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(ROOT, 'scripts/report-screenshot.mjs'), ...args], { env: { ...process.env, CHROME_PATH: CHROMIUM }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(ROOT, 'scripts/report-screenshot.mjs'), ...args], {
+      env: { ...process.env, CHROME_PATH: CHROMIUM },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -126,7 +129,8 @@ describe.skipIf(!CHROMIUM)('the HTML run report in headless Chromium', () => {
           {
             severity: 'error',
             code: 'http-400',
-            message: '<script>document.title="pwned"</script><img src="http://report-asset.invalid/m.png"><link rel="stylesheet" href="https://report-asset.invalid/s.css"><style>body{background:url(http://report-asset.invalid/b.png)}</style>',
+            message:
+              '<script>document.title="pwned"</script><img src="http://report-asset.invalid/m.png"><link rel="stylesheet" href="https://report-asset.invalid/s.css"><style>body{background:url(http://report-asset.invalid/b.png)}</style>',
           },
         ],
         row: { FIRST: '<iframe src="http://report-asset.invalid/f.html"></iframe>' },

@@ -22,7 +22,8 @@ afterAll(() => {
   if (clinic) rmSync(clinic.dir, { recursive: true, force: true });
 });
 
-const wordIn = (text: string, value: string) => new RegExp(`(^|[^\\p{L}\\p{N}])${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}($|[^\\p{L}\\p{N}])`, 'u').test(text);
+const wordIn = (text: string, value: string) =>
+  new RegExp(`(^|[^\\p{L}\\p{N}])${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}($|[^\\p{L}\\p{N}])`, 'u').test(text);
 
 /** Every tag of the page (text escapes `<` and `>`, so tags are exactly the `<…>` spans). */
 const tagsOf = (html: string) => [...html.matchAll(/<[^>]*>/g)].map((m) => m[0]);
@@ -52,7 +53,14 @@ function syntheticReport(over: Partial<RunReport> = {}): RunReport {
 
 const reject = (over: Partial<RejectRecord> & { message?: string; code?: string }): RejectRecord => {
   const { message = 'bad', code = 'invalid', ...rest } = over;
-  return { stage: 'transform', mapping: 'patient', source: 'patients', file: '/clinic/data/patients.csv', issues: [{ severity: 'error', code: code as never, message }], ...rest };
+  return {
+    stage: 'transform',
+    mapping: 'patient',
+    source: 'patients',
+    file: '/clinic/data/patients.csv',
+    issues: [{ severity: 'error', code: code as never, message }],
+    ...rest,
+  };
 };
 
 describe('the example clinic (dry run): HTML report', () => {
@@ -131,7 +139,11 @@ describe('escaping hostile data', () => {
   const hostile = [
     reject({ key: '<script>alert("key")</script>', line: 2, message: 'value `<script>alert(1)</script>` is not <b>bold</b> & "quoted"' }),
     reject({ key: 'k|2', line: 3, message: 'a | pipe\nand a line break', code: 'x|y' }),
-    reject({ key: 'k3', line: 4, message: '![img](http://evil.invalid/p.png) [link](https://evil.invalid) *em* _u_ ~s~ $x$ `code` <img src="http://evil.invalid/x.png"> \u202Eevil\u202C' }),
+    reject({
+      key: 'k3',
+      line: 4,
+      message: '![img](http://evil.invalid/p.png) [link](https://evil.invalid) *em* _u_ ~s~ $x$ `code` <img src="http://evil.invalid/x.png"> \u202Eevil\u202C',
+    }),
   ];
   const report = syntheticReport({ mappings: { 'pa<t>ient': syntheticReport().mappings.patient! }, order: ['pa<t>ient'] });
 
@@ -207,14 +219,19 @@ describe('grouping rejects by reason', () => {
 
     const html = renderRunReportHtml({ report: syntheticReport({ totals: { ...syntheticReport().totals, rejected: 6 } }), rejects });
     const rows = reasonRows(html);
-    expect(rows[0]).toBe('R1 3 patient source csv-ragged expected # fields (header, line #), got # e.g. expected 11 fields (header, line 1), got 12 data/patients.csv: lines 21, 30, 40 3 without a key');
+    expect(rows[0]).toBe(
+      'R1 3 patient source csv-ragged expected # fields (header, line #), got # e.g. expected 11 fields (header, line 1), got 12 data/patients.csv: lines 21, 30, 40 3 without a key',
+    );
     expect(rows[1]).toContain('data/patients.csv: lines 50, 51 A, B');
   });
 
   it('keeps distinct failing expressions (mapping locations) and fields apart; further issues are listed under the first', () => {
     const at = (line: number) => ({ file: '/clinic/mapping.yaml', line, column: 5 });
     const rejects: RejectRecord[] = [
-      { ...reject({ key: 'a', line: 2, code: 'date-invalid', message: 'not a date `x`' }), issues: [{ severity: 'error', code: 'date-invalid' as never, message: 'not a date `x`', location: at(10) }] },
+      {
+        ...reject({ key: 'a', line: 2, code: 'date-invalid', message: 'not a date `x`' }),
+        issues: [{ severity: 'error', code: 'date-invalid' as never, message: 'not a date `x`', location: at(10) }],
+      },
       { ...reject({ key: 'b', line: 3 }), issues: [{ severity: 'error', code: 'date-invalid' as never, message: 'not a date `y`', location: at(11) }] },
       {
         ...reject({ key: 'c', line: 4, stage: 'validate' }),
@@ -224,7 +241,11 @@ describe('grouping rejects by reason', () => {
           { severity: 'error', code: 'format' as never, message: 'must match format "date"', path: '/birthDate' },
         ],
       },
-      { ...reject({ key: 'd', line: 5 }), stage: 'validate', issues: [{ severity: 'error', code: 'type' as never, message: 'must be string', path: '/telecom/1/value' }] },
+      {
+        ...reject({ key: 'd', line: 5 }),
+        stage: 'validate',
+        issues: [{ severity: 'error', code: 'type' as never, message: 'must be string', path: '/telecom/1/value' }],
+      },
     ];
     const groups = groupRejects(rejects, { baseDir: '/clinic' });
     expect(groups.map((g) => [g.code, g.count, g.at, g.path])).toEqual([
@@ -247,7 +268,11 @@ describe('grouping rejects by reason', () => {
 
 describe('a run against a server (synthetic report)', () => {
   it('shows target, tenant, run, ended, reconciliation, warnings, and an interruption', () => {
-    const report = syntheticReport({ interrupted: true, stoppedEarly: 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run', exitCode: 3 });
+    const report = syntheticReport({
+      interrupted: true,
+      stoppedEarly: 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run',
+      exitCode: 3,
+    });
     const rejects = [reject({ key: 'K1', line: 2 }), reject({ key: 'K2', line: 3 }), reject({ key: 'K3', line: 4 })];
     const text = textOf(renderRunReportHtml({ report, rejects }));
     expect(text).toContain('Exit code 3 — could not complete');
@@ -267,7 +292,7 @@ describe('a run against a server (synthetic report)', () => {
     expectWellFormedTables(md);
   });
 
-  it('says when the rejects given do not match the run\'s count', () => {
+  it("says when the rejects given do not match the run's count", () => {
     const text = textOf(renderRunReportHtml({ report: syntheticReport(), rejects: [] }));
     expect(text).toContain('The rejects file holds 0 reject(s) but the run counted 3');
     expect(text).toContain('No row was rejected.');
@@ -289,7 +314,9 @@ describe('the example clinic (dry run): Markdown report', () => {
       expect(row).toContain(want.key ?? '_1 without a key_');
     }
     // backticks and $ of the messages are escaped (no code span, no math)
-    expect(reasons.find((l) => l.includes('lookup-miss'))).toContain('lookup table \\`gender\\` (known: M, F, U); add it or pass a default: \\$lookup(\\$gender, code, "default")');
+    expect(reasons.find((l) => l.includes('lookup-miss'))).toContain(
+      'lookup table \\`gender\\` (known: M, F, U); add it or pass a default: \\$lookup(\\$gender, code, "default")',
+    );
     expect(md).toMatch(/^\| patient \| █+░+ \| written \(dry run\) 30 · rejected 5 \|$/m);
   });
 });

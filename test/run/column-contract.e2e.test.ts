@@ -95,13 +95,10 @@ describe('column contract (built CLI): a field an expression reads must be a col
     await expectRunWritesNothing(file, 'lastname');
   });
 
-  it('a JSON field some records may lack: listed under the source\'s `optional:`, or read behind `$exists`', async () => {
+  it("a JSON field some records may lack: listed under the source's `optional:`, or read behind `$exists`", async () => {
     const missing = clinicWith(['"prefix": title ? [title]', '"prefix": suffix ? [suffix]']);
     expect((await runCli(['validate', missing])).code).toBe(2);
-    const listed = clinicWith(
-      ['"prefix": title ? [title]', '"prefix": suffix ? [suffix]'],
-      ['records: staff }', 'records: staff, optional: [suffix] }'],
-    );
+    const listed = clinicWith(['"prefix": title ? [title]', '"prefix": suffix ? [suffix]'], ['records: staff }', 'records: staff, optional: [suffix] }']);
     const ok = await runCli(['validate', listed]);
     expect(ok.code, ok.stderr).toBe(0);
     const guarded = clinicWith(['"prefix": title ? [title]', '"prefix": $exists(suffix) ? [suffix]']);

@@ -56,7 +56,13 @@ describe('a mapping message built from cells stays in rejects.ndjson', () => {
     expect(rejects).toContain('bad Moreau');
     expect(rejects).toContain('no Tomas');
     const summary = readFileSync(join(dir, '.care-etl', 'rejects.summary.csv'), 'utf8');
-    const handedOver = { summary, html: readFileSync(html, 'utf8'), md: readFileSync(md, 'utf8'), stdout: first.stdout + second.stdout, stderr: first.stderr + second.stderr };
+    const handedOver = {
+      summary,
+      html: readFileSync(html, 'utf8'),
+      md: readFileSync(md, 'utf8'),
+      stdout: first.stdout + second.stdout,
+      stderr: first.stderr + second.stderr,
+    };
     for (const [name, text] of Object.entries(handedOver)) for (const cell of CELLS) expect(text, `${cell} in ${name}`).not.toContain(cell);
 
     const row = (key: string) => summary.split('\r\n').find((l) => l.includes(`,${key},`)) ?? '';

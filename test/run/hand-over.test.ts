@@ -36,7 +36,12 @@ describe('handOverIssue', () => {
   });
 
   it('a property named by a cell (`{ LAST: … }`): neither the message nor the path names it', () => {
-    const e = handOverIssue({ severity: 'error', code: foreignCode('additionalProperties'), message: 'unknown property "Moreau" is not allowed', path: '/name/0/Moreau' });
+    const e = handOverIssue({
+      severity: 'error',
+      code: foreignCode('additionalProperties'),
+      message: 'unknown property "Moreau" is not allowed',
+      path: '/name/0/Moreau',
+    });
     expect(e.path).toBe('/name/0');
     expect(JSON.stringify(e)).not.toContain('Moreau');
     expect(handOverIssue(e)).toEqual(e); // idempotent: the terminal may word an already worded issue

@@ -122,6 +122,8 @@ describe('the offline loop rejects what the run rejects', () => {
 
     const validate = await runCli(['validate', mapping, '--sample', '10', '--json']);
     const report = JSON.parse(validate.stdout) as ValidateReport;
-    expect(report.warnings.filter((w) => w.code === 'match-ambiguous').map((w) => w.message)).toEqual([expect.stringMatching(/keys `001` \(patients line 2\) and `003` \(patients line 4\)/)]);
+    expect(report.warnings.filter((w) => w.code === 'match-ambiguous').map((w) => w.message)).toEqual([
+      expect.stringMatching(/keys `001` \(patients line 2\) and `003` \(patients line 4\)/),
+    ]);
   });
 });

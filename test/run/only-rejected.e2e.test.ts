@@ -118,7 +118,9 @@ describe('care-etl run --only-rejected (built CLI) against the sandbox', () => {
     expect(after).toEqual(before.filter((w) => w !== 'patients.csv:34:transform:key-missing' && w !== 'assignments.csv:6:transform:date-invalid'));
     expect(after).toHaveLength(7);
     expect(statSync(rejectsFile).mode & 0o777).toBe(0o600);
-    const summary = readFileSync(join(dir, '.care-etl', 'rejects.summary.csv'), 'utf8').trimEnd().split('\r\n');
+    const summary = readFileSync(join(dir, '.care-etl', 'rejects.summary.csv'), 'utf8')
+      .trimEnd()
+      .split('\r\n');
     expect(summary).toHaveLength(1 + 7);
 
     // 4. A normal run afterwards: everything is there, nothing to send, nothing ended, the same 7 rejects.

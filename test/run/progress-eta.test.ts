@@ -12,7 +12,18 @@ import { copyTree, ROOT } from '../helpers/cli.js';
  * rows are not) and an ETA, per mapping (a phase reads one source). The clock is injected: no timing here.
  */
 
-const counts = (c: Partial<MappingCounts> = {}): MappingCounts => ({ read: 0, skipped: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0, ...c });
+const counts = (c: Partial<MappingCounts> = {}): MappingCounts => ({
+  read: 0,
+  skipped: 0,
+  created: 0,
+  updated: 0,
+  unchanged: 0,
+  adopted: 0,
+  rejected: 0,
+  ended: 0,
+  written: 0,
+  ...c,
+});
 
 describe('byte progress formatting', () => {
   it('sizes in SI units, both sides of the slash in the unit of the total', () => {
@@ -76,7 +87,12 @@ describe('ETA from bytes read (injected clock)', () => {
     const out: string[] = [];
     const p = await createRunProgress({ tty: false, write: (l) => out.push(l), now: () => t, intervalMs: 2_000 });
     const total = 48_000_000;
-    const progress = (mapping: string, read: number, c: Partial<MappingCounts>, bytes: ByteProgress | undefined = { read, total }): RunEvent => ({ type: 'progress', mapping, counts: counts(c), bytes });
+    const progress = (mapping: string, read: number, c: Partial<MappingCounts>, bytes: ByteProgress | undefined = { read, total }): RunEvent => ({
+      type: 'progress',
+      mapping,
+      counts: counts(c),
+      bytes,
+    });
     p.onEvent({ type: 'phase-start', mapping: 'patient', resourceType: 'Patient' });
     p.onEvent(progress('patient', 300_000, { read: 10, created: 9 }));
     t = 1_000;
@@ -132,7 +148,7 @@ describe('sources report the bytes they read', () => {
     expect(bytes.snapshot()).toEqual({ read: 42 });
   });
 
-  it('run progress events carry the bytes of the phase\'s source, growing to its size', async () => {
+  it("run progress events carry the bytes of the phase's source, growing to its size", async () => {
     const dir = copyTree('test/fixtures/run/clean', 'care-etl-progress-');
     const csv = join(dir, 'data', 'patients.csv');
     const rows = ['MRN,FIRST,LAST,DOB,SEX'];
@@ -142,7 +158,13 @@ describe('sources report the bytes they read', () => {
     expect(size).toBeGreaterThan(512 * 1024); // several 64 KiB chunks
 
     const events: RunEvent[] = [];
-    const report = await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true, outDir: join(dir, 'out'), env: {}, onEvent: (e) => events.push(e) });
+    const report = await runPipeline({
+      mappingFile: join(dir, 'mapping.yaml'),
+      dryRun: true,
+      outDir: join(dir, 'out'),
+      env: {},
+      onEvent: (e) => events.push(e),
+    });
     expect(report.totals).toMatchObject({ read: 20_000, written: 20_000, rejected: 0 });
 
     const progress = events.flatMap((e) => (e.type === 'progress' ? [e.bytes!] : []));

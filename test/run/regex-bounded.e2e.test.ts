@@ -65,11 +65,18 @@ describe('every regular expression is bounded (built CLI, sandbox over HTTP)', {
     const mapping = join(ROOT, 'test/fixtures/regex/unsupported.yaml');
     const v = await runCli(['validate', mapping], { timeoutMs: KILL_AFTER_MS });
     expect(v.code, v.stdout).toBe(2);
-    expect(v.stderr).toMatch(/test\/fixtures\/regex\/unsupported\.yaml:14:\d+: error \[regex-unsupported\] at \/resources\/0\/map: mapping `patient` map: the regular expression \/\(\?<!\^\)a\/ uses a lookbehind/);
-    expect(v.stderr).toMatch(/unsupported\.yaml:\d+:\d+: error \[regex-unsupported\] at \/resources\/0\/key: mapping `patient` key: the regular expression \/\(0\)\\1\(\\d\+\)\/ uses a backreference/);
+    expect(v.stderr).toMatch(
+      /test\/fixtures\/regex\/unsupported\.yaml:14:\d+: error \[regex-unsupported\] at \/resources\/0\/map: mapping `patient` map: the regular expression \/\(\?<!\^\)a\/ uses a lookbehind/,
+    );
+    expect(v.stderr).toMatch(
+      /unsupported\.yaml:\d+:\d+: error \[regex-unsupported\] at \/resources\/0\/key: mapping `patient` key: the regular expression \/\(0\)\\1\(\\d\+\)\/ uses a backreference/,
+    );
 
     const before = sb.stats().requests;
-    const run = await runCli(['run', join(copyTree('test/fixtures/regex', 'care-etl-regex-'), 'unsupported.yaml'), '--progress', 'none'], { env, timeoutMs: KILL_AFTER_MS });
+    const run = await runCli(['run', join(copyTree('test/fixtures/regex', 'care-etl-regex-'), 'unsupported.yaml'), '--progress', 'none'], {
+      env,
+      timeoutMs: KILL_AFTER_MS,
+    });
     expect(run.code, run.stderr).toBe(2);
     expect(run.stderr).toContain('[regex-unsupported]');
     const plan = await runCli(['plan', join(ROOT, 'test/fixtures/regex/unsupported.yaml'), '--progress', 'none'], { env, timeoutMs: KILL_AFTER_MS });
@@ -84,10 +91,15 @@ describe('every regular expression is bounded (built CLI, sandbox over HTTP)', {
     writeFileSync(file, Buffer.alloc(8192));
     const v = await runCli(['validate', join(dir, 'mapping.yaml')], { timeoutMs: KILL_AFTER_MS });
     expect(v.code, v.stdout).toBe(2);
-    expect(v.stderr).toContain(`error [source-not-text] at /sources/patients/path: source \`patients\`: ${file}: not a text file: all its 8192 bytes are NUL bytes`);
+    expect(v.stderr).toContain(
+      `error [source-not-text] at /sources/patients/path: source \`patients\`: ${file}: not a text file: all its 8192 bytes are NUL bytes`,
+    );
 
     const before = sb.stats().requests;
-    const run = await runCli(['run', join(dir, 'mapping.yaml'), '--progress', 'none', '--json'], { env: { ...env, CARE_TENANT_ID: 't-rx-nul' }, timeoutMs: KILL_AFTER_MS });
+    const run = await runCli(['run', join(dir, 'mapping.yaml'), '--progress', 'none', '--json'], {
+      env: { ...env, CARE_TENANT_ID: 't-rx-nul' },
+      timeoutMs: KILL_AFTER_MS,
+    });
     expect(run.code, run.stderr).toBe(2);
     expect(run.stdout).toContain('source-not-text');
     expect(run.stdout).toContain(file);

@@ -35,10 +35,46 @@ describe('rejects summary (CSV)', () => {
     const writer = new RejectsWriter(file, { baseDir: dir });
     expect(writer.summaryPath).toBe(join(dir, 'rejects.summary.csv'));
     const secretRow = { MRN: '000031', FIRST: 'Grace', LAST: 'Holm', DOB: '02/30/1985' };
-    writer.write({ stage: 'source', mapping: 'patient', source: 'patients', file: data, line: 21, record: 20, issues: [issue('csv-ragged', 'expected 11 fields (header, line 1), got 12')], raw: 'Grace,Holm,HOLM-RAW-TEXT' });
-    writer.write({ stage: 'validate', mapping: 'patient', source: 'patients', file: data, line: 33, record: 32, key: '000031', issues: [issue('schema', 'first problem'), issue('schema', 'second problem')], row: secretRow });
-    writer.write({ stage: 'transform', mapping: 'careteam', source: 'assignments', file: join(dir, 'data', 'a.csv'), line: 3, record: 2, lines: [3, 4, 48], key: '000002', issues: [issue('ref-missing', 'no practitioner')] });
-    writer.write({ stage: 'transform', mapping: 'practitioner', source: 'staff', file: '/elsewhere/staff.json', record: 7, issues: [issue('key-missing', 'the key `npi` is empty')] });
+    writer.write({
+      stage: 'source',
+      mapping: 'patient',
+      source: 'patients',
+      file: data,
+      line: 21,
+      record: 20,
+      issues: [issue('csv-ragged', 'expected 11 fields (header, line 1), got 12')],
+      raw: 'Grace,Holm,HOLM-RAW-TEXT',
+    });
+    writer.write({
+      stage: 'validate',
+      mapping: 'patient',
+      source: 'patients',
+      file: data,
+      line: 33,
+      record: 32,
+      key: '000031',
+      issues: [issue('schema', 'first problem'), issue('schema', 'second problem')],
+      row: secretRow,
+    });
+    writer.write({
+      stage: 'transform',
+      mapping: 'careteam',
+      source: 'assignments',
+      file: join(dir, 'data', 'a.csv'),
+      line: 3,
+      record: 2,
+      lines: [3, 4, 48],
+      key: '000002',
+      issues: [issue('ref-missing', 'no practitioner')],
+    });
+    writer.write({
+      stage: 'transform',
+      mapping: 'practitioner',
+      source: 'staff',
+      file: '/elsewhere/staff.json',
+      record: 7,
+      issues: [issue('key-missing', 'the key `npi` is empty')],
+    });
     await writer.commit();
 
     const summary = join(dir, 'rejects.summary.csv');
@@ -47,11 +83,38 @@ describe('rejects summary (CSV)', () => {
     for (const s of ['Grace', 'Holm', '02/30/1985', 'HOLM-RAW-TEXT']) expect(text).not.toContain(s);
     expect(text.startsWith('file,line,record,mapping,key,stage,code,message\r\n')).toBe(true);
     expect(csv(summary)).toEqual([
-      { file: 'data/patients.csv', line: '21', record: '', mapping: 'patient', key: '', stage: 'source', code: 'csv-ragged', message: 'expected 11 fields (header, line 1), got 12' },
+      {
+        file: 'data/patients.csv',
+        line: '21',
+        record: '',
+        mapping: 'patient',
+        key: '',
+        stage: 'source',
+        code: 'csv-ragged',
+        message: 'expected 11 fields (header, line 1), got 12',
+      },
       { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'first problem' },
       { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'second problem' },
-      { file: 'data/a.csv', line: '3 4 48', record: '', mapping: 'careteam', key: '000002', stage: 'transform', code: 'ref-missing', message: 'no practitioner' },
-      { file: '/elsewhere/staff.json', line: '', record: '7', mapping: 'practitioner', key: '', stage: 'transform', code: 'key-missing', message: 'the key `npi` is empty' },
+      {
+        file: 'data/a.csv',
+        line: '3 4 48',
+        record: '',
+        mapping: 'careteam',
+        key: '000002',
+        stage: 'transform',
+        code: 'ref-missing',
+        message: 'no practitioner',
+      },
+      {
+        file: '/elsewhere/staff.json',
+        line: '',
+        record: '7',
+        mapping: 'practitioner',
+        key: '',
+        stage: 'transform',
+        code: 'key-missing',
+        message: 'the key `npi` is empty',
+      },
     ]);
   });
 
@@ -114,7 +177,7 @@ describe('rejects summary (CSV)', () => {
 describe('--only-rejected selection (from the previous rejects file)', () => {
   const origin = (file: string, line?: number, record = 1) => ({ file, line, record });
 
-  it('selects by key when the key was known, by file and line otherwise (and for duplicates, whose key is another row\'s)', () => {
+  it("selects by key when the key was known, by file and line otherwise (and for duplicates, whose key is another row's)", () => {
     const sel = new RejectSelection();
     sel.addReject({ stage: 'transform', mapping: 'patient', file: '/d/p.csv', line: 33, key: '000031', issues: [issue('date-invalid', '')] });
     sel.addReject({ stage: 'transform', mapping: 'patient', file: '/d/p.csv', line: 34, issues: [issue('key-missing', '')] });
@@ -163,7 +226,16 @@ describe('--only-rejected selection (from the previous rejects file)', () => {
     const dir = tmp();
     const file = join(dir, 'rejects.ndjson');
     const writer = new RejectsWriter(file);
-    writer.write({ stage: 'transform', mapping: 'patient', source: 'p', file: '/d/p.csv', line: 33, key: '000031', issues: [issue('date-invalid', '')], row: { MRN: '000031' } });
+    writer.write({
+      stage: 'transform',
+      mapping: 'patient',
+      source: 'p',
+      file: '/d/p.csv',
+      line: 33,
+      key: '000031',
+      issues: [issue('date-invalid', '')],
+      row: { MRN: '000031' },
+    });
     writer.write({ stage: 'transform', mapping: 'patient', source: 'p', file: '/d/p.csv', line: 34, issues: [issue('key-missing', '')], row: { MRN: '' } });
     await writer.commit();
     writeFileSync(file, `${readFileSync(file, 'utf8')}not json\n\n[1,2]\n`);
@@ -200,14 +272,20 @@ describe('rejects summary of a real run (built CLI)', () => {
     expect(res.stdout).toContain(`Summary without row content, for the clinic: ${summaryFile}`);
     expect(statSync(summaryFile).mode & 0o777).toBe(0o600);
     const rows = csv(summaryFile);
-    const ndjson = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8').trim().split('\n');
+    const ndjson = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
+      .trim()
+      .split('\n');
     const issues = ndjson.reduce((n, l) => n + (JSON.parse(l) as { issues: unknown[] }).issues.length, 0);
     expect(rows).toHaveLength(issues);
     expect(rows.filter((r) => r.stage === 'load').length).toBeGreaterThan(20);
     expect(rows.find((r) => r.stage === 'load' && r.mapping === 'patient')).toMatchObject({ file: 'data/patients.csv', code: 'http-400' });
     const text = readFileSync(summaryFile, 'utf8');
     expect(text).not.toContain(KEY);
-    const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8').trim().split('\n').slice(1).map((l) => l.split(','));
+    const patients = readFileSync(join(dir, 'data', 'patients.csv'), 'utf8')
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(','));
     for (const [, first, last, dob, , phone, email, address] of patients) {
       for (const value of [first, last, dob, phone, email, address]) {
         if (!value || value.length < 3) continue;

@@ -22,7 +22,8 @@ afterAll(async () => {
 });
 
 const mrn = (i: number) => String(i).padStart(3, '0');
-const csv = (deleted: Set<number>) => `MRN,LAST,STATUS\n${Array.from({ length: N }, (_, i) => `${mrn(i + 1)},Name${i + 1},${deleted.has(i + 1) ? 'deleted' : 'active'}`).join('\n')}\n`;
+const csv = (deleted: Set<number>) =>
+  `MRN,LAST,STATUS\n${Array.from({ length: N }, (_, i) => `${mrn(i + 1)},Name${i + 1},${deleted.has(i + 1) ? 'deleted' : 'active'}`).join('\n')}\n`;
 const body = `{ "identifier": [{ "system": "urn:end:mrn", "value": MRN }], "active": true, "name": [{ "family": LAST }] }`;
 const VARIANTS = [
   { how: 'where:', tenant: 't-where-end', resource: `    where: STATUS != "deleted"\n    map: '${body}'` },

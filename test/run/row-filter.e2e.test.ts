@@ -23,7 +23,12 @@ afterAll(async () => {
   await sb?.close();
 });
 
-const envOf = (tenantId: string) => ({ CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: tenantId });
+const envOf = (tenantId: string) => ({
+  CARE_BASE_URL: sb.url,
+  CARE_API_KEY: sb.credentials.apiKey,
+  CARE_EMR_ID: sb.credentials.emrId,
+  CARE_TENANT_ID: tenantId,
+});
 const LOADED = ['001', '002', '004', '005', '007', '008', '010'];
 /** Names and MRNs of the deleted patients: in no output but the server's absence of them. */
 const DELETED = ['003', '006', '009', 'Cleo', 'Marsh', 'Finn', 'Osei', 'Ivy', 'Castell'];
@@ -48,7 +53,8 @@ function outputsOf(dir: string): string {
     for (const e of readdirSync(d)) {
       const p = join(d, e);
       if (statSync(p).isDirectory()) walk(p);
-      else if (!p.includes('/data/') && !/\.ya?ml$/.test(p) && !p.endsWith('.db') && !p.endsWith('-wal') && !p.endsWith('-shm')) out.push(readFileSync(p, 'utf8'));
+      else if (!p.includes('/data/') && !/\.ya?ml$/.test(p) && !p.endsWith('.db') && !p.endsWith('-wal') && !p.endsWith('-shm'))
+        out.push(readFileSync(p, 'utf8'));
     }
   };
   walk(dir);
@@ -94,7 +100,10 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
     expect(held.patients).toEqual(LOADED);
     expect(held.teams).toEqual(['Care team of 001 (Psychiatrist)', 'Care team of 002 (Nurse)', 'Care team of 005 (Nurse)']);
     const page = readFileSync(html, 'utf8');
-    const counts = /<table class="counts">[\s\S]*?<\/table>/.exec(page)![0].replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+    const counts = /<table class="counts">[\s\S]*?<\/table>/
+      .exec(page)![0]
+      .replace(/<[^>]+>/g, ' ')
+      .replace(/\s+/g, ' ');
     expect(counts).toContain('mapping read skipped created updated unchanged adopted rejected ended written');
     expect(counts).toContain('patient 10 3 7 0 0 0 0 0 0');
     expect(page).toContain('<title>patient: skipped 3</title>');
@@ -128,7 +137,10 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
     const dry = await runCli(['run', mapping, '--dry-run', '--out', out, '--json']);
     expect(dry.code, dry.stderr).toBe(0);
     expect((JSON.parse(dry.stdout) as RunReport).totals).toMatchObject({ skipped: 7, written: 10, rejected: 0 });
-    const patients = readFileSync(join(out, 'Patient.ndjson'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { identifier: { value: string }[] }).identifier[0]!.value);
+    const patients = readFileSync(join(out, 'Patient.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { identifier: { value: string }[] }).identifier[0]!.value);
     expect(patients).toEqual(LOADED);
   });
 });

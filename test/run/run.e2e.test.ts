@@ -45,7 +45,9 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     const rejectsFile = join(dir, '.care-etl', 'rejects.ndjson');
     expect(statSync(rejectsFile).mode & 0o777).toBe(0o600);
     const rejects = readNdjson(rejectsFile);
-    const where = rejects.map((r) => `${(r.file as string).split('/').pop()}:${r.line ?? `#${r.record}`}:${r.stage}:${(r.issues as { code: string }[])[0].code}`);
+    const where = rejects.map(
+      (r) => `${(r.file as string).split('/').pop()}:${r.line ?? `#${r.record}`}:${r.stage}:${(r.issues as { code: string }[])[0].code}`,
+    );
     expect(where).toEqual([
       'patients.csv:21:source:csv-ragged',
       'patients.csv:33:transform:date-invalid',
@@ -69,12 +71,19 @@ describe('care-etl run (built CLI) against the sandbox', () => {
       const mrnOf = new Map(patients.map((p) => [`Patient/${p.id}`, (p.identifier as { value: string }[])[0].value]));
       const npiOf = new Map(practitioners.map((p) => [`Practitioner/${p.id}`, (p.identifier as { value: string }[])[0].value]));
       // Expected assignments straight from the source file.
-      const rows = readFileSync(join(dir, 'data', 'assignments.csv'), 'utf8').trim().split('\n').slice(1).map((l) => l.split(';'));
+      const rows = readFileSync(join(dir, 'data', 'assignments.csv'), 'utf8')
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split(';'));
       for (const team of teams) {
         const mrn = mrnOf.get((team.subject as { reference: string }).reference);
         expect(mrn, 'subject refers to a loaded patient').toBeDefined();
         const members = (team.participant as { member: { reference: string } }[]).map((p) => npiOf.get(p.member.reference)).sort();
-        const expected = rows.filter((r) => r[0] === mrn).map((r) => r[1]).sort();
+        const expected = rows
+          .filter((r) => r[0] === mrn)
+          .map((r) => r[1])
+          .sort();
         expect(members).toEqual(expected);
       }
     } finally {
@@ -122,7 +131,10 @@ describe('care-etl run (built CLI) against the sandbox', () => {
 
   it('exit codes: 0 all loaded, 2 broken mapping, 2 wrong key (nothing loaded, key not shown)', async () => {
     const clean = join(ROOT, 'test/fixtures/run/clean/mapping.yaml');
-    const ok = await runCli(['run', clean, '--state', join(copyTree('test/fixtures/run/clean'), 'state.db'), '--rejects', join(copyTree('test/fixtures/run/clean'), 'r.ndjson')], { env: { ...env, CARE_TENANT_ID: 't-exit' } });
+    const ok = await runCli(
+      ['run', clean, '--state', join(copyTree('test/fixtures/run/clean'), 'state.db'), '--rejects', join(copyTree('test/fixtures/run/clean'), 'r.ndjson')],
+      { env: { ...env, CARE_TENANT_ID: 't-exit' } },
+    );
     expect(ok.code, ok.stderr).toBe(0);
 
     const broken = await runCli(['run', join(ROOT, 'test/fixtures/run/broken/mapping.yaml')], { env });

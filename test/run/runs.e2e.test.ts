@@ -15,7 +15,20 @@ afterAll(async () => {
 
 interface Listed {
   statePath: string;
-  runs: { id: number; outcome: string; baseUrl: string; tenantId: string; summary: { exitCode: number; totals: Record<string, number>; mappings: Record<string, Record<string, number>>; flags: Record<string, unknown>; host: string; concurrency?: Record<string, unknown> } }[];
+  runs: {
+    id: number;
+    outcome: string;
+    baseUrl: string;
+    tenantId: string;
+    summary: {
+      exitCode: number;
+      totals: Record<string, number>;
+      mappings: Record<string, Record<string, number>>;
+      flags: Record<string, unknown>;
+      host: string;
+      concurrency?: Record<string, unknown>;
+    };
+  }[];
   exitCode: number;
 }
 
@@ -52,7 +65,7 @@ describe('care-etl runs', () => {
     const shown = await runCli(['runs', 'show', mapping, '1']);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain('outcome   completed, exit 1');
-    expect(shown.stdout).toMatch(/^  requests  settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32/m);
+    expect(shown.stdout).toMatch(/^ {2}requests {2}settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32/m);
     expect(shown.stdout).toMatch(/patient\s+35\s+30\s+0\s+0\s+0\s+5/);
 
     const missing = await runCli(['runs', 'show', mapping, '99', '--json']);

@@ -37,8 +37,7 @@ const lines = (file: string): Record<string, unknown>[] =>
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 
-const resourcesOnServer = (): number =>
-  Object.values(sb.stats().resources).reduce((n, byType) => n + Object.values(byType).reduce((a, b) => a + b, 0), 0);
+const resourcesOnServer = (): number => Object.values(sb.stats().resources).reduce((n, byType) => n + Object.values(byType).reduce((a, b) => a + b, 0), 0);
 
 /** A folder with a patient mapping over `file` (CSV or NDJSON). */
 function patientProject(file: string, content: string, key = 'MRN'): string {
@@ -80,7 +79,12 @@ describe('malformed sources lose nothing silently', () => {
     const report = await runPipeline({ mappingFile: join(dir, 'mapping.yaml'), dryRun: true, outDir: out, env });
     expect(report.totals).toMatchObject({ read: 3, rejected: 1, written: 2 });
     const [reject] = lines(join(out, 'rejects.ndjson'));
-    expect(reject).toMatchObject({ stage: 'source', line: 2, record: 2, issues: [{ code: 'value-too-large', message: 'record too large: nested deeper than 64 levels' }] });
+    expect(reject).toMatchObject({
+      stage: 'source',
+      line: 2,
+      record: 2,
+      issues: [{ code: 'value-too-large', message: 'record too large: nested deeper than 64 levels' }],
+    });
     expect(reject?.raw).toBe(deep);
   });
 
@@ -92,7 +96,13 @@ describe('malformed sources lose nothing silently', () => {
     for (let i = 0; i < 10_000; i++) deep = { a: deep };
     const cyclic: Record<string, unknown> = { name: 'c' };
     cyclic.self = cyclic;
-    const base = { stage: 'transform' as const, mapping: 'patient', source: 'p', file: 'p.ndjson', issues: [{ severity: 'error' as const, code: 'key-missing' as const, message: 'no key' }] };
+    const base = {
+      stage: 'transform' as const,
+      mapping: 'patient',
+      source: 'p',
+      file: 'p.ndjson',
+      issues: [{ severity: 'error' as const, code: 'key-missing' as const, message: 'no key' }],
+    };
     writer.write({ ...base, line: 1, row: deep });
     writer.write({ ...base, line: 2, row: { n: 12n } });
     writer.write({ ...base, line: 3, row: cyclic });
@@ -186,7 +196,6 @@ describe('dry run output', () => {
 });
 
 describe('control characters from source text never reach the terminal raw', () => {
-  // eslint-disable-next-line no-control-regex
   const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 
   it('ANSI escapes in a CSV header (fatal error, text and --json)', async () => {

@@ -37,7 +37,12 @@ describe('care-etl state (built CLI)', () => {
 
     const rebuild = await runCli(['state', 'rebuild', mapping, '--json'], { env: env() });
     const report = JSON.parse(rebuild.stdout) as RunReport;
-    expect(report.state!.patient).toMatchObject({ inLedger: 0, foundOnServer: loaded.mappings.patient.created, foundByMatch: loaded.mappings.patient.created, notOnServer: 0 });
+    expect(report.state!.patient).toMatchObject({
+      inLedger: 0,
+      foundOnServer: loaded.mappings.patient.created,
+      foundByMatch: loaded.mappings.patient.created,
+      notOnServer: 0,
+    });
     expect(report.state!.careteam).toMatchObject({ foundOnServer: loaded.mappings.careteam.created, notOnServer: 0 });
 
     const again = await runCli(['run', mapping, '--json', '--progress', 'none'], { env: env() });
@@ -52,7 +57,9 @@ describe('care-etl validate --sample: keys the match rule cannot tell apart', ()
     const dir = copyTree('examples/clinic', 'care-etl-validate-match-');
     // Two patients (two MRNs) under one identifier value: the identifier is built from a column both share.
     const mapping = join(dir, 'mapping.yaml');
-    const yaml = (await import('node:fs')).readFileSync(mapping, 'utf8').replace('"identifier": [{ "system": "urn:lakeside:mrn", "value": MRN }]', '"identifier": [{ "system": "urn:lakeside:family", "value": LAST }]');
+    const yaml = (await import('node:fs'))
+      .readFileSync(mapping, 'utf8')
+      .replace('"identifier": [{ "system": "urn:lakeside:mrn", "value": MRN }]', '"identifier": [{ "system": "urn:lakeside:family", "value": LAST }]');
     writeFileSync(mapping, yaml);
     const res = await runCli(['validate', mapping, '--sample', '100', '--allow-rejects', '--json']);
     expect(res.code, res.stderr).toBe(0); // the example's deliberately bad rows are accepted here

@@ -19,7 +19,11 @@ const SYNTHEA = 'https://github.com/synthetichealth/synthea';
 
 // parsed FHIR JSON, navigated freely in the assertions
 type Json = Record<string, any>;
-const ndjson = (file: string): Json[] => readFileSync(join(SAMPLE, file), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Json);
+const ndjson = (file: string): Json[] =>
+  readFileSync(join(SAMPLE, file), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Json);
 
 /** Patient source id → the NPIs of the practitioners of its encounters (from `…|<NPI>` references). */
 function expectedNpis(): Map<string, Set<string>> {
@@ -53,7 +57,10 @@ describe('mappings/synthea-fhir: care teams from encounters, members joined by N
       const report = await runPipeline({ mappingFile: MAPPING, env, dryRun: true, outDir: dir, rejectsFile: join(dir, 'rejects.ndjson') });
       expect(report.exitCode).toBe(0);
       expect(report.mappings.careteam).toMatchObject({ read: 222, rejected: 0 });
-      const teams = readFileSync(join(dir, 'CareTeam.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Json);
+      const teams = readFileSync(join(dir, 'CareTeam.ndjson'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Json);
       expect(teams).toHaveLength(27);
       for (const t of teams) {
         const patient = [...expected.keys()].find((id) => t.subject.reference === `Patient/${placeholderId(id, 'dryrun')}`);
@@ -74,25 +81,43 @@ describe('mappings/synthea-fhir: care teams from encounters, members joined by N
       for (const f of ['Patient', 'Practitioner', 'PractitionerRole', 'Encounter']) {
         let text = readFileSync(join(SAMPLE, `${f}.ndjson`), 'utf8');
         if (f === 'Patient') {
-          text = text.split('\n').map((l) => {
-            if (!l.includes(`"id":"${dead}"`)) return l;
-            const { deceasedDateTime: _date, ...p } = JSON.parse(l) as Json;
-            return JSON.stringify({ ...p, deceasedBoolean: true });
-          }).join('\n');
+          text = text
+            .split('\n')
+            .map((l) => {
+              if (!l.includes(`"id":"${dead}"`)) return l;
+              const { deceasedDateTime: _date, ...p } = JSON.parse(l) as Json;
+              return JSON.stringify({ ...p, deceasedBoolean: true });
+            })
+            .join('\n');
         }
         writeFileSync(join(dir, `${f}.ndjson`), text);
       }
       const out = join(dir, 'out');
-      const report = await runPipeline({ mappingFile: MAPPING, env: { ...env, SYNTHEA_FHIR_DIR: dir }, dryRun: true, outDir: out, rejectsFile: join(dir, 'rejects.ndjson') });
+      const report = await runPipeline({
+        mappingFile: MAPPING,
+        env: { ...env, SYNTHEA_FHIR_DIR: dir },
+        dryRun: true,
+        outDir: out,
+        rejectsFile: join(dir, 'rejects.ndjson'),
+      });
       expect(report.exitCode).toBe(0);
-      const rows = (file: string) => readFileSync(join(out, file), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Json);
+      const rows = (file: string) =>
+        readFileSync(join(out, file), 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Json);
       const ref = `Patient/${placeholderId(dead, 'dryrun')}`;
       const team = rows('CareTeam.ndjson').find((t) => t.subject.reference === ref)!;
       expect(team.status).toBe('inactive');
       expect(team.period.end).toBeUndefined();
       for (const p of team.participant as Json[]) expect(p.period.end).toBeUndefined();
       // the other deceased patient still ends on its date of death
-      expect(rows('CareTeam.ndjson').filter((t) => t.status === 'inactive').map((t) => t.period.end).sort()).toEqual(['2004-03-21', undefined]);
+      expect(
+        rows('CareTeam.ndjson')
+          .filter((t) => t.status === 'inactive')
+          .map((t) => t.period.end)
+          .sort(),
+      ).toEqual(['2004-03-21', undefined]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -134,7 +159,12 @@ describe('mappings/synthea-fhir: care teams from encounters, members joined by N
       }
       expect(seen.size).toBe(27);
       // the two deceased patients' teams ended on the day of death
-      expect(teams.filter((t) => t.status === 'inactive').map((t) => (t.period as Json).end).sort()).toEqual(['1976-07-25', '2004-03-21']);
+      expect(
+        teams
+          .filter((t) => t.status === 'inactive')
+          .map((t) => (t.period as Json).end)
+          .sort(),
+      ).toEqual(['1976-07-25', '2004-03-21']);
     });
 
     it('a second run changes nothing', async () => {

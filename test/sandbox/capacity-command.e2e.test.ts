@@ -22,7 +22,9 @@ describe('care-etl sandbox --max-in-flight', () => {
     const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
     const url = /^export CARE_BASE_URL=(.+)$/.exec(line)![1]!;
     const headers = { 'Service-SubscriptionKey': 'sandbox-key', 'Service-EmrId': 'sandbox-emr', 'Service-TenantId': 'demo-clinic' };
-    const answers = await Promise.all(Array.from({ length: 4 }, () => request(`${url}/Patient`, { headers }).then(async (r) => (await r.body.text(), r.statusCode))));
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () => request(`${url}/Patient`, { headers }).then(async (r) => (await r.body.text(), r.statusCode))),
+    );
     expect(answers).toEqual([200, 200, 200, 200]);
     child.kill('SIGTERM');
     const [code] = await once(child, 'exit');

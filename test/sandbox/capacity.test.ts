@@ -74,7 +74,10 @@ describe('capacity (maxInFlight)', () => {
     sb.setFaults(undefined);
     // Stored in the order they arrived (the list is in creation order).
     const listed = (await c.call('GET', '/Patient?_count=1000')).body.entry as { resource: { identifier?: { system: string; value: string }[] } }[];
-    const order = listed.map((e) => e.resource.identifier?.[0]).filter((i) => i?.system === 'urn:test:capacity').map((i) => i!.value);
+    const order = listed
+      .map((e) => e.resource.identifier?.[0])
+      .filter((i) => i?.system === 'urn:test:capacity')
+      .map((i) => i!.value);
     expect(order).toEqual(['cap-1', 'cap-2', 'cap-3']);
   });
 
@@ -124,7 +127,12 @@ describe('capacity (maxInFlight)', () => {
     const own = await startSandbox({ observationsPerPatient: 0, faults: { maxInFlight: 1, latencyMs: 200 } });
     const oc = client(own);
     try {
-      const calls = Array.from({ length: 3 }, () => oc.call('GET', '/Patient').then((r) => r.status, (e: { code?: string }) => e.code));
+      const calls = Array.from({ length: 3 }, () =>
+        oc.call('GET', '/Patient').then(
+          (r) => r.status,
+          (e: { code?: string }) => e.code,
+        ),
+      );
       await until(() => own.stats().capacity.queued === 2);
       await own.close();
       expect(await Promise.all(calls)).toEqual(['UND_ERR_SOCKET', 'UND_ERR_SOCKET', 'UND_ERR_SOCKET']);

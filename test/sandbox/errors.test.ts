@@ -114,7 +114,9 @@ describe('400 names each problem', () => {
     expect(paths(r.body)).toEqual(['/subject/reference', '/participant/0/member/reference']);
     expect(r.body.issue[0]).toMatchObject({ code: 'not-found', diagnostics: 'Patient/nope does not exist in this tenant' });
     // a practitioner id in the subject slot is a schema violation, not a lookup
-    const swapped = await c.call('POST', '/CareTeam', { body: { ...sampleCareTeam(patientId, practitionerId), subject: { reference: `Practitioner/${practitionerId}` } } });
+    const swapped = await c.call('POST', '/CareTeam', {
+      body: { ...sampleCareTeam(patientId, practitionerId), subject: { reference: `Practitioner/${practitionerId}` } },
+    });
     expect(swapped.status).toBe(400);
     expect(swapped.body.issue[0]).toMatchObject({ code: 'value', expression: ['/subject/reference'] });
     // updates are checked too

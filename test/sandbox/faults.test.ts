@@ -74,9 +74,9 @@ describe('fault injection', () => {
   test('ambiguousCreateRate: stored, but the client sees a socket error', async () => {
     sb.setFaults({ ambiguousCreateRate: 1 });
     const marker = `amb-${Date.now()}`;
-    await expect(
-      c.call('POST', '/Patient', { body: { ...samplePatient(), identifier: [{ system: 'urn:test', value: marker }] } }),
-    ).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+    await expect(c.call('POST', '/Patient', { body: { ...samplePatient(), identifier: [{ system: 'urn:test', value: marker }] } })).rejects.toMatchObject({
+      code: 'UND_ERR_SOCKET',
+    });
     // reads and updates are not affected by the create-only fault
     expect((await c.call('GET', '/Patient?_count=1000')).status).toBe(200);
     sb.setFaults(undefined);

@@ -110,5 +110,4 @@ export function client(sb: Sandbox) {
 }
 
 /** The JSON-pointer paths named by an OperationOutcome. */
-export const paths = (outcome: { issue: { expression?: string[] }[] }): string[] =>
-  outcome.issue.flatMap((i) => i.expression ?? []);
+export const paths = (outcome: { issue: { expression?: string[] }[] }): string[] => outcome.issue.flatMap((i) => i.expression ?? []);

@@ -1,11 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import {
-  getBundleValidator,
-  getResourceValidator,
-  MAX_ISSUES,
-} from '../../src/schemas/resource-schemas.js';
+import { getBundleValidator, getResourceValidator, MAX_ISSUES } from '../../src/schemas/resource-schemas.js';
 import { SCHEMA_DIR } from '../../src/schemas/schema-files.js';
 import { WRITABLE_TYPES } from '../../src/schemas/resource-types.js';
 import { samplePatient, samplePractitioner, sampleCareTeam, STAFF_ROLES_URL } from './helpers.js';

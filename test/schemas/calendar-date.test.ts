@@ -38,14 +38,17 @@ describe('resource schemas: full dates are calendar dates', () => {
   test('an impossible birthDate is one issue naming the field, never the value', () => {
     for (const bad of ['1985-02-30', '2001-04-31', '1900-02-29']) {
       const issues = patient({ resourceType: 'Patient', birthDate: bad });
-      expect(issues, bad).toEqual([expect.objectContaining({ path: '/birthDate', code: 'format', message: expect.stringContaining('must be a calendar date') })]);
+      expect(issues, bad).toEqual([
+        expect.objectContaining({ path: '/birthDate', code: 'format', message: expect.stringContaining('must be a calendar date') }),
+      ]);
       expect(issues[0]!.message).not.toContain(bad);
     }
     expect(practitioner({ resourceType: 'Practitioner', birthDate: '2001-04-31' })).toEqual([expect.objectContaining({ path: '/birthDate', code: 'format' })]);
   });
 
   test('month 13 and day 00 stay one pattern issue; partial dates and 2000-02-29 stay valid', () => {
-    for (const bad of ['1985-13-01', '1985-02-00']) expect(patient({ resourceType: 'Patient', birthDate: bad }), bad).toEqual([expect.objectContaining({ path: '/birthDate', code: 'pattern' })]);
+    for (const bad of ['1985-13-01', '1985-02-00'])
+      expect(patient({ resourceType: 'Patient', birthDate: bad }), bad).toEqual([expect.objectContaining({ path: '/birthDate', code: 'pattern' })]);
     for (const ok of ['1985', '1985-02', '2000-02-29']) expect(patient({ resourceType: 'Patient', birthDate: ok }), ok).toEqual([]);
   });
 
@@ -54,8 +57,13 @@ describe('resource schemas: full dates are calendar dates', () => {
     expect(period('2001-04-31T10:00:00Z')).toEqual([expect.objectContaining({ path: '/period/start', code: 'format' })]);
     expect(period('2001-04-31')).toEqual([expect.objectContaining({ path: '/period/start', code: 'format' })]);
     expect(period('2000-02-29T10:00:00+02:00')).toEqual([]);
-    const participant = careTeam({ resourceType: 'CareTeam', participant: [{ member: { reference: 'Practitioner/a' }, period: { start: '2024-01-01', end: '1900-02-29T00:00:00Z' } }] });
+    const participant = careTeam({
+      resourceType: 'CareTeam',
+      participant: [{ member: { reference: 'Practitioner/a' }, period: { start: '2024-01-01', end: '1900-02-29T00:00:00Z' } }],
+    });
     expect(participant).toEqual([expect.objectContaining({ path: '/participant/0/period/end', code: 'format' })]);
-    expect(observation({ resourceType: 'Observation', effectiveDateTime: '2023-02-29T08:00:00-05:00' })).toEqual([expect.objectContaining({ path: '/effectiveDateTime', code: 'format' })]);
+    expect(observation({ resourceType: 'Observation', effectiveDateTime: '2023-02-29T08:00:00-05:00' })).toEqual([
+      expect.objectContaining({ path: '/effectiveDateTime', code: 'format' }),
+    ]);
   });
 });

@@ -35,7 +35,11 @@ async function guard(text: string, options: CsvParseOptions = OPTIONS, chunk = 7
   const g = new CsvQuoteGuard(options, LIMITS);
   const outParts: Buffer[] = [];
   await new Promise<void>((resolve, reject) => {
-    Readable.from(parts).pipe(g).on('data', (b: Buffer) => outParts.push(b)).on('end', resolve).on('error', reject);
+    Readable.from(parts)
+      .pipe(g)
+      .on('data', (b: Buffer) => outParts.push(b))
+      .on('end', resolve)
+      .on('error', reject);
   });
   const spans: CsvSpan[] = [];
   for (let s = g.spans.shift(); s !== undefined; s = g.spans.shift()) spans.push(s);
@@ -94,7 +98,14 @@ describe('CsvQuoteGuard spans', () => {
 
 /** Code points around every Unicode space and line terminator (csv-parse 7 trims ECMAScript whitespace). */
 const CANDIDATES: number[] = [];
-for (const [from, to] of [[0x00, 0x3ff], [0x1680, 0x1680], [0x180e, 0x180e], [0x2000, 0x206f], [0x3000, 0x3000], [0xfeff, 0xfeff]] as const) {
+for (const [from, to] of [
+  [0x00, 0x3ff],
+  [0x1680, 0x1680],
+  [0x180e, 0x180e],
+  [0x2000, 0x206f],
+  [0x3000, 0x3000],
+  [0xfeff, 0xfeff],
+] as const) {
   for (let c = from; c <= to; c++) if (![0x0a, 0x0d, 0x22, 0x23, 0x2c].includes(c)) CANDIDATES.push(c);
 }
 

@@ -79,7 +79,8 @@ describe('CSV: a stray quote no longer swallows the file', () => {
         line: 3,
         record: 2,
         code: 'csv-quote',
-        message: 'quoted field not closed on its line (column "v"): it runs on to line 5, where a quote is followed by other text: line 3 rejected, reading resumed at line 4',
+        message:
+          'quoted field not closed on its line (column "v"): it runs on to line 5, where a quote is followed by other text: line 3 rejected, reading resumed at line 4',
         raw: '2,"ab',
       },
       { ok: true, line: 4, record: 3, data: { id: '3', v: 'c' } },
@@ -138,7 +139,14 @@ describe('CSV: a stray quote no longer swallows the file', () => {
   test('skipEmptyLines: false — a cut leaves no phantom empty records; real empty lines still count', async () => {
     const path = tmp.write('noskip.csv', 'id,v\n1,"ab\n\n3,4\n');
     expect(brief(await collect({ name: 'p', path, csv: { skipEmptyLines: false } }))).toEqual([
-      { ok: false, line: 2, record: 1, code: 'csv-quote', message: 'quoted field never closed (column "v"): line 2 rejected, reading resumed at line 3', raw: '1,"ab' },
+      {
+        ok: false,
+        line: 2,
+        record: 1,
+        code: 'csv-quote',
+        message: 'quoted field never closed (column "v"): line 2 rejected, reading resumed at line 3',
+        raw: '1,"ab',
+      },
       { ok: false, line: 3, record: 2, code: 'csv-ragged', message: 'expected 2 fields (header, line 1), got 1', raw: '' },
       { ok: true, line: 4, record: 3, data: { id: '3', v: '4' } },
     ]);
@@ -163,7 +171,14 @@ describe('CSV: a stray quote no longer swallows the file', () => {
   test('UTF-16LE with a BOM: the same rule', async () => {
     const path = tmp.write('u16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('id,v\r\n1,"ab\r\n2,b\r\n', 'utf16le')]));
     expect(brief(await collect({ name: 'p', path }))).toEqual([
-      { ok: false, line: 2, record: 1, code: 'csv-quote', message: 'quoted field never closed (column "v"): line 2 rejected, reading resumed at line 3', raw: '1,"ab' },
+      {
+        ok: false,
+        line: 2,
+        record: 1,
+        code: 'csv-quote',
+        message: 'quoted field never closed (column "v"): line 2 rejected, reading resumed at line 3',
+        raw: '1,"ab',
+      },
       { ok: true, line: 3, record: 2, data: { id: '2', v: 'b' } },
     ]);
   });

@@ -77,9 +77,7 @@ describe('CSV: header, quoting, values', () => {
 
   test('explicit tab delimiter on a .txt file', async () => {
     const path = tmp.write('tabbed.txt', 'a\tb\n1\t2\n');
-    expect(brief(await collect({ name: 't', path, csv: { delimiter: '\t' } }))).toEqual([
-      { ok: true, line: 2, record: 1, data: { a: '1', b: '2' } },
-    ]);
+    expect(brief(await collect({ name: 't', path, csv: { delimiter: '\t' } }))).toEqual([{ ok: true, line: 2, record: 1, data: { a: '1', b: '2' } }]);
   });
 
   test('UTF-8 BOM is stripped: the first key is MRN', async () => {
@@ -181,9 +179,7 @@ describe('CSV: header, quoting, values', () => {
 
   test('latin1 encoding', async () => {
     const path = tmp.write('latin1.csv', Buffer.from('id,name\n1,Jos\xe9\n', 'latin1'));
-    expect(brief(await collect({ name: 'p', path, csv: { encoding: 'latin1' } }))).toEqual([
-      { ok: true, line: 2, record: 1, data: { id: '1', name: 'José' } },
-    ]);
+    expect(brief(await collect({ name: 'p', path, csv: { encoding: 'latin1' } }))).toEqual([{ ok: true, line: 2, record: 1, data: { id: '1', name: 'José' } }]);
   });
 
   test('an empty file and a header-only file yield nothing', async () => {

@@ -110,7 +110,10 @@ describe('Windows-1252 and UTF-16LE exports through the pipeline', () => {
         3,
         2,
         'source',
-        expect.objectContaining({ code: 'encoding-invalid', message: expect.stringMatching(/^byte 0x81 at offset 47 \(line 3\): not defined in Windows-1252; /) }),
+        expect.objectContaining({
+          code: 'encoding-invalid',
+          message: expect.stringMatching(/^byte 0x81 at offset 47 \(line 3\): not defined in Windows-1252; /),
+        }),
       ],
       [
         'invalid-utf-8.csv',

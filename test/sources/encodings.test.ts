@@ -76,12 +76,16 @@ describe('Windows exports read with their exact characters', () => {
 
   test('a UTF-8 byte-order mark decides over `csv.encoding`', async () => {
     const path = tmp.write('bom8.csv', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('id,v\n1,José\n')]));
-    expect(brief(await collect({ name: 'p', path, csv: { encoding: 'windows-1252' } }))).toEqual([{ ok: true, line: 2, record: 1, data: { id: '1', v: 'José' } }]);
+    expect(brief(await collect({ name: 'p', path, csv: { encoding: 'windows-1252' } }))).toEqual([
+      { ok: true, line: 2, record: 1, data: { id: '1', v: 'José' } },
+    ]);
   });
 
   test('a UTF-16 byte-order mark decides over `csv.encoding` too, and an invalid byte then names the mark', async () => {
     const body = Buffer.from('id,v\r\n1,Zoë\r\n2,a\ud800\r\n', 'utf16le');
-    const items = brief(await collect({ name: 'p', path: tmp.write('bom16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), body])), csv: { encoding: 'windows-1252' } }));
+    const items = brief(
+      await collect({ name: 'p', path: tmp.write('bom16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), body])), csv: { encoding: 'windows-1252' } }),
+    );
     expect(items).toEqual([
       { ok: true, line: 2, record: 1, data: { id: '1', v: 'Zoë' } },
       {
@@ -125,7 +129,10 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
     for (const b of [0x81, 0x8d, 0x8f, 0x90, 0x9d]) {
       const path = tmp.write(`undef-${b}.csv`, Buffer.from([...Buffer.from('id,v\n1,a'), b, 0x0a, ...Buffer.from('2,b\n')]));
       const items = await collect({ name: 'p', path, csv: { encoding: 'windows-1252' } });
-      expect(items.map((i) => (i.ok ? 'ok' : i.issues[0].message.split(';')[0]))).toEqual([`byte 0x${b.toString(16).toUpperCase()} at offset 8 (line 2): not defined in Windows-1252`, 'ok']);
+      expect(items.map((i) => (i.ok ? 'ok' : i.issues[0].message.split(';')[0]))).toEqual([
+        `byte 0x${b.toString(16).toUpperCase()} at offset 8 (line 2): not defined in Windows-1252`,
+        'ok',
+      ]);
     }
   });
 
@@ -149,7 +156,11 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
   });
 
   test('declared `utf-8`: the advice does not tell to set what is set', async () => {
-    const [item] = await collect({ name: 'p', path: tmp.write('u8.csv', Buffer.from([...Buffer.from('id,v\n1,'), 0xc3, 0x28, 0x0a])), csv: { encoding: 'utf-8' } });
+    const [item] = await collect({
+      name: 'p',
+      path: tmp.write('u8.csv', Buffer.from([...Buffer.from('id,v\n1,'), 0xc3, 0x28, 0x0a])),
+      csv: { encoding: 'utf-8' },
+    });
     expect(item.ok ? '' : item.issues[0].message).toBe(
       'byte 0xC3 at offset 7 (line 2): not valid UTF-8; the file is damaged or not UTF-8 throughout: set `csv.encoding` to the encoding the export was written in (e.g. `windows-1252`)',
     );
@@ -159,14 +170,32 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
     const body = Buffer.from('id,v\n1,a\ud800b\n2,c\n', 'utf16le');
     const items = brief(await collect({ name: 'p', path: tmp.write('lone.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), body, Buffer.from([0x33])])) }));
     expect(items).toEqual([
-      { ok: false, line: 2, record: 1, code: 'encoding-invalid', message: expect.stringMatching(/^bytes 0x00 0xD8 at offset 18 \(line 2\): a lone UTF-16LE surrogate/), raw: '1,a\ufffdb' },
+      {
+        ok: false,
+        line: 2,
+        record: 1,
+        code: 'encoding-invalid',
+        message: expect.stringMatching(/^bytes 0x00 0xD8 at offset 18 \(line 2\): a lone UTF-16LE surrogate/),
+        raw: '1,a\ufffdb',
+      },
       { ok: true, line: 3, record: 2, data: { id: '2', v: 'c' } },
-      { ok: false, line: 4, record: 3, code: 'encoding-invalid', message: expect.stringMatching(/^byte 0x33 at offset 32 \(line 4\): an odd last byte/), raw: '\ufffd' },
+      {
+        ok: false,
+        line: 4,
+        record: 3,
+        code: 'encoding-invalid',
+        message: expect.stringMatching(/^byte 0x33 at offset 32 \(line 4\): an odd last byte/),
+        raw: '\ufffd',
+      },
     ]);
   });
 
   test('an undefined byte of an ISO code page (0xA5 in ISO-8859-3)', async () => {
-    const [item] = await collect({ name: 'p', path: tmp.write('iso3.csv', Buffer.from([...Buffer.from('id,v\n1,'), 0xa5, 0x0a])), csv: { encoding: 'iso-8859-3' } });
+    const [item] = await collect({
+      name: 'p',
+      path: tmp.write('iso3.csv', Buffer.from([...Buffer.from('id,v\n1,'), 0xa5, 0x0a])),
+      csv: { encoding: 'iso-8859-3' },
+    });
     expect(item.ok ? '' : item.issues[0].message).toMatch(/^byte 0xA5 at offset 7 \(line 2\): not defined in ISO-8859-3;/);
   });
 
@@ -177,11 +206,21 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
 
   test('a UTF-8 character cut by the end of the file', async () => {
     const items = brief(await collect({ name: 'p', path: tmp.write('cut.csv', Buffer.from([...Buffer.from('id,v\n1,a\n2,'), 0xe2, 0x82])) }));
-    expect(items[1]).toMatchObject({ ok: false, line: 3, record: 2, code: 'encoding-invalid', message: expect.stringMatching(/^bytes 0xE2 0x82 at offset 11 \(line 3\): the file ends inside a UTF-8 character; /) });
+    expect(items[1]).toMatchObject({
+      ok: false,
+      line: 3,
+      record: 2,
+      code: 'encoding-invalid',
+      message: expect.stringMatching(/^bytes 0xE2 0x82 at offset 11 \(line 3\): the file ends inside a UTF-8 character; /),
+    });
   });
 
   test('in the header row: fatal, before any record (also for `checkSource`)', async () => {
-    const cfg = { name: 'patients', path: tmp.write('head.csv', Buffer.from([...Buffer.from('id,n'), 0x81, 0x0a, ...Buffer.from('1,a\n')])), csv: { encoding: 'windows-1252' } };
+    const cfg = {
+      name: 'patients',
+      path: tmp.write('head.csv', Buffer.from([...Buffer.from('id,n'), 0x81, 0x0a, ...Buffer.from('1,a\n')])),
+      csv: { encoding: 'windows-1252' },
+    };
     const err = await fatal(cfg);
     expect(err.message).toBe(
       `Source \`patients\`: ${cfg.path}:1: cannot read the header row: byte 0x81 at offset 4 (line 1): not defined in Windows-1252; the file is damaged or not Windows-1252 throughout: set \`csv.encoding\` to the encoding the export was written in (e.g. \`utf-8\`)`,
@@ -214,7 +253,9 @@ describe('bytes not valid in the encoding: the record holding them is rejected w
   test('an unknown encoding name is a configuration error naming the source and the accepted names', async () => {
     const err = await fatal({ name: 'patients', path: enc('patients-windows-1252.csv'), csv: { encoding: 'ebcdic' } });
     expect(err.message).toContain('Source `patients`');
-    expect(err.message).toContain('`encoding` "ebcdic" is not a Node.js encoding or code page care-etl reads (expected one of utf-8, utf8, utf-16, utf-16le, utf-16be, windows-1252, cp1252, latin1, iso-8859-1,');
+    expect(err.message).toContain(
+      '`encoding` "ebcdic" is not a Node.js encoding or code page care-etl reads (expected one of utf-8, utf8, utf-16, utf-16le, utf-16be, windows-1252, cp1252, latin1, iso-8859-1,',
+    );
     expect(err.issues[0]?.code).toBe('source-config');
   });
 });
@@ -224,7 +265,12 @@ test('the mapping schema lists the encodings the reader accepts', () => {
   const find = (node: unknown): string[] | undefined => {
     if (node === null || typeof node !== 'object') return undefined;
     const csv = (node as Props).properties?.csv?.properties?.encoding?.enum;
-    return csv ?? Object.values(node).map(find).find((e) => e !== undefined);
+    return (
+      csv ??
+      Object.values(node)
+        .map(find)
+        .find((e) => e !== undefined)
+    );
   };
   const listed = find(schemaJson('mapping.schema.json'))!;
   // the lower-case names exactly, then usual upper-case spellings of some of them (the reader ignores case)
@@ -282,8 +328,21 @@ describe('the decoder does not depend on where chunks end', () => {
   // 2-, 3- and 4-byte UTF-8 characters, surrogate pairs in UTF-16, CRLF split across chunks.
   const text = 'id,v\r\nJosé Ñ “x” €\r\n大塚 😀𝄞\rZoë\n';
   const invalidCases: [string, Buffer][] = [
-    ['utf-8', Buffer.concat([Buffer.from('ab\r\n'), Buffer.from([0xe2, 0x82]), Buffer.from('c\n'), Buffer.from([0xf0, 0x9f, 0x98]), Buffer.from('\r\nd'), Buffer.from([0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xe2])])],
-    ['utf-16le', Buffer.concat([Buffer.from('a\r\nb', 'utf16le'), Buffer.from([0x00, 0xdc, 0x00, 0xd8]), Buffer.from('\nc', 'utf16le'), Buffer.from([0x00, 0xd8, 0x41])])],
+    [
+      'utf-8',
+      Buffer.concat([
+        Buffer.from('ab\r\n'),
+        Buffer.from([0xe2, 0x82]),
+        Buffer.from('c\n'),
+        Buffer.from([0xf0, 0x9f, 0x98]),
+        Buffer.from('\r\nd'),
+        Buffer.from([0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xe2]),
+      ]),
+    ],
+    [
+      'utf-16le',
+      Buffer.concat([Buffer.from('a\r\nb', 'utf16le'), Buffer.from([0x00, 0xdc, 0x00, 0xd8]), Buffer.from('\nc', 'utf16le'), Buffer.from([0x00, 0xd8, 0x41])]),
+    ],
     ['windows-1252', Buffer.from([0x61, 0x0d, 0x81, 0x0a, 0x8d, 0x80, 0x0d, 0x0d, 0x90])],
   ];
 
@@ -332,7 +391,10 @@ describe('the decoder does not depend on where chunks end', () => {
       return { text: r.text, at: r.invalid.map((i) => `${i.offset}:${i.line}:${i.bytes.toString('hex')}`) };
     };
     // Node's own decoder agrees on where the U+FFFDs go (one per maximal malformed subpart).
-    expect(await where('utf-8')).toEqual({ text: invalidCases[0][1].toString('utf8'), at: ['4:2:e282', '8:3:f09f98', '14:4:c0', '15:4:af', '16:4:ed', '17:4:a0', '18:4:80', '19:4:e2'] });
+    expect(await where('utf-8')).toEqual({
+      text: invalidCases[0][1].toString('utf8'),
+      at: ['4:2:e282', '8:3:f09f98', '14:4:c0', '15:4:af', '16:4:ed', '17:4:a0', '18:4:80', '19:4:e2'],
+    });
     expect(await where('utf-16le')).toEqual({ text: 'a\r\nb\ufffd\ufffd\nc\ufffd\ufffd', at: ['8:2:00dc', '10:2:00d8', '16:3:00d8', '18:3:41'] });
     expect(await where('windows-1252')).toEqual({ text: 'a\r\ufffd\n\ufffd€\r\r\ufffd', at: ['2:2:81', '4:3:8d', '8:5:90'] });
   });

@@ -32,10 +32,7 @@ describe('NDJSON', () => {
   });
 
   test('CRLF, a BOM, whitespace-only lines, a last line without newline; values keep their JSON types', async () => {
-    const path = tmp.write(
-      'crlf.ndjson',
-      '\ufeff{"mrn":"007","n":1}\r\n  \r\n\r\n{"mrn":"008","zip":"02139","active":true,"x":null}\r\nnull\r\n{"mrn":"009"}',
-    );
+    const path = tmp.write('crlf.ndjson', '\ufeff{"mrn":"007","n":1}\r\n  \r\n\r\n{"mrn":"008","zip":"02139","active":true,"x":null}\r\nnull\r\n{"mrn":"009"}');
     expect(brief(await collect({ name: 'p', path }))).toEqual([
       { ok: true, line: 1, record: 1, data: { mrn: '007', n: 1 } },
       { ok: true, line: 4, record: 2, data: { mrn: '008', zip: '02139', active: true, x: null } },

@@ -71,7 +71,9 @@ describe('checkSource refuses a source that is not text', () => {
 
   test('plain text (UTF-8, Windows-1252) passes', async () => {
     await expect(checkSource({ name: 'p', path: tmp.write('ok.csv', `${HEADER}000001,Zoë,Ünal\n`) })).resolves.toBeUndefined();
-    await expect(checkSource({ name: 'p', path: tmp.write('ok1252.csv', Buffer.from(`${HEADER}000001,Zo\xeb,One\n`, 'latin1')), csv: { encoding: 'windows-1252' } })).resolves.toBeUndefined();
+    await expect(
+      checkSource({ name: 'p', path: tmp.write('ok1252.csv', Buffer.from(`${HEADER}000001,Zo\xeb,One\n`, 'latin1')), csv: { encoding: 'windows-1252' } }),
+    ).resolves.toBeUndefined();
     await expect(checkSource({ name: 'p', path: tmp.write('ok.ndjson', '{"MRN":"1"}\n') })).resolves.toBeUndefined();
   });
 });

@@ -48,9 +48,7 @@ describe('format detection', () => {
   });
 
   test('options that do not fit the format are configuration errors', () => {
-    expect(syncError(() => openSource({ name: 'p', path: '/x/a.csv', records: 'staff' })).message).toContain(
-      '`records` applies to JSON sources only',
-    );
+    expect(syncError(() => openSource({ name: 'p', path: '/x/a.csv', records: 'staff' })).message).toContain('`records` applies to JSON sources only');
     expect(syncError(() => openSource({ name: 'p', path: '/x/a.csv', format: 'xml' as 'csv' })).message).toContain('unknown format "xml"');
   });
 });

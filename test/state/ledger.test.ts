@@ -310,54 +310,50 @@ describe('Ledger file', () => {
     expect(() => s.get('m', 'never-prepared')).toThrow(CareEtlError);
   });
 
-  it(
-    'finds the intent pending after the writing process is killed with SIGKILL',
-    async () => {
-      // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
-      const out = join(dir, 'build');
-      const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
-      for (const rel of ['src/state/ledger.ts', 'src/core/issues.ts', 'src/core/secret.ts']) {
-        const js = ts
-          .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
-            compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
-          })
-          .outputText.replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
-        const dest = join(out, rel.replace(/\.ts$/, '.js'));
-        mkdirSync(dirname(dest), { recursive: true });
-        writeFileSync(dest, js);
-      }
-      const moduleUrl = pathToFileURL(join(out, 'src/state/ledger.js')).href;
-      const path = join(dir, 'killed', 'state.db');
+  it('finds the intent pending after the writing process is killed with SIGKILL', async () => {
+    // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
+    const out = join(dir, 'build');
+    const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
+    for (const rel of ['src/state/ledger.ts', 'src/core/issues.ts', 'src/core/secret.ts']) {
+      const js = ts
+        .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
+          compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
+        })
+        .outputText.replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
+      const dest = join(out, rel.replace(/\.ts$/, '.js'));
+      mkdirSync(dirname(dest), { recursive: true });
+      writeFileSync(dest, js);
+    }
+    const moduleUrl = pathToFileURL(join(out, 'src/state/ledger.js')).href;
+    const path = join(dir, 'killed', 'state.db');
 
-      const child = spawn(process.execPath, [join(here, 'fixtures', 'intent-then-wait.mjs'), moduleUrl, path], {
-        stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawn(process.execPath, [join(here, 'fixtures', 'intent-then-wait.mjs'), moduleUrl, path], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    await new Promise<void>((resolve, reject) => {
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (stdout.includes('written')) resolve();
       });
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-      await new Promise<void>((resolve, reject) => {
-        let stdout = '';
-        child.stdout.on('data', (d: Buffer) => {
-          stdout += d.toString();
-          if (stdout.includes('written')) resolve();
-        });
-        child.on('exit', (code) => reject(new Error(`child exited (${code}) before writing: ${stderr}`)));
-      });
+      child.on('exit', (code) => reject(new Error(`child exited (${code}) before writing: ${stderr}`)));
+    });
 
-      // While the child holds the file, a second run is refused.
-      expect(() => openLedger(path, { busyTimeoutMs: 50 })).toThrow(/in use/);
+    // While the child holds the file, a second run is refused.
+    expect(() => openLedger(path, { busyTimeoutMs: 50 })).toThrow(/in use/);
 
-      child.kill('SIGKILL');
-      expect(await exited).toBe('SIGKILL');
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
 
-      const s = openLedger(path).scope(BASE, 'tenant-a');
-      expect(s.pending()).toMatchObject([
-        { mapping: 'patients', key: 'MRN-001', status: 'pending', resourceType: 'Patient', hash: 'h1', matchValue: 'urn:clinic:mrn|MRN-001' },
-      ]);
-      expect(statSync(path).mode & 0o777).toBe(0o600);
-    },
-    30_000,
-  );
+    const s = openLedger(path).scope(BASE, 'tenant-a');
+    expect(s.pending()).toMatchObject([
+      { mapping: 'patients', key: 'MRN-001', status: 'pending', resourceType: 'Patient', hash: 'h1', matchValue: 'urn:clinic:mrn|MRN-001' },
+    ]);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  }, 30_000);
 });
 
 describe('contentHash', () => {

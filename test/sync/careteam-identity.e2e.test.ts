@@ -55,7 +55,10 @@ describe('care teams without match: under faults', () => {
     expect(sb.stats().ambiguousCreates).toBeGreaterThan(3);
     expect(report.exitCode).toBe(0);
     expect(report.mappings.careteam).toMatchObject({ created: clinic.assignments.length, rejected: 0 });
-    expectExactlyOnce(await teamKeys('t-ct-faults'), clinic.assignments.map((a) => `${a.mrn}-${a.npi}`));
+    expectExactlyOnce(
+      await teamKeys('t-ct-faults'),
+      clinic.assignments.map((a) => `${a.mrn}-${a.npi}`),
+    );
   }, 120_000);
 });
 
@@ -75,7 +78,10 @@ describe('care teams without match: kill -9 and a lost state', () => {
     let stdout = '';
     child.stdout!.on('data', (d) => ((out += d), (stdout += d)));
     child.stderr!.on('data', (d) => (out += d));
-    return { child, done: once(child, 'close').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, out, stdout })) };
+    return {
+      child,
+      done: once(child, 'close').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, out, stdout })),
+    };
   }
 
   async function killWhen(cond: () => boolean, faults: FaultOptions): Promise<void> {

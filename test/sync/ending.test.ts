@@ -177,8 +177,16 @@ describe('the ending guard (issue 22): the allowance from the mapping, the flag 
     const refused = await run(sb, T, clinic.mapping, opts);
     expect(refused.exitCode).toBe(5);
     expect(refused.endingGuard!.careteam).toEqual({
-      wouldEnd: 3, loaded: 10, rowsRead: 7, allowance: '10%', from: 'default', limit: 1, allowed: false, reason: 'above-limit',
-      message: 'careteam: would end 3 of 10 care teams (30 %), above the limit of 10% (1; the default) — nothing ended; if the clinic really closed these, re-run with --allow-ending 3 (or 100%)',
+      wouldEnd: 3,
+      loaded: 10,
+      rowsRead: 7,
+      allowance: '10%',
+      from: 'default',
+      limit: 1,
+      allowed: false,
+      reason: 'above-limit',
+      message:
+        'careteam: would end 3 of 10 care teams (30 %), above the limit of 10% (1; the default) — nothing ended; if the clinic really closed these, re-run with --allow-ending 3 (or 100%)',
     });
     expect(refused.mappings.careteam).toMatchObject({ ended: 0, unchanged: 7 });
     expect(await ended()).toBe(0);

@@ -78,7 +78,11 @@ interface Snapshot {
   teams: Resource[];
 }
 async function serverState(): Promise<Snapshot> {
-  return { patients: await listAll(sb, TENANT, 'Patient'), practitioners: await listAll(sb, TENANT, 'Practitioner'), teams: await listAll(sb, TENANT, 'CareTeam') };
+  return {
+    patients: await listAll(sb, TENANT, 'Patient'),
+    practitioners: await listAll(sb, TENANT, 'Practitioner'),
+    teams: await listAll(sb, TENANT, 'CareTeam'),
+  };
 }
 const subjectOf = (t: Resource) => (t.subject as { reference: string }).reference;
 
@@ -156,7 +160,7 @@ describe('SIGKILL of the CLI at several points, then a completing run', () => {
     tally(s);
   }, 60_000);
 
-  it('kill 4: care-team phase again, while the previous kill\'s pending intents wait for reconciliation', async () => {
+  it("kill 4: care-team phase again, while the previous kill's pending intents wait for reconciliation", async () => {
     const start = count('CareTeam');
     await killWhen(() => count('CareTeam') >= start + 20, { latencyMs: 15, seed: 14 });
     const s = await serverState();
@@ -211,7 +215,12 @@ describe('SIGKILL of the CLI at several points, then a completing run', () => {
     for (const t of s.teams) {
       const m = mrnOf.get(subjectOf(t))!;
       const members = (t.participant as { member: { reference: string }; period?: { end?: string } }[]).map((p) => npiOf.get(p.member.reference)).sort();
-      expect(members).toEqual(clinic.assignments.filter((a) => a.mrn === m).map((a) => a.npi).sort());
+      expect(members).toEqual(
+        clinic.assignments
+          .filter((a) => a.mrn === m)
+          .map((a) => a.npi)
+          .sort(),
+      );
       expect(t.period).toBeUndefined();
     }
 
@@ -241,7 +250,11 @@ describe('a kill, then the export changes before the next run', () => {
     const c = makeClinic(120, 6, 'care-etl-sync-orphan-');
     // Ending is what is tested here, not the ending guard (issue 22): its allowance is lifted.
     const runC = (extra: string[] = []) => spawnRun(['--allow-ending', '100%', ...extra], c.mapping, sb.url, T);
-    await killWhen(() => count('CareTeam', T) >= 30, { latencyMs: 25, seed: 21 }, () => runC(['--concurrency', '8']));
+    await killWhen(
+      () => count('CareTeam', T) >= 30,
+      { latencyMs: 25, seed: 21 },
+      () => runC(['--concurrency', '8']),
+    );
 
     // Which care-team creates were interrupted, and which of them reached the server anyway?
     const mrnOf = new Map((await listAll(sb, T, 'Patient')).map((p) => [`Patient/${p.id}`, identifierValue(p)]));
@@ -297,7 +310,11 @@ describe('a kill while onMissing: end is ending care teams', () => {
     c.writeAssignments(c.assignments.filter((a) => !leaving.has(a.mrn)));
     const from = proxy.log.length;
     const puts = () => proxy.log.slice(from).filter((l) => l.startsWith('PUT /CareTeam/')).length;
-    await killWhen(() => puts() >= 5, { latencyMs: 30, seed: 31 }, () => runC());
+    await killWhen(
+      () => puts() >= 5,
+      { latencyMs: 30, seed: 31 },
+      () => runC(),
+    );
     const endedByKilledRun = (await listAll(sb, T, 'CareTeam')).filter((t) => (t.period as { end?: string } | undefined)?.end);
     expect(endedByKilledRun.length).toBeGreaterThanOrEqual(5);
     expect(endedByKilledRun.length).toBeLessThan(30);
@@ -323,7 +340,12 @@ describe('a kill while onMissing: end is ending care teams', () => {
         expect(t.meta?.versionId).toBe('2');
       }
     }
-    expect(report.ended.map((e) => e.key).sort()).toEqual(teams.filter((t) => leaving.has(mrnOf.get(subjectOf(t))!) && !already.has(t.id)).map((t) => mrnOf.get(subjectOf(t))!).sort());
+    expect(report.ended.map((e) => e.key).sort()).toEqual(
+      teams
+        .filter((t) => leaving.has(mrnOf.get(subjectOf(t))!) && !already.has(t.id))
+        .map((t) => mrnOf.get(subjectOf(t))!)
+        .sort(),
+    );
     withLedger(c.state, proxy, T, (scope) => {
       expect(scope.notSeenSince('careteam', report.runId!)).toEqual([]); // every leaving team recorded as ended
     });

@@ -90,7 +90,10 @@ describe('rows refused by the server', () => {
     fx.writePatients(rows(false));
     const first = await run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') });
     expect(first.mappings.patient).toMatchObject({ created: 19, rejected: 1 });
-    const rejects = readFileSync(join(fx.dir, 'rejects.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const rejects = readFileSync(join(fx.dir, 'rejects.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rejects).toHaveLength(1);
     expect(rejects[0]).toMatchObject({ stage: 'load', key: mrn(7) });
     expect(rejects[0].issues[0].code).toBe('http-413');
@@ -100,12 +103,16 @@ describe('rows refused by the server', () => {
     });
 
     // Unfixed, it is tried again (and refused again); nothing else is sent.
-    const { result: again, requests: r2 } = await requestsDuring(() => run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') }));
+    const { result: again, requests: r2 } = await requestsDuring(() =>
+      run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') }),
+    );
     expect(again.mappings.patient).toMatchObject({ created: 0, unchanged: 19, rejected: 1 });
     expect(r2).toBe(1 + 1 + 1); // preflight + one Patient listing (a key the state never saw stored) + POST
 
     fx.writePatients(rows(true));
-    const { result: fixed, requests: r3 } = await requestsDuring(() => run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') }));
+    const { result: fixed, requests: r3 } = await requestsDuring(() =>
+      run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') }),
+    );
     expect(fixed.mappings.patient).toMatchObject({ created: 1, updated: 0, unchanged: 19, rejected: 0 });
     expect(r3).toBe(1 + 1 + 1);
     const perMrn = countBy(await listAll(sb, 't-413', 'Patient'), identifierValue);
@@ -128,7 +135,10 @@ describe('rows refused by the server', () => {
     const c = first.mappings.patient;
     expect(c.rejected).toBeGreaterThan(0);
     expect(c.created + c.rejected).toBe(N);
-    const rejects = readFileSync(opts.rejectsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const rejects = readFileSync(opts.rejectsFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rejects.every((r) => r.stage === 'load' && r.issues[0].code === 'http-429')).toBe(true);
     expect((await listAll(sb, 't-429', 'Patient')).length).toBe(c.created);
 

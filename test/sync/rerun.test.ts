@@ -67,7 +67,10 @@ describe('re-running an export', () => {
     // The server agrees: exactly the 10 changed patients are at version 2, with the new phone number.
     const patients = await listAll(sb, 't-rerun', 'Patient');
     expect(patients).toHaveLength(N);
-    const v2 = patients.filter((p) => p.meta?.versionId === '2').map(identifierValue).sort();
+    const v2 = patients
+      .filter((p) => p.meta?.versionId === '2')
+      .map(identifierValue)
+      .sort();
     expect(v2).toEqual([...changed].sort());
     expect(patients.filter((p) => p.meta?.versionId !== '1' && p.meta?.versionId !== '2')).toEqual([]);
     for (const type of ['Practitioner', 'CareTeam'] as const) {

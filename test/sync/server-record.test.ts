@@ -78,7 +78,12 @@ describe('a lost state folder', () => {
     expect(report.totals).toMatchObject({ created: 0, updated: 5 });
     const patients = await listAll(sb, 't-lost', 'Patient');
     expect(patients).toHaveLength(N);
-    expect(patients.filter((p) => p.meta?.versionId === '2').map(identifierValue).sort()).toEqual([...changed].sort());
+    expect(
+      patients
+        .filter((p) => p.meta?.versionId === '2')
+        .map(identifierValue)
+        .sort(),
+    ).toEqual([...changed].sort());
     expect(versions(patients).get('1')).toBe(N - 5);
     expect(duplicates(countBy(patients, identifierValue))).toEqual([]);
   });
@@ -94,9 +99,14 @@ describe('a tenant already holding the clinic (created by another tool, fewer fi
     try {
       for (let i = 1; i <= PRE; i++) {
         const [m, first, last] = patientRow(i);
-        await c.create('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:sync-test:mrn', value: m }], name: [{ family: last, given: [first] }] });
+        await c.create('Patient', {
+          resourceType: 'Patient',
+          identifier: [{ system: 'urn:sync-test:mrn', value: m }],
+          name: [{ family: last, given: [first] }],
+        });
       }
-      for (let j = 1; j <= M; j++) await c.create('Practitioner', { resourceType: 'Practitioner', identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: npi(j) }] });
+      for (let j = 1; j <= M; j++)
+        await c.create('Practitioner', { resourceType: 'Practitioner', identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: npi(j) }] });
     } finally {
       await c.close();
     }
@@ -123,7 +133,8 @@ describe('a server already holding two copies of one patient', () => {
     const c = client('t-dup');
     const ids: string[] = [];
     try {
-      for (let k = 0; k < 2; k++) ids.push((await c.create('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:sync-test:mrn', value: mrn(7) }] })).id);
+      for (let k = 0; k < 2; k++)
+        ids.push((await c.create('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:sync-test:mrn', value: mrn(7) }] })).id);
     } finally {
       await c.close();
     }
@@ -131,7 +142,10 @@ describe('a server already holding two copies of one patient', () => {
     expect(report.exitCode).toBe(1);
     expect(report.mappings.patient).toMatchObject({ created: 19, rejected: 1 });
     const { readFileSync } = await import('node:fs');
-    const rejects = readFileSync(clinic.rejects, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const rejects = readFileSync(clinic.rejects, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const dup = rejects.find((r) => r.mapping === 'patient')!;
     expect(dup).toMatchObject({ stage: 'load', key: mrn(7), line: 8 });
     expect(dup.issues[0].code).toBe('duplicate-on-server');
@@ -146,16 +160,47 @@ describe('state rebuild and state check', () => {
   const clinic = makeClinic(60, 5, 'care-etl-state-');
   const teams = new Set(clinic.assignments.map((a) => a.mrn)).size;
   const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
-  const inspect = (record: boolean) => (record ? rebuildState : checkState)({ mappingFile: clinic.mapping, env: {}, connection: connectionOf(sb, 't-state'), statePath: clinic.state });
+  const inspect = (record: boolean) =>
+    (record ? rebuildState : checkState)({ mappingFile: clinic.mapping, env: {}, connection: connectionOf(sb, 't-state'), statePath: clinic.state });
 
   it('check without a state: everything found by match, nothing in the state; rebuild writes nothing; run after it: 0 writes', async () => {
     expect((await run(sb, 't-state', clinic.mapping, opts)).exitCode).toBe(0);
     forgetState(clinic.state);
     const { result: check, requests: checkRequests } = await counted(() => inspect(false));
     expect(check.state).toEqual({
-      patient: { sourceKeys: 60, inLedger: 0, foundOnServer: 60, differing: 0, foundByMatch: 60, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 },
-      practitioner: { sourceKeys: 5, inLedger: 0, foundOnServer: 5, differing: 0, foundByMatch: 5, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 },
-      careteam: { sourceKeys: teams, inLedger: 0, foundOnServer: teams, differing: 0, foundByMatch: teams, notOnServer: 0, onlyOnServer: 0, syncedButAbsent: 0, rejected: 0 },
+      patient: {
+        sourceKeys: 60,
+        inLedger: 0,
+        foundOnServer: 60,
+        differing: 0,
+        foundByMatch: 60,
+        notOnServer: 0,
+        onlyOnServer: 0,
+        syncedButAbsent: 0,
+        rejected: 0,
+      },
+      practitioner: {
+        sourceKeys: 5,
+        inLedger: 0,
+        foundOnServer: 5,
+        differing: 0,
+        foundByMatch: 5,
+        notOnServer: 0,
+        onlyOnServer: 0,
+        syncedButAbsent: 0,
+        rejected: 0,
+      },
+      careteam: {
+        sourceKeys: teams,
+        inLedger: 0,
+        foundOnServer: teams,
+        differing: 0,
+        foundByMatch: teams,
+        notOnServer: 0,
+        onlyOnServer: 0,
+        syncedButAbsent: 0,
+        rejected: 0,
+      },
     });
     expect(check.exitCode).toBe(0);
     expect(checkRequests).toBe(1 + 3); // preflight + one page per type

@@ -18,7 +18,8 @@ async function transform(csv: string, resourceYaml: string, opts: { compile?: bo
   const ctx = { now: new Date('2026-01-01T00:00:00Z'), resolveRef: (n: string, k: string) => `Patient/${n}-${k}` };
   const out: TransformItem[] = [];
   const onSkip = (n: number) => opts.skipped?.push(n);
-  for await (const item of transformSource(res, openSource(compiled.mapping.sources.rows as SourceConfig), { ctx, validate: validateResource, onSkip })) out.push(item);
+  for await (const item of transformSource(res, openSource(compiled.mapping.sources.rows as SourceConfig), { ctx, validate: validateResource, onSkip }))
+    out.push(item);
   return out;
 }
 
@@ -45,12 +46,15 @@ describe('transformSource', () => {
   });
 
   it('rejects a resource that breaks the JSON Schema at the validate stage with the JSON path', async () => {
-    const items = await transform('MRN,ACTIVE\n1,Y\n', `  - name: patient
+    const items = await transform(
+      'MRN,ACTIVE\n1,Y\n',
+      `  - name: patient
     type: Patient
     from: rows
     key: MRN
     map: '{ "identifier": [{ "system": "urn:x", "value": MRN }], "birthDate": "yesterday" }'
-`);
+`,
+    );
     expect(items[0].ok).toBe(false);
     const rej = items[0] as Extract<TransformItem, { ok: false }>;
     expect(rej.stage).toBe('validate');
@@ -58,14 +62,17 @@ describe('transformSource', () => {
   });
 
   it('groupBy: rows with the same group key become one resource; the map sees the group as an array', async () => {
-    const items = await transform('MRN,NPI\n1,a\n2,b\n1,c\n', `${patient}  - name: careteam
+    const items = await transform(
+      'MRN,NPI\n1,a\n2,b\n1,c\n',
+      `${patient}  - name: careteam
     type: CareTeam
     from: rows
     groupBy: MRN
     map: |
       { "status": "active", "subject": { "reference": $ref("patient", $[0].MRN) },
         "participant": [$.{ "member": { "reference": "Practitioner/" & NPI } }] }
-`);
+`,
+    );
     expect(items.every((i) => i.ok)).toBe(true);
     const teams = items as Extract<TransformItem, { ok: true }>[];
     expect(teams.map((t) => [t.key, t.lines])).toEqual([
@@ -93,7 +100,11 @@ describe('transformSource', () => {
       it(`where: rows for which it is false are skipped, before the key is read (${how})`, async () => {
         const skipped: number[] = [];
         // row 4 has no MRN: left out by where, so no key-missing reject
-        const items = await transform('MRN,STATUS\n1,active\n2,deleted\n3,active\n,deleted\n', patient.replace('    map:', '    where: STATUS != "deleted"\n    map:'), { compile, skipped });
+        const items = await transform(
+          'MRN,STATUS\n1,active\n2,deleted\n3,active\n,deleted\n',
+          patient.replace('    map:', '    where: STATUS != "deleted"\n    map:'),
+          { compile, skipped },
+        );
         expect(brief(items)).toEqual(['ok:1', 'ok:3']);
         expect(skipped).toEqual([1, 1]);
       });
@@ -125,7 +136,9 @@ describe('transformSource', () => {
 `;
         const items = await transform('MRN,NPI,STATUS\n1,a,active\n1,x,active\n2,b,ended\n2,c,ended\n1,d,active\n', team, { compile, skipped });
         expect(items.map((i) => (i.ok ? [i.key, i.lines] : 'rej'))).toEqual([['1', [2, 6]]]); // line 3 (NPI x) left out of the group
-        expect((items[0] as Extract<TransformItem, { ok: true }>).resource).toMatchObject({ participant: [{ member: { reference: 'Practitioner/a' } }, { member: { reference: 'Practitioner/d' } }] });
+        expect((items[0] as Extract<TransformItem, { ok: true }>).resource).toMatchObject({
+          participant: [{ member: { reference: 'Practitioner/a' } }, { member: { reference: 'Practitioner/d' } }],
+        });
         expect(skipped).toEqual([1, 2]); // the row by where, then the two rows of group 2
       });
     }
@@ -142,7 +155,9 @@ describe('transformSource', () => {
     });
 
     it('where is checked before anything runs: syntax, $ref and unknown names are configuration errors at file:line:col', async () => {
-      const err = await transform(rows, patient.replace('    map:', '    where: $ref("patient", MRN) and STATUS = = 1 or $nope(STATUS)\n    map:')).catch((e: unknown) => e);
+      const err = await transform(rows, patient.replace('    map:', '    where: $ref("patient", MRN) and STATUS = = 1 or $nope(STATUS)\n    map:')).catch(
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ exitCode: 2 });
       const issues = (err as { issues: { code: string; path: string; location: { line: number } }[] }).issues;
       expect(issues.map((i) => [i.code, i.path, i.location.line])).toEqual([['jsonata-syntax', '/resources/0/where', 9]]);

@@ -20,7 +20,10 @@ async function failure(file: string): Promise<CareEtlError> {
 /** `line:col code path` of each issue, and the text at that position. */
 function where(file: string, err: CareEtlError) {
   const lines = readFileSync(join(DIR, file), 'utf8').split('\n');
-  return err.issues.map((i) => ({ at: `${i.location?.line}:${i.location?.column} ${i.code} ${i.path}`, text: lines[i.location!.line! - 1]!.slice(i.location!.column! - 1, i.location!.column! + 20) }));
+  return err.issues.map((i) => ({
+    at: `${i.location?.line}:${i.location?.column} ${i.code} ${i.path}`,
+    text: lines[i.location!.line! - 1]!.slice(i.location!.column! - 1, i.location!.column! + 20),
+  }));
 }
 
 describe('validate reports every $TODO with its text, in one pass with the other problems', () => {

@@ -9,7 +9,11 @@ export default class Runs extends CareCommand<RunHistory | ErrorJson> {
   static override description = `Every run that reached the server is recorded in the state ledger: when it started and ended, how it ended (completed, aborted: --max-errors or interrupted, failed), its exit code, flags, counts per mapping, host and user (never a secret). Dry runs write no ledger and are not listed.
 
 Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in use by a running care-etl.`;
-  static override examples = ['<%= config.bin %> runs examples/clinic/mapping.yaml', '<%= config.bin %> runs --state /cache/state.db --json', '<%= config.bin %> runs show mapping.yaml 12'];
+  static override examples = [
+    '<%= config.bin %> runs examples/clinic/mapping.yaml',
+    '<%= config.bin %> runs --state /cache/state.db --json',
+    '<%= config.bin %> runs show mapping.yaml 12',
+  ];
   static override args = { mapping: Args.string({ description: 'mapping file (its .care-etl/state.db is read; default: ./.care-etl/state.db)' }) };
   static override flags = {
     state: flag.state(),
@@ -18,7 +22,11 @@ Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in
 
   async run(): Promise<RunHistory | ErrorJson> {
     const { args, flags } = await this.parse(Runs);
-    const [{ readRunHistory }, { table }, { describeRun }] = await Promise.all([import('../../pipeline/run-history.js'), import('../../cli/render.js'), import('../../cli/run-summary.js')]);
+    const [{ readRunHistory }, { table }, { describeRun }] = await Promise.all([
+      import('../../pipeline/run-history.js'),
+      import('../../cli/render.js'),
+      import('../../cli/run-summary.js'),
+    ]);
     let history: RunHistory;
     try {
       history = readRunHistory({ mappingFile: args.mapping, statePath: flags.state, limit: flags.limit });

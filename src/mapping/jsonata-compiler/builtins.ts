@@ -66,7 +66,8 @@ function replace(str: unknown, pattern: unknown, replacement: unknown, limit?: u
 function number(arg: unknown): number | undefined {
   if (arg === undefined) return undefined;
   if (typeof arg === 'number') return arg;
-  if (typeof arg === 'string' && /^-?[0-9]+(\.[0-9]+)?([Ee][-+]?[0-9]+)?$/.test(arg) && !Number.isNaN(parseFloat(arg)) && Number.isFinite(Number(arg))) return parseFloat(arg);
+  if (typeof arg === 'string' && /^-?[0-9]+(\.[0-9]+)?([Ee][-+]?[0-9]+)?$/.test(arg) && !Number.isNaN(parseFloat(arg)) && Number.isFinite(Number(arg)))
+    return parseFloat(arg);
   if (typeof arg === 'string' && /^(0[xX][0-9A-Fa-f]+)|(0[oO][0-7]+)|(0[bB][0-1]+)$/.test(arg)) return Number(arg);
   if (arg === true) return 1;
   if (arg === false) return 0;
@@ -85,18 +86,31 @@ function keys(arg: unknown): Seq {
   return result;
 }
 
-const undef = <T, R>(f: (x: T) => R) => (x: unknown): R | undefined => (x === undefined ? undefined : f(x as T));
+const undef =
+  <T, R>(f: (x: T) => R) =>
+  (x: unknown): R | undefined =>
+    x === undefined ? undefined : f(x as T);
 
 const table: Record<string, [string, (...args: never[]) => unknown]> = {
   string: ['<x-b?:s>', (arg: unknown, prettify?: boolean) => string(arg, prettify)],
   substring: ['<s-nn?:s>', substring],
-  substringBefore: ['<s-s:s>', (str: string | undefined, c: string) => (str === undefined ? undefined : str.indexOf(c) > -1 ? str.substr(0, str.indexOf(c)) : str)],
-  substringAfter: ['<s-s:s>', (str: string | undefined, c: string) => (str === undefined ? undefined : str.indexOf(c) > -1 ? str.substr(str.indexOf(c) + c.length) : str)],
+  substringBefore: [
+    '<s-s:s>',
+    (str: string | undefined, c: string) => (str === undefined ? undefined : str.indexOf(c) > -1 ? str.substr(0, str.indexOf(c)) : str),
+  ],
+  substringAfter: [
+    '<s-s:s>',
+    (str: string | undefined, c: string) => (str === undefined ? undefined : str.indexOf(c) > -1 ? str.substr(str.indexOf(c) + c.length) : str),
+  ],
   lowercase: ['<s-:s>', undef((s: string) => s.toLowerCase())],
   uppercase: ['<s-:s>', undef((s: string) => s.toUpperCase())],
   length: ['<s-:n>', undef((s: string) => chars(s).length)],
   trim: ['<s-:s>', trim],
-  contains: ['<s-(sf):b>', (str: unknown, token: unknown) => (str === undefined || token === undefined ? undefined : typeof token === 'string' ? (str as string).indexOf(token) !== -1 : bail())],
+  contains: [
+    '<s-(sf):b>',
+    (str: unknown, token: unknown) =>
+      str === undefined || token === undefined ? undefined : typeof token === 'string' ? (str as string).indexOf(token) !== -1 : bail(),
+  ],
   split: ['<s-(sf)n?:a<s>>', split],
   join: ['<a<s>s?:s>', (strs: string[] | undefined, sep?: string) => (strs === undefined ? undefined : strs.join(sep === undefined ? '' : sep))],
   replace: ['<s-(sf)(sf)n?:s>', replace],

@@ -9,7 +9,23 @@
  */
 import type { AstNode } from '../jsonata-ast.js';
 import { groupFn, indexFilter, literalGroupFn, namePathFn, pathFn, predicateFilter, type Filter, type Step } from './path.js';
-import { bail as bailOut, boolean, boolize, comparison, concat, equality, includes, isFunction, isSequence, lookup as lookupSlow, negate, normalize, numeric, seq1, type Seq } from './runtime.js';
+import {
+  bail as bailOut,
+  boolean,
+  boolize,
+  comparison,
+  concat,
+  equality,
+  includes,
+  isFunction,
+  isSequence,
+  lookup as lookupSlow,
+  negate,
+  normalize,
+  numeric,
+  seq1,
+  type Seq,
+} from './runtime.js';
 import type { CompileOptions, CompiledExpression, Env, Fn } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
@@ -165,8 +181,15 @@ class Compiler {
     const pairs = group.lhs.map(([k, v]) => [this.compile(k, scope), this.compile(v, scope)] as [Fn, Fn]);
     const generic = groupFn(pairs);
     const keys = group.lhs.map(([k]) => (k.type === 'string' && !k.predicate && !k.group && !k.keepArray ? String(k.value) : undefined));
-    const literal = keys.every((k) => k !== undefined && k !== '__proto__' && k !== '_jsonata_lambda' && k !== '_jsonata_function') && new Set(keys).size === keys.length;
-    return literal ? literalGroupFn(keys as string[], pairs.map(([, v]) => v), generic) : generic;
+    const literal =
+      keys.every((k) => k !== undefined && k !== '__proto__' && k !== '_jsonata_lambda' && k !== '_jsonata_function') && new Set(keys).size === keys.length;
+    return literal
+      ? literalGroupFn(
+          keys as string[],
+          pairs.map(([, v]) => v),
+          generic,
+        )
+      : generic;
   }
 
   private compileVariable(name: string, scope: Scope): Fn {
@@ -290,7 +313,6 @@ class Compiler {
       return impl.call(impl.signature ? impl.signature.validate(values, input) : values, input, env);
     };
   }
-
 }
 
 const EMPTY: unknown[] = [];

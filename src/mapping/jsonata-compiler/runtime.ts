@@ -35,7 +35,9 @@ export function isSequence(v: unknown): v is Seq {
 
 export function isFunction(v: unknown): boolean {
   return (
-    (v !== null && v !== undefined && ((v as { _jsonata_function?: unknown })._jsonata_function === true || (v as { _jsonata_lambda?: unknown })._jsonata_lambda === true)) ||
+    (v !== null &&
+      v !== undefined &&
+      ((v as { _jsonata_function?: unknown })._jsonata_function === true || (v as { _jsonata_lambda?: unknown })._jsonata_lambda === true)) ||
     typeof v === 'function'
   );
 }

@@ -61,7 +61,12 @@ async function inspectPhase(phase: MappingPhase, run: RunContext): Promise<void>
   run.foundIds.set(name, found);
   const keys = new Set<string>();
   const matched = new Set<string>();
-  for await (const item of transformSource(res, openSource(phase.source, { signal: run.opts.signal, bytes: phase.bytes }), { ctx: run.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => (counts.skipped += n) })) {
+  for await (const item of transformSource(res, openSource(phase.source, { signal: run.opts.signal, bytes: phase.bytes }), {
+    ctx: run.ctx,
+    validate: validateResource,
+    onRead: () => counts.read++,
+    onSkip: (n) => (counts.skipped += n),
+  })) {
     if (!item.ok) {
       if (item.key !== undefined && !hasCode(item.issues[0], 'duplicate-key')) keys.add(item.key);
       c.rejected++;
@@ -91,7 +96,17 @@ async function inspectPhase(phase: MappingPhase, run: RunContext): Promise<void>
       if (r.vanished) c.syncedButAbsent++;
     } else {
       c.rejected++;
-      phase.onReject({ stage: 'load', mapping: name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: r.issues });
+      phase.onReject({
+        stage: 'load',
+        mapping: name,
+        source: item.origin.source,
+        file: item.origin.file,
+        line: item.origin.line,
+        record: item.origin.record,
+        lines: item.lines,
+        key: item.key,
+        issues: r.issues,
+      });
     }
   }
   c.sourceKeys = keys.size;
@@ -104,4 +119,3 @@ async function inspectPhase(phase: MappingPhase, run: RunContext): Promise<void>
     if (record) scope.forget(name, e.key);
   }
 }
-

@@ -40,7 +40,13 @@ export const loadMode: RunMode = {
   end(run) {
     if (!run.client) return; // a dry run sent nothing
     const c = run.limiter.stats();
-    run.report.concurrency = { mode: c.growth === 'aimd' ? 'pinned' : 'discovered', settled: c.settled, max: c.max, maxInFlight: c.maxInFlight, ceiling: c.ceiling };
+    run.report.concurrency = {
+      mode: c.growth === 'aimd' ? 'pinned' : 'discovered',
+      settled: c.settled,
+      max: c.max,
+      maxInFlight: c.maxInFlight,
+      ceiling: c.ceiling,
+    };
   },
   exitCode: runExitCode,
 };
@@ -59,7 +65,18 @@ function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResour
       }
       break;
     case 'rejected':
-      phase.onReject({ stage: 'load', mapping: phase.name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues, row: undefined });
+      phase.onReject({
+        stage: 'load',
+        mapping: phase.name,
+        source: item.origin.source,
+        file: item.origin.file,
+        line: item.origin.line,
+        record: item.origin.record,
+        lines: item.lines,
+        key: item.key,
+        issues: o.issues,
+        row: undefined,
+      });
       break;
     case 'deferred':
       break;
@@ -106,7 +123,15 @@ async function loadPhase(phase: MappingPhase, run: RunContext): Promise<void> {
     return true;
   };
   try {
-    for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), { ctx: run.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => { counts.skipped += n; phase.progress(); } })) {
+    for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), {
+      ctx: run.ctx,
+      validate: validateResource,
+      onRead: () => counts.read++,
+      onSkip: (n) => {
+        counts.skipped += n;
+        phase.progress();
+      },
+    })) {
       if (fatal || interrupted()) break;
       const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
       if (selection && chosen) report.selection!.selected++;
@@ -185,22 +210,30 @@ async function settlePhase(phase: MappingPhase, run: RunContext): Promise<void> 
     if (gone.length) {
       report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
       report.vanished ??= [];
-      for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length))) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
-      report.warnings.push(`${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`);
+      for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length)))
+        report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
+      report.warnings.push(
+        `${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`,
+      );
     }
   }
   if (res.def.onMissing === 'end') {
     if (selection) {
-      report.warnings.push(`${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`);
+      report.warnings.push(
+        `${name}: onMissing: end skipped — --only-rejected sends only the selected rows, and a key merely not selected is not gone from the export`,
+      );
     } else if (report.stoppedEarly || phase.keylessRejects > 0) {
-      report.warnings.push(`${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${phase.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`);
+      report.warnings.push(
+        `${name}: onMissing: end skipped — ${report.stoppedEarly ? 'the run stopped early' : `${phase.keylessRejects} row(s) were rejected before their key was known`}, so absent keys cannot be told apart from unread ones`,
+      );
     } else {
       const missing = sync.missingEntries();
       if (!guardEnding(report, res, phase.ending!, { wouldEnd: missing.length, rowsRead: counts.read, membersEnded: counts.ended })) return;
       const { ended, failed } = await sync.endMissing(missing);
       counts.ended += ended.length;
       for (const e of ended) report.ended.push({ mapping: name, ...e });
-      for (const f of failed) phase.onReject({ stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
+      for (const f of failed)
+        phase.onReject({ stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
     }
   }
 }

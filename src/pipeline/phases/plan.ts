@@ -61,12 +61,27 @@ async function planPhase(phase: MappingPhase, run: RunContext): Promise<void> {
   const signal = run.opts.signal;
   const planned = new Map<string, string>();
   run.foundIds.set(name, planned);
-  const plan: MappingPlan = { resourceType: res.def.type, reconcile: phase.policy, counts: emptyPlanCounts(), creates: [], updates: [], adoptions: [], ends: [], rejects: [], drifted: [] };
+  const plan: MappingPlan = {
+    resourceType: res.def.type,
+    reconcile: phase.policy,
+    counts: emptyPlanCounts(),
+    creates: [],
+    updates: [],
+    adoptions: [],
+    ends: [],
+    rejects: [],
+    drifted: [],
+  };
   report.plan![name] = plan;
   const inProgress: PlanInProgress = { plan, planned, seen: new Set(), keyless: 0 };
   const sync = phase.sync!;
   try {
-    for await (const item of transformSource(res, openSource(phase.source, { signal }), { ctx: run.ctx, validate: validateResource, onRead: () => counts.read++, onSkip: (n) => (counts.skipped += n) })) {
+    for await (const item of transformSource(res, openSource(phase.source, { signal }), {
+      ctx: run.ctx,
+      validate: validateResource,
+      onRead: () => counts.read++,
+      onSkip: (n) => (counts.skipped += n),
+    })) {
       if (signal?.aborted) break;
       if (!item.ok) {
         rejectRow(phase, inProgress, item);
@@ -86,7 +101,9 @@ async function planPhase(phase: MappingPhase, run: RunContext): Promise<void> {
   }
   for await (const { item, outcome } of sync.settleAmbiguousPlans()) tallyPlan(phase, inProgress, item, outcome);
   if (sync.sharedMatchValues) {
-    report.warnings.push(`${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only — \`care-etl validate --sample N\` names them`);
+    report.warnings.push(
+      `${name}: ${sync.sharedMatchValues} key(s) share their match value (\`match: ${res.def.match}\`) with another key; without the state they are told apart on the server by content only — \`care-etl validate --sample N\` names them`,
+    );
   }
   if (res.def.onMissing === 'end') await planEnding(phase, run, inProgress);
   if (plan.drifted.length) {
@@ -115,7 +132,13 @@ function tallyPlan(phase: MappingPhase, p: PlanInProgress, item: MappedResource,
   switch (o.kind) {
     case 'create':
       counts.created++;
-      plan.creates.push({ key: item.key, ...where, ...(o.recreate ? { recreate: o.recreate } : {}), ...(o.note ? { note: o.note } : {}), resource: item.resource });
+      plan.creates.push({
+        key: item.key,
+        ...where,
+        ...(o.recreate ? { recreate: o.recreate } : {}),
+        ...(o.note ? { note: o.note } : {}),
+        resource: item.resource,
+      });
       p.planned.set(item.key, placeholderId(item.key, PLAN_PLACEHOLDER));
       break;
     case 'update':
@@ -124,7 +147,14 @@ function tallyPlan(phase: MappingPhase, p: PlanInProgress, item: MappedResource,
         counts.adopted++;
         plan.adoptions.push({ key: item.key, serverId: o.serverId, updated: true });
       }
-      plan.updates.push({ key: item.key, serverId: o.serverId, ...where, ...(o.adopted ? { adopted: true } : {}), ...(o.endedMembers ? { endedMembers: o.endedMembers } : {}), diff: comparableDiff(o.before, o.after) });
+      plan.updates.push({
+        key: item.key,
+        serverId: o.serverId,
+        ...where,
+        ...(o.adopted ? { adopted: true } : {}),
+        ...(o.endedMembers ? { endedMembers: o.endedMembers } : {}),
+        diff: comparableDiff(o.before, o.after),
+      });
       for (const member of o.endedMembers ?? []) {
         counts.ended++;
         plan.ends.push({ key: item.key, serverId: o.serverId, member });
@@ -137,11 +167,26 @@ function tallyPlan(phase: MappingPhase, p: PlanInProgress, item: MappedResource,
         counts.adopted++;
         plan.adoptions.push({ key: item.key, serverId: o.serverId, updated: false });
       }
-      if (o.drift) plan.drifted.push(o.drift.before ? { key: item.key, serverId: o.serverId, diff: comparableDiff(o.drift.before, o.drift.after) } : { key: item.key, serverId: o.serverId, gone: true });
+      if (o.drift)
+        plan.drifted.push(
+          o.drift.before
+            ? { key: item.key, serverId: o.serverId, diff: comparableDiff(o.drift.before, o.drift.after) }
+            : { key: item.key, serverId: o.serverId, gone: true },
+        );
       p.planned.set(item.key, o.serverId);
       break;
     case 'rejected':
-      rejectRow(phase, p, { stage: 'load', mapping: phase.name, source: item.origin.source, file: item.origin.file, line: item.origin.line, record: item.origin.record, lines: item.lines, key: item.key, issues: o.issues });
+      rejectRow(phase, p, {
+        stage: 'load',
+        mapping: phase.name,
+        source: item.origin.source,
+        file: item.origin.file,
+        line: item.origin.line,
+        record: item.origin.record,
+        lines: item.lines,
+        key: item.key,
+        issues: o.issues,
+      });
       break;
     case 'deferred':
       return;
@@ -154,7 +199,9 @@ async function planEnding(phase: MappingPhase, run: RunContext, p: PlanInProgres
   const { name, res, counts } = phase;
   const { report } = run;
   if (p.keyless > 0) {
-    report.warnings.push(`${name}: onMissing: end skipped — ${p.keyless} row(s) would be rejected before their key was known, so absent keys cannot be told apart from unread ones`);
+    report.warnings.push(
+      `${name}: onMissing: end skipped — ${p.keyless} row(s) would be rejected before their key was known, so absent keys cannot be told apart from unread ones`,
+    );
     return;
   }
   const { ends, failed, wouldEnd } = await phase.sync!.planEnds(p.seen);
@@ -166,5 +213,6 @@ async function planEnding(phase: MappingPhase, run: RunContext, p: PlanInProgres
     counts.ended++;
     p.plan.ends.push({ key: e.key, serverId: e.serverId, diff: comparableDiff(e.before, e.after) });
   }
-  for (const f of failed) rejectRow(phase, p, { stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
+  for (const f of failed)
+    rejectRow(phase, p, { stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
 }

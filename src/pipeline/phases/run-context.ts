@@ -147,7 +147,16 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
     policy,
     ending: res.def.onMissing === 'end' && run.scope ? resolveAllowEnding(opts.allowEnding, res.def, run.scope.loadedCount(name)) : undefined,
     sync: run.client
-      ? new ResourceSync(res, { client: run.client, scope: run.scope!, runId: run.runId ?? 0, limiter: run.limiter, retry: opts.retry ?? {}, now: opts.now, indexes: run.indexes!, policy })
+      ? new ResourceSync(res, {
+          client: run.client,
+          scope: run.scope!,
+          runId: run.runId ?? 0,
+          limiter: run.limiter,
+          retry: opts.retry ?? {},
+          now: opts.now,
+          indexes: run.indexes!,
+          policy,
+        })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),
     phaseEnd: () => opts.onEvent?.({ type: 'phase-end', mapping: name, counts, bytes: bytes.snapshot() }),
