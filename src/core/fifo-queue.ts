@@ -1,7 +1,7 @@
 /**
  * A first-in first-out queue: an array with a moving head, compacted now and then, so that taking from the front
  * is O(1) (Array#shift copies the whole array: quadratic over a 100,000-request run). The limiter's task queue and
- * the sandbox's capacity queue.
+ * the sandbox's capacity queue, the CSV guard's record spans.
  */
 export class FifoQueue<T> {
   private items: (T | undefined)[] = [];
@@ -13,6 +13,11 @@ export class FifoQueue<T> {
 
   push(item: T): void {
     this.items.push(item);
+  }
+
+  /** The oldest item, left in place; undefined when empty. */
+  peek(): T | undefined {
+    return this.head < this.items.length ? this.items[this.head] : undefined;
   }
 
   /** The oldest item, removed; undefined when empty. */

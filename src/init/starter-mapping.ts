@@ -682,31 +682,28 @@ function omopHeadline(shown: string, what: string): string[] {
   return wrap(`${shown} → ${what}.`, 106).map((l) => `  # ${l}`);
 }
 
-function omopBlock(p: Plan, name: string, ctx: OmopCtx): Block {
-  const o = omopMappingYaml(p.omop!, p.type!, p.facts, p.source, ctx);
-  const resource: StarterResource = {
+/** The starter's record of a planned resource, with the key / groupBy column its generated map uses. */
+function plannedResource(p: Plan, name: string, made: { key?: string; groupBy?: string }): StarterResource {
+  return {
     file: p.shown,
     source: p.source,
     name,
     type: p.type,
     reason: p.reason,
-    ...(o.key ? { key: o.key } : {}),
-    ...(o.groupBy ? { groupBy: o.groupBy } : {}),
+    ...(made.key ? { key: made.key } : {}),
+    ...(made.groupBy ? { groupBy: made.groupBy } : {}),
   };
+}
+
+function omopBlock(p: Plan, name: string, ctx: OmopCtx): Block {
+  const o = omopMappingYaml(p.omop!, p.type!, p.facts, p.source, ctx);
+  const resource = plannedResource(p, name, o);
   return { resource, yaml: [...omopHeadline(p.shown, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...o.yaml] };
 }
 
 function fhirBlock(p: Plan, name: string, ctx: FhirCtx): Block {
   const f = fhirMappingYaml(p.fhir!, p.type!, p.facts, ctx);
-  const resource: StarterResource = {
-    file: p.shown,
-    source: p.source,
-    name,
-    type: p.type,
-    reason: p.reason,
-    ...(f.key ? { key: f.key } : {}),
-    ...(f.groupBy ? { groupBy: f.groupBy } : {}),
-  };
+  const resource = plannedResource(p, name, f);
   return { resource, yaml: [...fhirHeadline(p.shown, p.fhir!, `${p.type}: ${p.reason}`), `  - name: ${name}`, ...f.yaml] };
 }
 

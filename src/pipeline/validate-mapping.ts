@@ -10,7 +10,7 @@ import { notTextHint, notTextReason, openSource, resolveFormat } from '../source
 import type { SourceConfig, SourceFormat, SourceItem } from '../sources/types.js';
 import { transformSource } from '../transform/transform-source.js';
 import { validateResource } from '../validate/resource-validator.js';
-import type { RejectRecord } from '../transform/reject-record.js';
+import { loadReject, type RejectRecord } from '../transform/reject-record.js';
 import { matchRuleOf } from '../load/server-index.js';
 import { decideIdentity, MatchClaims } from '../load/identity-check.js';
 import { toPointer } from '../mapping/yaml-positions.js';
@@ -176,17 +176,7 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           const identity = await decideIdentity(rule, item.resource);
           if (!identity.ok) {
             keys.add(item.key);
-            result.rejects.push({
-              stage: 'load',
-              mapping: name,
-              source: item.origin.source,
-              file: item.origin.file,
-              line: item.origin.line,
-              record: item.origin.record,
-              lines: item.lines,
-              key: item.key,
-              issues: identity.issues,
-            });
+            result.rejects.push(loadReject(name, item, identity.issues));
             continue;
           }
           result.valid++;

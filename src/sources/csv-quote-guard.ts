@@ -1,5 +1,6 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
+import { FifoQueue } from '../core/fifo-queue.js';
 
 /*
  * Bounded recovery from broken quotes, upstream of csv-parse: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse.
@@ -174,7 +175,7 @@ interface Drop {
 
 export class CsvQuoteGuard extends Transform {
   /** Records and cuts, in file order; the reader takes them from the front (`head`). */
-  readonly spans = new SpanQueue();
+  readonly spans = new FifoQueue<CsvSpan>();
   /** Bytes passed on so far: held[0] is the next byte out (except while dropping). */
   private outBytes = 0;
   /** Output offset where the current record starts, and its first csv-parse error line. */
@@ -677,37 +678,5 @@ export class CsvQuoteGuard extends Transform {
     this.crEnd = -1;
     this.line = this.recLine = line;
     this.resetRecord();
-  }
-}
-
-/** A FIFO of spans: `shift` costs O(1) (the array is compacted now and then). */
-export class SpanQueue {
-  private items: CsvSpan[] = [];
-  private first = 0;
-
-  get length(): number {
-    return this.items.length - this.first;
-  }
-
-  push(s: CsvSpan): void {
-    this.items.push(s);
-  }
-
-  head(): CsvSpan | undefined {
-    return this.items[this.first];
-  }
-
-  shift(): CsvSpan | undefined {
-    const s = this.items[this.first];
-    if (s === undefined) return undefined;
-    this.first++;
-    if (this.first === this.items.length) {
-      this.items = [];
-      this.first = 0;
-    } else if (this.first >= 1024 && this.first * 2 >= this.items.length) {
-      this.items = this.items.slice(this.first);
-      this.first = 0;
-    }
-    return s;
   }
 }

@@ -12,7 +12,8 @@ import {
   type InvalidBytes,
   type TextEncoding,
 } from './decode-stream.js';
-import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits, type SpanQueue } from './csv-quote-guard.js';
+import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
+import type { FifoQueue } from '../core/fifo-queue.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
 import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
@@ -218,7 +219,7 @@ class CsvReadState {
   pending: PendingDrop | undefined;
   /** Items ready to be yielded, in file order. */
   readonly out: SourceItem[] = [];
-  private readonly spans: SpanQueue;
+  private readonly spans: FifoQueue<CsvSpan>;
   /** A cut whose reject is out while its empty lines are still read (skipEmptyLines off). */
   private shownCut: CsvCut | undefined;
 
@@ -260,7 +261,7 @@ class CsvReadState {
   private spanFrom(pos: number, passCuts: boolean): CsvSpan | undefined {
     const spans = this.spans;
     for (;;) {
-      const s = spans.head();
+      const s = spans.peek();
       if (s === undefined || (s.end >= pos && !(passCuts && s.cut !== undefined))) return s;
       spans.shift();
       if (s.cut !== undefined) this.cutReject(s.cut);

@@ -24,3 +24,13 @@ export interface RejectRecord {
   rowOmitted?: string;
   rowExcerpt?: string;
 }
+
+/** The reject of a mapped row that the loader (or its offline checks) refused: the row's place, its key, why. */
+export function loadReject(
+  mapping: string,
+  item: { key: string; origin: { source: string; file: string; line?: number; record?: number }; lines?: number[] },
+  issues: Issue[],
+): RejectRecord {
+  const { source, file, line, record } = item.origin;
+  return { stage: 'load', mapping, source, file, line, record, lines: item.lines, key: item.key, issues };
+}

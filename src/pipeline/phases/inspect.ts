@@ -3,6 +3,7 @@
  * then the ledger's own entries checked against the same listing. A rebuild records what it finds; a check writes
  * nothing.
  */
+import { loadReject } from '../../transform/reject-record.js';
 import { ExitCode, hasCode } from '../../core/issues.js';
 import type { Inspection } from '../../load/resource-sync.js';
 import { openSource } from '../../sources/open-source.js';
@@ -96,17 +97,7 @@ async function inspectPhase(phase: MappingPhase, run: RunContext): Promise<void>
       if (r.vanished) c.syncedButAbsent++;
     } else {
       c.rejected++;
-      phase.onReject({
-        stage: 'load',
-        mapping: name,
-        source: item.origin.source,
-        file: item.origin.file,
-        line: item.origin.line,
-        record: item.origin.record,
-        lines: item.lines,
-        key: item.key,
-        issues: r.issues,
-      });
+      phase.onReject(loadReject(name, item, r.issues));
     }
   }
   c.sourceKeys = keys.size;

@@ -11,6 +11,7 @@ import type { SyncOutcome } from '../../load/resource-sync.js';
 import { matchRuleOf } from '../../load/server-index.js';
 import { openSource } from '../../sources/open-source.js';
 import { transformSource, type MappedResource } from '../../transform/transform-source.js';
+import { loadReject } from '../../transform/reject-record.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { guardEnding } from '../ending-settings.js';
 import type { RunReport } from '../run-report.js';
@@ -65,18 +66,7 @@ function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResour
       }
       break;
     case 'rejected':
-      phase.onReject({
-        stage: 'load',
-        mapping: phase.name,
-        source: item.origin.source,
-        file: item.origin.file,
-        line: item.origin.line,
-        record: item.origin.record,
-        lines: item.lines,
-        key: item.key,
-        issues: o.issues,
-        row: undefined,
-      });
+      phase.onReject(loadReject(phase.name, item, o.issues));
       break;
     case 'deferred':
       break;

@@ -4,6 +4,7 @@
  * `report.plan[name]` and the mapping's counts (what the run's report would say). Zero writes: the ledger is a
  * snapshot behind a read-only view (src/pipeline/plan.ts).
  */
+import { loadReject } from '../../transform/reject-record.js';
 import { placeholderId } from '../../mapping/placeholder-id.js';
 import { comparableDiff } from '../../load/identity.js';
 import type { PlanOutcome } from '../../load/resource-sync.js';
@@ -176,17 +177,7 @@ function tallyPlan(phase: MappingPhase, p: PlanInProgress, item: MappedResource,
       p.planned.set(item.key, o.serverId);
       break;
     case 'rejected':
-      rejectRow(phase, p, {
-        stage: 'load',
-        mapping: phase.name,
-        source: item.origin.source,
-        file: item.origin.file,
-        line: item.origin.line,
-        record: item.origin.record,
-        lines: item.lines,
-        key: item.key,
-        issues: o.issues,
-      });
+      rejectRow(phase, p, loadReject(phase.name, item, o.issues));
       break;
     case 'deferred':
       return;
