@@ -123,6 +123,10 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       if (report.concurrency) this.log(`Concurrency: ${describeConcurrency(report.concurrency)}`);
     }
     this.notice(embeddedSandboxLine(report.target));
+    // A refused ending is never silent: the summary lists it among the warnings; --quiet and --json still get it on stderr.
+    if (this.jsonEnabled() || this.logLevel === 'quiet') {
+      for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) process.stderr.write(`warning: ${g.message}\n`);
+    }
     return report;
   }
 }

@@ -100,8 +100,9 @@ describe('care teams (onMissing: end on the assignments)', () => {
 
   it('a file cut to its header ends nothing, exits 5 and says why', async () => {
     writeFileSync(file, `${original.header}\n`);
-    const { code, report } = await clinic.run();
+    const { code, report, stderr } = await clinic.run();
     expect(code).toBe(5);
+    expect(stderr).toContain('warning: careteam: would end 28 of 28 care teams'); // never silent, even under --json
     expect(report.exitCode).toBe(5);
     expect(report.endingGuard!.careteam).toMatchObject({ wouldEnd: 28, loaded: 28, rowsRead: 0, allowed: false, reason: 'empty-source' });
     expect(report.warnings.join('\n')).toContain('--allow-ending 100%');
@@ -175,8 +176,9 @@ describe('patients (onMissing: end on the patient mapping: deactivation)', () =>
     expect(await inactivePatients(T)).toBe(0);
 
     writeFileSync(file, `${original.header}\n`);
-    const { code, report } = await clinic.run();
+    const { code, report, stderr } = await clinic.run();
     expect(code).toBe(5);
+    expect(stderr).toContain('warning: patient: would deactivate 30 of 30 patients'); // never silent, even under --json
     expect(report.endingGuard!.patient).toMatchObject({ wouldEnd: 30, loaded: 30, rowsRead: 0, allowed: false, reason: 'empty-source' });
     expect(report.warnings.join('\n')).toContain('patient: would deactivate 30 of 30 patients (100 %), but its source has no data rows');
     expect(await inactivePatients(T)).toBe(0);
