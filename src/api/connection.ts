@@ -147,7 +147,9 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   const connections = positiveInt('connections', '--connections');
   const maxRetryAfterMs = pick('maxRetryAfterMs') ?? CONNECTION_DEFAULTS.maxRetryAfterMs;
   if (!Number.isFinite(maxRetryAfterMs) || maxRetryAfterMs < 0 || maxRetryAfterMs > MAX_TIMER_MS) {
-    issues.push(issue.invalid(`Expected \`--max-retry-after\` to be a duration from 0 to ${MAX_TIMER_MS} ms, got \`${maxRetryAfterMs}\``, { path: 'maxRetryAfterMs' }));
+    issues.push(
+      issue.invalid(`Expected \`--max-retry-after\` to be a duration from 0 to ${MAX_TIMER_MS} ms, got \`${maxRetryAfterMs}\``, { path: 'maxRetryAfterMs' }),
+    );
   }
 
   if (issues.length) {

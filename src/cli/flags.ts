@@ -76,8 +76,7 @@ export const flag = {
   'page-size': integer({ description: 'page size of a listing', min: 1 }),
   // issue 24 (gateway): a DURATION (`90`, `90s`, `2m`, `1h`, `500ms`; bare = seconds), parsed to ms.
   'max-retry-after': Flags.custom<number>({
-    description:
-      "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
+    description: "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
     helpGroup: 'CONNECTION',
     parse: async (input) => {
       const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(input);

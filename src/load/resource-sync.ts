@@ -380,16 +380,13 @@ export class ResourceSync {
       const created = await this.#call(() => client.create(item.type, item.resource));
       // The client checked the answer (type, a safe id, not one it was given for another create of this run);
       // an id the ledger holds for another key is no more believable: the outcome is unknown.
+      // Nor is an id the listing made before this create already held (another resource, loaded by another writer).
       const owner = this.#owners.get(created.id);
       const recorded = owner === undefined ? scope.keyOfServerId(this.#type, created.id) : undefined;
-      if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key))) {
-        this.#deferred.push({
-          item,
-          hash,
-          matchValue,
-          earlier: false,
-          why: `the server answered the create with ${this.#type}/${created.id}, which the state holds for another key`,
-        });
+      const listedBefore = owner === undefined && this.deps.indexes.peek(this.#type)?.get(created.id) !== undefined;
+      if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key)) || listedBefore) {
+        const holder = listedBefore && !recorded ? 'which the server held before this create' : 'which the state holds for another key';
+        this.#deferred.push({ item, hash, matchValue, earlier: false, why: `the server answered the create with ${this.#type}/${created.id}, ${holder}` });
         return { kind: 'deferred' };
       }
       this.#owners.set(created.id, item.key);
