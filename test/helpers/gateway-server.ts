@@ -1,7 +1,7 @@
 /**
  * A working store on 127.0.0.1 behind a misbehaving API gateway (issue 24, item 4), for e2e tests of what care-etl
  * believes of an answer:
- * - `commitThen`: every `every`-th create is STORED, then answered `status` (502/503/504) with an HTML body (and
+ * - `commitThen`: every `every`-th create is STORED, then answered `status` (500/502/503/504) with an HTML body (and
  *   `Retry-After: 1`), as a gateway does when the backend is slow;
  * - `throttle`: once `afterCreates` creates succeeded, every request is answered 429 with this `Retry-After`;
  * - `seed` + `answerIdOnce`: resources stored before the run; the first create of `answerIdOnce.type` is stored
@@ -12,7 +12,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface GatewayOptions {
-  commitThen?: { status: 502 | 503 | 504; every: number };
+  commitThen?: { status: 500 | 502 | 503 | 504; every: number };
   throttle?: { retryAfter: string; afterCreates: number };
   seed?: Record<string, unknown>[];
   answerIdOnce?: { type: string; id: string };
