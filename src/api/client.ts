@@ -1,5 +1,5 @@
 import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
-import type { ConnectionSettings } from './connection.js';
+import { CONNECTION_DEFAULTS, type ConnectionSettings } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
   ApiError,
@@ -7,6 +7,7 @@ import {
   isSafeId,
   ProtocolError,
   ResponseTooLargeError,
+  RetryAfterTooLongError,
   sentTextValues,
   TransportError,
   type Operation,
@@ -137,16 +138,19 @@ function parseRetryAfter(value: string | string[] | undefined): number | undefin
 
 /**
  * Which failures may be repeated without risk of a duplicate:
- * - 429 and 503: the server says it did not process the request (Retry-After honoured);
- * - 502/504 and lost answers: only for GET/PUT/PATCH (repeating them converges to the same state);
- *   for a create they mean "maybe stored", so the loader reconciles instead of re-sending;
+ * - 429: the server refused the request before processing it (Retry-After honoured, up to `--max-retry-after`);
+ * - 502/503/504 and lost answers: only for GET/PUT/PATCH (repeating them converges to the same state). For a
+ *   create, ANY 5xx — a 503 with Retry-After included: a gateway answers it after the backend stored the create —
+ *   means "maybe stored", so the loader reconciles instead of re-sending (docs/design/retry.md);
  * - connections that never carried the request (refused, connect time-out): always.
  */
 export function classifyRetry(err: unknown): RetryDecision {
   if (err instanceof AuthenticationError) return { retry: false };
   if (err instanceof ApiError) {
-    if (err.status === 429 || err.status === 503) return { retry: true, delayMs: err.retryAfterMs, reason: `HTTP ${err.status}` };
-    if ((err.status === 502 || err.status === 504) && err.method !== 'POST') return { retry: true, reason: `HTTP ${err.status}` };
+    if (err.status === 429) return { retry: true, delayMs: err.retryAfterMs, reason: `HTTP ${err.status}` };
+    if (err.method === 'POST') return { retry: false };
+    if (err.status === 503) return { retry: true, delayMs: err.retryAfterMs, reason: `HTTP ${err.status}` };
+    if (err.status === 502 || err.status === 504) return { retry: true, reason: `HTTP ${err.status}` };
     return { retry: false };
   }
   if (err instanceof TransportError) {
@@ -403,10 +407,15 @@ export class CareClient {
     if (this.#ownsDispatcher) await this.#dispatcher.close();
   }
 
+  /** Retry options honouring Retry-After up to `--max-retry-after` (a longer one stops the command: see `answerOf`). */
+  retryOptions(retry: RetryOptions = {}): RetryOptions {
+    return { retryAfterCapMs: this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs, ...retry };
+  }
+
   #single(call: Call): Promise<unknown> {
     const retry = call.retry ?? this.#retry;
     if (retry === false) return this.#attempt(call);
-    return withRetry(() => this.#attempt(call), classifyRetry, { ...retry, signal: call.signal ?? retry.signal });
+    return withRetry(() => this.#attempt(call), classifyRetry, { ...this.retryOptions(retry), signal: call.signal ?? retry.signal });
   }
 
   /**
@@ -468,7 +477,7 @@ export class CareClient {
         status = 'error';
         throw noAnswer(err, true);
       }
-      return answerOf(call, path, res, raw, maxResponseBytes);
+      return answerOf(call, path, res, raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);
     } finally {
       clearTimeout(timer);
       call.signal?.removeEventListener('abort', forward);
@@ -481,7 +490,7 @@ export class CareClient {
  * What a fully read answer means: the JSON object of a 2xx, else the error its status says (401/403: an
  * `AuthenticationError`). `raw` undefined = the body was over `maxResponseBytes`.
  */
-function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: Buffer | undefined, maxResponseBytes: number): unknown {
+function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: Buffer | undefined, maxResponseBytes: number, maxRetryAfterMs: number): unknown {
   const ok = res.statusCode >= 200 && res.statusCode < 300;
   if (raw === undefined && ok) {
     throw new ResponseTooLargeError(
@@ -521,5 +530,10 @@ function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: B
     sentValues: call.body === undefined ? undefined : sentTextValues(call.body),
   };
   if (res.statusCode === 401 || res.statusCode === 403) throw new AuthenticationError(init);
+  // A wait the retry would honour (see classifyRetry), longer than the cap: stop rather than hold the run for hours.
+  const honoured = res.statusCode === 429 || (res.statusCode === 503 && call.method !== 'POST');
+  if (honoured && init.retryAfterMs !== undefined && init.retryAfterMs > maxRetryAfterMs) {
+    throw new RetryAfterTooLongError({ ...init, retryAfterMs: init.retryAfterMs, capMs: maxRetryAfterMs });
+  }
   throw new ApiError(init);
 }

@@ -34,6 +34,11 @@ export interface ConnectionSettings {
   maxPages: number;
   /** Keep-alive sockets to the origin. */
   connections: number;
+  /**
+   * Longest Retry-After honoured, ms (default 120 000, `--max-retry-after`); a longer one stops the command
+   * (RetryAfterTooLongError, exit 3). Optional so that hand-built settings keep the default.
+   */
+  maxRetryAfterMs?: number;
 }
 
 export const CONNECTION_DEFAULTS = {
@@ -42,6 +47,7 @@ export const CONNECTION_DEFAULTS = {
   maxResponseBytes: 32 * 1024 * 1024,
   maxPages: 100_000,
   connections: 32,
+  maxRetryAfterMs: 120_000,
 } as const;
 /** Above this a body could not be decoded into one string anyway (V8's string length limit is ~512 MiB). */
 export const MAX_RESPONSE_BYTES_LIMIT = 256 * 1024 * 1024;
@@ -60,6 +66,7 @@ export interface ConnectionInput {
   maxResponseBytes?: number;
   maxPages?: number;
   connections?: number;
+  maxRetryAfterMs?: number;
   /**
    * `--sandbox` (command line only; `resolveConnection` ignores it): load into the embedded sandbox even when CARE_*
    * variables, `CI` or the mapping's `target:` suggest a real server (src/target/open-target.ts).
@@ -138,6 +145,12 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
   const maxResponseBytes = positiveInt('maxResponseBytes', '--max-response-bytes', MAX_RESPONSE_BYTES_LIMIT);
   const maxPages = positiveInt('maxPages', '--max-pages');
   const connections = positiveInt('connections', '--connections');
+  const maxRetryAfterMs = pick('maxRetryAfterMs') ?? CONNECTION_DEFAULTS.maxRetryAfterMs;
+  if (!Number.isFinite(maxRetryAfterMs) || maxRetryAfterMs < 0 || maxRetryAfterMs > MAX_TIMER_MS) {
+    issues.push(
+      issue.invalid(`Expected \`--max-retry-after\` to be a duration from 0 to ${MAX_TIMER_MS} ms, got \`${maxRetryAfterMs}\``, { path: 'maxRetryAfterMs' }),
+    );
+  }
 
   if (issues.length) {
     throw new CareEtlError('The connection settings are incomplete or invalid', {
@@ -158,6 +171,7 @@ export function resolveConnection(...layers: (ConnectionInput | undefined)[]): C
     maxResponseBytes,
     maxPages,
     connections,
+    maxRetryAfterMs,
   };
 }
 

@@ -103,9 +103,42 @@ export class ApiError extends CareEtlError {
     this.retryAfterMs = init.retryAfterMs;
   }
 
+  /**
+   * A create answered with any 5xx: maybe stored (a gateway answers 502/503/504 after the backend committed), so
+   * never re-sent blindly — reconciled through the server index first, like a lost answer.
+   */
+  get ambiguous(): boolean {
+    return this.operation === 'create' && this.status >= 500;
+  }
+
   override toIssues(): Issue[] {
     const head = issue.error(`http-${this.status}`, this.message);
     return [head, ...this.issues.map((i) => ({ ...i }))];
+  }
+}
+
+/**
+ * A 429/503 whose Retry-After asks for a longer wait than `--max-retry-after` (seconds or an HTTP-date, e.g. in
+ * 2099): waiting would hold the run for hours, so the command stops (exit 3); what was loaded stays recorded.
+ */
+export class RetryAfterTooLongError extends CareEtlError {
+  readonly retryAfterMs: number;
+  readonly capMs: number;
+
+  constructor(init: { status: number; operation: Operation; resourceType: string; method: string; path: string; retryAfterMs: number; capMs: number }) {
+    const asked = Math.ceil(init.retryAfterMs / 1000);
+    const cap = Math.round(init.capMs / 1000);
+    super(
+      `${init.operation} ${init.resourceType}: HTTP ${init.status}: the server asked to wait ${asked} s (Retry-After), more than --max-retry-after ${cap} s: stopped (${init.method} ${init.path})`,
+      { hint: 'Run again later (re-runs are safe: what was loaded stays recorded), or raise --max-retry-after.', exitCode: ExitCode.incomplete },
+    );
+    this.name = 'RetryAfterTooLongError';
+    this.retryAfterMs = init.retryAfterMs;
+    this.capMs = init.capMs;
+  }
+
+  override toIssues(): Issue[] {
+    return [issue.error('retry-after-too-long', this.message)];
   }
 }
 

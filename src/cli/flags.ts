@@ -74,6 +74,18 @@ export const flag = {
   out: Flags.custom<string>({ description: 'output file' }),
   limit: integer({ description: 'entries shown at most', min: 0 }),
   'page-size': integer({ description: 'page size of a listing', min: 1 }),
+  // issue 24 (gateway): a DURATION (`90`, `90s`, `2m`, `1h`, `500ms`; bare = seconds), parsed to ms.
+  'max-retry-after': Flags.custom<number>({
+    description: "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
+    helpGroup: 'CONNECTION',
+    parse: async (input) => {
+      const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(input);
+      if (!m) throw new Error(`Expected \`--max-retry-after\` to be a duration such as 120, 120s, 2m or 500ms, got \`${input}\``);
+      const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+      if (ms > 2_147_483_647) throw new Error(`Expected \`--max-retry-after\` to be at most 596h, got \`${input}\``);
+      return Math.round(ms);
+    },
+  }),
   'index-page-size': integer({
     description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000; a server that refuses _count is asked without it)",
     min: 0,

@@ -62,6 +62,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     state: flag.state(),
     progress: flag.progress(),
     ...connectionFlags,
+    'max-retry-after': flag['max-retry-after'](),
   };
 
   async run(): Promise<ExportResult> {
@@ -96,7 +97,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         query: flags.query,
         pageSize: flags['page-size'],
         statePath: flags.state,
-        connection: connectionFromFlags(flags),
+        connection: { ...connectionFromFlags(flags), maxRetryAfterMs: flags['max-retry-after'] },
         onTarget: (t) => {
           // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
           if (t.embedded)

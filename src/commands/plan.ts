@@ -33,6 +33,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
     }),
     progress: flag.progress({ options: ['auto', 'lines', 'none'] }),
     ...connectionFlags,
+    'max-retry-after': flag['max-retry-after'](),
   };
 
   async run(): Promise<PlanDocument | ErrorJson> {
@@ -52,7 +53,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
     try {
       const report = await planPipeline({
         mappingFile: args.mapping,
-        connection: connectionFromFlags(flags),
+        connection: { ...connectionFromFlags(flags), maxRetryAfterMs: flags['max-retry-after'] },
         statePath: flags.state,
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
         indexPageSize: flags['index-page-size'],

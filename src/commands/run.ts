@@ -46,6 +46,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     'allow-ending': flag['allow-ending'](),
     progress: flag.progress(),
     ...connectionFlags,
+    'max-retry-after': flag['max-retry-after'](),
   };
 
   async run(): Promise<RunResult> {
@@ -70,6 +71,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         // socket would look like a queueing server to the discovery).
         connection: {
           ...connectionFromFlags(flags),
+          maxRetryAfterMs: flags['max-retry-after'],
           connections: Math.max(CONNECTION_DEFAULTS.connections, flags.concurrency ?? flags['max-concurrency'] ?? DEFAULT_MAX_CONCURRENCY),
         },
         dryRun: flags['dry-run'],

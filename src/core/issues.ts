@@ -102,6 +102,8 @@ export const ISSUE_CODES = [
   // issue 22 part 5 (regex): a pattern the linear-time engine cannot run; a source file that is not text
   'regex-unsupported',
   'source-not-text',
+  // issue 24 part "gateway": a Retry-After longer than --max-retry-after stops the run
+  'retry-after-too-long',
 ] as const;
 
 /**
@@ -192,6 +194,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   // regex
   'regex-unsupported': 'a regular expression the linear-time engine cannot run',
   'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
+  // gateway
+  'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

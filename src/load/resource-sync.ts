@@ -1,6 +1,6 @@
 import type { CareClient } from '../api/client.js';
 import { classifyRetry } from '../api/client.js';
-import { ApiError, ProtocolError, TransportError } from '../api/errors.js';
+import { ApiError, ProtocolError, RetryAfterTooLongError, TransportError } from '../api/errors.js';
 import type { Resource } from '../api/types.js';
 import { hasCode, issue, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
@@ -161,7 +161,7 @@ export class ResourceSync {
           }
         }),
       classifyRetry,
-      this.deps.retry,
+      this.deps.client.retryOptions(this.deps.retry),
     );
   }
 
@@ -380,16 +380,13 @@ export class ResourceSync {
       const created = await this.#call(() => client.create(item.type, item.resource));
       // The client checked the answer (type, a safe id, not one it was given for another create of this run);
       // an id the ledger holds for another key is no more believable: the outcome is unknown.
+      // Nor is an id the listing made before this create already held (another resource, loaded by another writer).
       const owner = this.#owners.get(created.id);
       const recorded = owner === undefined ? scope.keyOfServerId(this.#type, created.id) : undefined;
-      if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key))) {
-        this.#deferred.push({
-          item,
-          hash,
-          matchValue,
-          earlier: false,
-          why: `the server answered the create with ${this.#type}/${created.id}, which the state holds for another key`,
-        });
+      const listedBefore = owner === undefined && this.deps.indexes.peek(this.#type)?.get(created.id) !== undefined;
+      if ((owner !== undefined && owner !== item.key) || (recorded && (recorded.mapping !== item.mapping || recorded.key !== item.key)) || listedBefore) {
+        const holder = listedBefore && !recorded ? 'which the server held before this create' : 'which the state holds for another key';
+        this.#deferred.push({ item, hash, matchValue, earlier: false, why: `the server answered the create with ${this.#type}/${created.id}, ${holder}` });
         return { kind: 'deferred' };
       }
       this.#owners.set(created.id, item.key);
@@ -404,12 +401,12 @@ export class ResourceSync {
       });
       return { kind: 'created', serverId: created.id };
     } catch (err) {
-      // Maybe stored: a lost answer (time-out, reset after sending, 502/504) or a 2xx answer that cannot be
-      // believed (ProtocolError.ambiguous: no id, an unsafe or reused id, another type, not JSON, too large).
+      if (err instanceof RetryAfterTooLongError) throw err; // the run stops; the intent stays pending
+      // Maybe stored: a lost answer (time-out, reset after sending), any 5xx (ApiError.ambiguous: a gateway's
+      // 502/503/504 after the backend committed) or a 2xx answer that cannot be believed (ProtocolError.ambiguous:
+      // no id, an unsafe or reused id, another type, not JSON, too large).
       const maybeStored =
-        (err instanceof TransportError && err.ambiguous) ||
-        (err instanceof ProtocolError && err.ambiguous) ||
-        (err instanceof ApiError && (err.status === 502 || err.status === 504));
+        (err instanceof TransportError && err.ambiguous) || (err instanceof ProtocolError && err.ambiguous) || (err instanceof ApiError && err.ambiguous);
       if (maybeStored) {
         this.#deferred.push({ item, hash, matchValue, earlier: false, why: (err as Error).message });
         return { kind: 'deferred' };
@@ -440,6 +437,7 @@ export class ResourceSync {
       this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: updated.meta?.versionId, hash, runId });
       return endedMembers.length ? { kind: 'updated', serverId: id, endedMembers } : { kind: 'updated', serverId: id };
     } catch (err) {
+      if (err instanceof RetryAfterTooLongError) throw err;
       // The entry is left as it was (synced with the last hash the server accepted): the changed content still
       // differs from that hash, so the next run retries the update — and should the key leave the export, the
       // entry is still "synced", so `onMissing: end` still ends the resource (a `rejected` entry never is).
@@ -769,6 +767,7 @@ export class ResourceSync {
         scope.markEnded(entry.mapping, entry.key, end, updated.meta?.versionId);
         ended.push({ key: entry.key, serverId: id });
       } catch (err) {
+        if (err instanceof RetryAfterTooLongError) throw err;
         failed.push({ key: entry.key, issues: issuesOf(err) });
       }
     }
