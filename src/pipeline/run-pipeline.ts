@@ -108,6 +108,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let scope: LedgerScope | undefined;
   let client: CareClient | undefined;
   let disposeState: (() => void) | undefined;
+  let releaseState: (() => void) | undefined;
   let runId: number | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
@@ -125,9 +126,12 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry);
       report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
-      const opened = await mode.openState(report.statePath, target.scopeUrl, target.settings.tenantId);
+      const lease = { waitMs: opts.waitForLockMs, onNotice: opts.onLockNotice, signal: opts.signal };
+      const opened = await mode.openState(report.statePath, target.scopeUrl, target.settings.tenantId, lease);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
+      releaseState = opened.beforeClose;
+      if (opened.warning) report.warnings.push(opened.warning);
       if (mode.recordsRun) {
         runId = scope.beginRun({ mappingFile, dryRun });
         report.runId = runId;
@@ -153,6 +157,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         /* the run's own error matters more */
       }
     }
+    releaseState?.();
     ledger?.close();
     disposeState?.();
     await client?.close();
