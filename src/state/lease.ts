@@ -76,7 +76,8 @@ function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number)
   return ledger.guard('taking the run lease', () =>
     ledger.immediateTransaction(() => {
       const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
-      const stale = row !== undefined && row.released === 0 && now.getTime() - Date.parse(row.heartbeat_at) > staleMs;
+      // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
+      const stale = row !== undefined && row.released === 0 && (now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
       if (row && row.released === 0 && !stale) return { heldBy: holderOf(row) };
       const token = (row?.token ?? 0) + 1;
       const iso = now.toISOString();
@@ -125,7 +126,7 @@ export async function acquireLease(ledger: Ledger, scopeId: number, opts: LeaseO
 
 function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFrom?: LeaseHolder }, opts: LeaseOptions): HeldLease {
   const now = opts.now ?? (() => new Date());
-  if (got.tookOverFrom) opts.onNotice?.(`took over a stale lease: ${describeHolder(got.tookOverFrom, now())} (its heartbeat stopped: the process died)`);
+  if (got.tookOverFrom) opts.onNotice?.(`took over a stale lease: ${describeHolder(got.tookOverFrom, now())} (its process is gone or its heartbeat stopped)`);
   ledger.holdLease(scopeId, got.token);
   const beat = setInterval(() => {
     try {
@@ -150,6 +151,16 @@ function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFro
       }
     },
   };
+}
+
+function deadHere(row: LeaseRow): boolean {
+  if (row.host !== hostname()) return false;
+  try {
+    process.kill(row.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as { code?: unknown }).code === 'ESRCH';
+  }
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
