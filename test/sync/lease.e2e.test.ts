@@ -98,15 +98,17 @@ describe('the run lease on the local state', () => {
     const dir = copyTree('examples/clinic');
     const mapping = join(dir, 'mapping.yaml');
     const state = join(dir, 'shared-state.db');
-    sb.setFaults({ latencyMs: 20 });
+    const args = (t: string) => ['run', mapping, '--concurrency', '1', '--progress', 'none', '--state', state, '--rejects', join(dir, `${t}.rejects.ndjson`)];
+    sb.setFaults({ latencyMs: 150 }); // each run lasts seconds: they overlap
     try {
-      const [a, b] = await Promise.all(
-        ['t-a', 't-b'].map((t) =>
-          runCli(['run', mapping, '--progress', 'none', '--state', state, '--rejects', join(dir, `${t}.rejects.ndjson`)], { env: env(t) }),
-        ),
-      );
-      expect(a.code, a.stderr).toBe(1);
-      expect(b.code, b.stderr).toBe(1);
+      const a = start(args('t-a'), 't-a');
+      await until(() => a.exited() || count('t-a') >= 2, 10);
+      const b = start(args('t-b'), 't-b');
+      await until(() => b.exited() || count('t-b') >= 2, 10);
+      expect(a.exited(), 'both runs were loading at the same time').toBe(false);
+      const [ra, rb] = await Promise.all([a.done, b.done]);
+      expect(ra.code, ra.stderr).toBe(1); // the example's rows with errors
+      expect(rb.code, rb.stderr).toBe(1);
     } finally {
       sb.setFaults(undefined);
     }
