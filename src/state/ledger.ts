@@ -444,8 +444,7 @@ export class Ledger {
     const token = this.leases.get(scopeId);
     if (token === undefined) return;
     const row = this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
-      | { token: number; released: number; host: string; pid: number; since: string }
-      | undefined;
+      { token: number; released: number; host: string; pid: number; since: string } | undefined;
     if (row && row.token === token && row.released === 0) return;
     const by = row && row.token !== token ? `: host ${row.host} (pid ${row.pid}) took it over at ${row.since}` : '';
     throw new CareEtlError(`This run lost its lease on state file ${this.path}${by}; it stopped before its next write.`, {

@@ -53,7 +53,11 @@ describe('run lease', () => {
     const runId = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
     const err = await refusal(lease(connect(), 't1'));
     expect(err.exitCode).toBe(ExitCode.incomplete);
-    expect(err.message).toMatch(new RegExp(`another run holds this state: run ${runId} on host ${hostname()} \\(pid ${process.pid}\\) since \\d{4}-\\d\\d-\\d\\dT[\\d:]+Z, last seen \\d+ s ago`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `another run holds this state: run ${runId} on host ${hostname()} \\(pid ${process.pid}\\) since \\d{4}-\\d\\d-\\d\\dT[\\d:]+Z, last seen \\d+ s ago`,
+      ),
+    );
     expect(err.hint).toMatch(/--wait-for-lock 10m/);
     first.release();
     const second = await lease(connect(), 't1');

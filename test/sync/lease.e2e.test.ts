@@ -56,7 +56,9 @@ describe('the run lease on the local state', () => {
       expect(first.exited(), 'the first run was still running when the second gave up').toBe(false);
       expect(second.code, second.stderr).toBe(3);
       expect(second.stderr).toMatch(
-        new RegExp(`another run holds this state: run 1 on host ${hostname()} \\(pid ${first.child.pid}\\) since \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ, last seen \\d+ s ago`),
+        new RegExp(
+          `another run holds this state: run 1 on host ${hostname()} \\(pid ${first.child.pid}\\) since \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ, last seen \\d+ s ago`,
+        ),
       );
       expect(second.stderr).toMatch(/--wait-for-lock 10m/);
 
