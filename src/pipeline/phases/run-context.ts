@@ -27,8 +27,7 @@ import type { MappingCounts, RunReport } from '../run-report.js';
 export interface OpenedState {
   ledger: Ledger;
   scope: LedgerScope;
-  /** Before the ledger closes (the run lease's release). */
-  beforeClose?: () => void;
+  /** What to release after the run, called before `ledger.close()` (the run lease; a plan's copy closes the ledger itself). */
   dispose?: () => void;
   /** A stale lease was taken over: said in the report's warnings. */
   warning?: string;
@@ -137,7 +136,7 @@ export async function openLeasedLedger(statePath: string, scopeUrl: string, tena
   try {
     const lease = await acquireLease(opened.ledger, opened.ledger.scopeIdOf(opened.scope), request);
     const from = lease.tookOverFrom;
-    return { ...opened, beforeClose: () => lease.release(), warning: from ? `took over the stale lease of ${describeHolder(from, new Date())}` : undefined };
+    return { ...opened, dispose: () => lease.release(), warning: from ? `took over the stale lease of ${describeHolder(from, new Date())}` : undefined };
   } catch (err) {
     opened.ledger.close();
     throw err;
