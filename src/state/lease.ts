@@ -74,7 +74,7 @@ type Attempt = { token: number; tookOverFrom?: LeaseHolder } | { heldBy: LeaseHo
 /** One try, in one IMMEDIATE transaction: free, released or stale → ours with the next token. */
 function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number): Attempt {
   return ledger.guard('taking the run lease', () =>
-    ledger.immediateTransaction(() => {
+    ledger.rawTransaction(() => {
       const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
       // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
       const stale = row !== undefined && row.released === 0 && (now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));

@@ -421,7 +421,9 @@ export class Ledger {
   /** Runs `fn` in one transaction (nestable). Nothing in it is durable before it returns. */
   transaction<T>(fn: () => T): T {
     // Errors thrown by `fn` pass through untouched (our own statements already wrap theirs).
-    return this.guard('a transaction', () => this.db.transaction(fn)());
+    // IMMEDIATE: the write lock at BEGIN, where busy_timeout applies (a deferred read upgraded to a write after
+    // another connection's commit fails at once with SQLITE_BUSY_SNAPSHOT).
+    return this.guard('a transaction', () => this.db.transaction(fn).immediate());
   }
 
   /** @internal The id of a scope of this ledger (the lease's key). */
@@ -454,11 +456,6 @@ export class Ledger {
   }
 
   /** @internal */
-  immediateTransaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
-  }
-
-  /** @internal */
   nowIso(): string {
     return this.now().toISOString();
   }
@@ -488,7 +485,7 @@ export class Ledger {
 
   /** @internal */
   rawTransaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.db.transaction(fn).immediate();
   }
 }
 
