@@ -52,8 +52,19 @@ describe('the run lease on the local state', () => {
     try {
       const first = start(['run', mapping, '--concurrency', '1', '--progress', 'none'], 't-held');
       await until(() => first.exited() || count('t-held') >= 2, 10);
-      const second = await runCli(['run', mapping, '--progress', 'none'], { env: env('t-held') });
-      expect(first.exited(), 'the first run was still running when the second gave up').toBe(false);
+      const [second, rebuild, check] = await Promise.all(
+        [
+          ['run', mapping],
+          ['state', 'rebuild', mapping],
+          ['state', 'check', mapping],
+        ].map((a) => runCli([...a, '--progress', 'none'], { env: env('t-held') })),
+      );
+      expect(first.exited(), 'the first run was still running when the others ended').toBe(false);
+      // state rebuild writes the ledger: it needs the lease; state check writes nothing: it reads beside the run.
+      expect(rebuild.code, rebuild.stderr).toBe(3);
+      expect(rebuild.stderr).toMatch(/another run holds this state: run 1 on host/);
+      expect(check.stderr).not.toMatch(/another run holds/);
+      expect(check.code, check.stderr).not.toBe(3);
       expect(second.code, second.stderr).toBe(3);
       expect(second.stderr).toMatch(
         new RegExp(
@@ -74,6 +85,12 @@ describe('the run lease on the local state', () => {
     }
     await expectEachOnce('t-held');
   }, 120_000);
+
+  it('--wait-for-lock takes a duration: anything else is a usage error (exit 2)', async () => {
+    const r = await runCli(['run', join(copyTree('examples/clinic'), 'mapping.yaml'), '--wait-for-lock', 'soon'], { env: env('t-held') });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/Expected `--wait-for-lock` to be a duration like 30s, 10m or 1h, got `soon`/);
+  });
 
   it("a SIGKILLed holder's lease is taken over: the next run completes and creates nothing twice", async () => {
     const dir = copyTree('examples/clinic');
