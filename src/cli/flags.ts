@@ -119,6 +119,15 @@ export const flag = {
     'max-concurrency',
     `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
   ),
+  'wait-for-lock': Flags.custom<number>({
+    description:
+      'another run holds the lease of this server and tenant in the state: wait up to this long for it (e.g. 90s, 10m, 1h; a plain number is seconds), a line every 30 s, instead of exit 3 at once',
+    parse: async (input) => {
+      const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/.exec(input.trim());
+      if (!m) throw new Error(`Expected \`--wait-for-lock\` to be a duration like 30s, 10m or 1h, got \`${input}\``);
+      return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
+    },
+  }),
   'max-errors': integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
   'only-rejected': booleanFlag({
     description:

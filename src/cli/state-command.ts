@@ -14,7 +14,7 @@ export const stateFlags = {
   ...connectionFlags,
 };
 
-type StateFlags = { state?: string; 'index-page-size'?: number; progress: string } & Parameters<typeof connectionFromFlags>[0];
+type StateFlags = { state?: string; 'index-page-size'?: number; progress: string; 'wait-for-lock'?: number } & Parameters<typeof connectionFromFlags>[0];
 
 /** Runs `checkState` or `rebuildState` for a thin command: progress lines on stderr, a table per mapping, exit code set. */
 export async function runStateCommand(cmd: CommandShell, mapping: string, flags: StateFlags, record: boolean): Promise<RunReport | ErrorJson> {
@@ -33,6 +33,8 @@ export async function runStateCommand(cmd: CommandShell, mapping: string, flags:
       connection: connectionFromFlags(flags),
       statePath: flags.state,
       indexPageSize: flags['index-page-size'],
+      waitForLockMs: flags['wait-for-lock'],
+      onLockNotice: (l) => process.stderr.write(`${l}\n`),
       onEvent: progress?.onEvent,
       onRequest: cmd.onRequest,
       signal: cmd.signal,

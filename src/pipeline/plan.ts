@@ -113,8 +113,8 @@ export function readOnlyScope(scope: LedgerScope): LedgerScope {
 }
 
 /**
- * The state ledger as a plan reads it: a consistent copy of the state file (SQLite online backup, taken under
- * the same exclusive lock a run holds, so never half of a run's writes), opened from a private temporary folder
+ * The state ledger as a plan reads it: a consistent copy of the state file (`VACUUM INTO`, one read transaction: never
+ * half of a write transaction; a plan takes no run lease, so during a run it sees what that run has done so far), opened from a private temporary folder
  * (0700, the copy 0600: it holds source keys) and removed by `dispose`. The real file's content is never written —
  * not even the scope row a new server or tenant would get; only a WAL left by a killed run is folded into it when the
  * snapshot's connection closes (SQLite's own recovery, which the next run would do: same content). No state file:
@@ -130,14 +130,12 @@ export async function openLedgerSnapshot(path: string, opts: { busyTimeoutMs?: n
     let db: InstanceType<typeof Database> | undefined;
     try {
       db = new Database(path, { fileMustExist: true, timeout: opts.busyTimeoutMs ?? 5000 });
-      db.pragma('locking_mode = EXCLUSIVE');
-      db.exec('BEGIN IMMEDIATE; COMMIT;'); // the lock now: a run in progress makes this fail, not a torn copy
-      await db.backup(copy);
+      db.prepare('VACUUM INTO ?').run(copy);
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code;
       if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-        throw new CareEtlError(`State file ${path} is in use by another care-etl process; a plan reads it once that run ends.`, {
-          hint: 'wait for the other run to finish, or plan against a different state file with --state',
+        throw new CareEtlError(`State file ${path} stayed locked by another process past the busy timeout; the plan could not read it.`, {
+          hint: 'retry when the other process is done, or plan against a different state file with --state',
           cause: err,
           exitCode: ExitCode.incomplete,
         });

@@ -49,6 +49,10 @@ export interface RunOptions {
   /** `_count` asked for when listing the server to reconcile (default 1000; 0 = the server's own page size). */
   indexPageSize?: number;
   retry?: RetryOptions;
+  /** `--wait-for-lock`: how long a run waits for the lease another run holds on the same server and tenant (default 0: exit 3 at once). */
+  waitForLockMs?: number;
+  /** Lines about the run lease (waiting, a stale lease taken over), for stderr. */
+  onLockNotice?: (line: string) => void;
   /** The embedded sandbox's data file when no target is configured (default `.care-etl/sandbox.db`). */
   sandboxDataFile?: string;
   onEvent?: (e: RunEvent) => void;

@@ -23,7 +23,7 @@ import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-tar
 import { resolveAllowEnding } from './ending-settings.js';
 import type { PhaseOptions, RunOptions } from './run-options.js';
 import { emptyCounts, type MappingCounts, type RunReport } from './run-report.js';
-import { openMappingPhase, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
+import { openMappingPhase, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
@@ -124,8 +124,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry);
-      report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
-      const opened = await mode.openState(report.statePath, target.scopeUrl, target.settings.tenantId);
+      const opened = await openRunState(mode, report, target, opts, careDir);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
       if (mode.recordsRun) {
@@ -153,13 +152,22 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         /* the run's own error matters more */
       }
     }
+    disposeState?.(); // before the close: a run's lease is released through its ledger
     ledger?.close();
-    disposeState?.();
     await client?.close();
     await target?.close();
     closeLookups(mapping.lookups);
   }
   return report;
+}
+
+/** The state as the mode opens it, under the run lease if the mode takes one; a stale lease taken over is a warning. */
+async function openRunState(mode: RunMode, report: RunReport, target: Target, opts: RunOptions, careDir: string): Promise<OpenedState> {
+  report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
+  const lease = { waitMs: opts.waitForLockMs, onNotice: opts.onLockNotice, signal: opts.signal };
+  const opened = await mode.openState(report.statePath, target.scopeUrl, target.settings.tenantId, lease);
+  if (opened.warning) report.warnings.push(opened.warning);
+  return opened;
 }
 
 /** Each type's file exists (emptied) from the start: a type whose rows are all rejected leaves no stale output. */

@@ -1,7 +1,8 @@
 /**
  * Durable ledger (better-sqlite3): source key → server id, content hash, create intents, watermarks. An intent
- * to create is committed before the POST is sent; WAL + synchronous=NORMAL, one writer (EXCLUSIVE lock), 0600.
- * Design: docs/design/ledger.md.
+ * to create is committed before the POST is sent; WAL + synchronous=NORMAL, 0600. One run per (server, tenant):
+ * the run lease (lease.ts), checked by every write of a leased scope (the fence); short transactions, so runs on
+ * other scopes of the same file go on in parallel. Design: docs/design/ledger.md.
  */
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
@@ -137,15 +138,15 @@ export interface LedgerScope {
 export interface LedgerOptions {
   /** 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss. */
   synchronous?: 'NORMAL' | 'FULL';
-  /** Hold an exclusive lock on the file while open (default true): one writer per state file. */
+  /** Hold an exclusive lock on the file while open (default false: the run lease keeps one run per scope). */
   exclusive?: boolean;
-  /** How long to wait for a lock held by another connection (default 5000 ms). */
+  /** How long one statement waits for another connection's write transaction (default 5000 ms); then a clear error. */
   busyTimeoutMs?: number;
   /** Clock for `updatedAt` / run timestamps (tests). */
   now?: () => Date;
 }
 
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 const HINT = 'delete or move the state file with --state';
 const STATUSES: readonly EntryStatus[] = ['pending', 'synced', 'rejected'];
 
@@ -204,6 +205,20 @@ const MIGRATIONS: Record<number, string> = {
       version     TEXT NOT NULL,
       PRIMARY KEY (scope_id, name, staged, resource_id)
     ) WITHOUT ROWID;
+  `,
+  // The run lease (lease.ts): one row per scope, its token bumped on every acquisition.
+  3: `
+    CREATE TABLE leases (
+      scope_id     INTEGER PRIMARY KEY,
+      token        INTEGER NOT NULL,
+      run_id       INTEGER,
+      host         TEXT NOT NULL,
+      pid          INTEGER NOT NULL,
+      user         TEXT,
+      since        TEXT NOT NULL,
+      heartbeat_at TEXT NOT NULL,
+      released     INTEGER NOT NULL CHECK (released IN (0, 1))
+    );
   `,
 };
 
@@ -277,6 +292,17 @@ export function normalizeBaseUrl(baseUrl: string): string {
   return s.replace(/\/+$/, '');
 }
 
+const isBusy = (err: unknown): boolean => /^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown } | null)?.code));
+
+/** A write transaction of another connection outlasted the busy timeout: never a silent wait, never a config error. */
+function busyError(path: string, what: string, timeoutMs: number, err: unknown): CareEtlError {
+  return new CareEtlError(`State file ${path}: ${what} waited ${timeoutMs} ms for another process writing the same file, and gave up.`, {
+    hint: 'another care-etl process (or a tool holding the file open) keeps it locked; retry when it is done',
+    cause: err,
+    exitCode: ExitCode.incomplete,
+  });
+}
+
 function errorText(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
@@ -293,9 +319,16 @@ export class Ledger {
   private readonly now: () => Date;
   private readonly stmts = new Map<string, Stmt>();
   private readonly scopes = new Map<string, LedgerScopeImpl>();
+  /** Scope id → the lease token this process holds on it: the fence of that scope's writes. */
+  private readonly leases = new Map<number, number>();
   private closed = false;
 
-  private constructor(path: string, db: Database.Database, now: () => Date) {
+  private constructor(
+    path: string,
+    db: Database.Database,
+    now: () => Date,
+    private readonly busyTimeoutMs: number,
+  ) {
     this.path = path;
     this.db = db;
     this.now = now;
@@ -306,13 +339,7 @@ export class Ledger {
     const memory = path === ':memory:' || path === '';
     const fail = (what: string, err: unknown): never => {
       const code = (err as { code?: unknown } | null)?.code;
-      if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-        throw new CareEtlError(
-          `State file ${path} is in use by another care-etl process (or another connection); only one run at a time may use it.`,
-          // Not a configuration problem: the same command succeeds once the other run ends.
-          { hint: 'wait for the other run to finish, or use a different state file with --state', cause: err, exitCode: ExitCode.incomplete },
-        );
-      }
+      if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') throw busyError(path, what, busyTimeoutMs, err);
       throw new CareEtlError(`State file ${path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
     };
 
@@ -328,17 +355,18 @@ export class Ledger {
       }
     }
 
+    const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
     let db: Database.Database | undefined;
     try {
       db = new Database(path);
-      if (opts.exclusive ?? true) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
-      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000))}`);
+      if (opts.exclusive ?? false) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       if (!memory) {
         const mode = db.pragma('journal_mode = WAL', { simple: true });
         if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
       }
       db.pragma(`synchronous = ${opts.synchronous ?? 'NORMAL'}`);
-      // Take the (exclusive) lock now rather than at the first write, so a second process fails at open.
+      // A write lock once now: a file nobody can write fails at open, not at the first write.
       db.exec('BEGIN IMMEDIATE; COMMIT;');
       migrate(db);
       if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);
@@ -351,7 +379,7 @@ export class Ledger {
       if (err instanceof CareEtlError) throw err;
       fail('opening', err);
     }
-    return new Ledger(path, db!, opts.now ?? (() => new Date()));
+    return new Ledger(path, db!, opts.now ?? (() => new Date()), busyTimeoutMs);
   }
 
   close(): void {
@@ -393,7 +421,38 @@ export class Ledger {
   /** Runs `fn` in one transaction (nestable). Nothing in it is durable before it returns. */
   transaction<T>(fn: () => T): T {
     // Errors thrown by `fn` pass through untouched (our own statements already wrap theirs).
-    return this.guard('a transaction', () => this.db.transaction(fn)());
+    // IMMEDIATE: the write lock at BEGIN, where busy_timeout applies (a deferred read upgraded to a write after
+    // another connection's commit fails at once with SQLITE_BUSY_SNAPSHOT).
+    return this.guard('a transaction', () => this.db.transaction(fn).immediate());
+  }
+
+  /** @internal The id of a scope of this ledger (the lease's key). */
+  scopeIdOf(scope: LedgerScope): number {
+    return (scope as LedgerScopeImpl).scopeId;
+  }
+
+  /** @internal From now on every write of the scope checks that `token` is still its lease's (lease.ts). */
+  holdLease(scopeId: number, token: number): void {
+    this.leases.set(scopeId, token);
+  }
+
+  /** @internal */
+  heldToken(scopeId: number): number | undefined {
+    return this.leases.get(scopeId);
+  }
+
+  /** @internal Inside a write transaction: throws if this process holds the scope's lease no longer. */
+  checkFence(scopeId: number): void {
+    const token = this.leases.get(scopeId);
+    if (token === undefined) return;
+    const row = this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
+      { token: number; released: number; host: string; pid: number; since: string } | undefined;
+    if (row && row.token === token && row.released === 0) return;
+    const by = row && row.token !== token ? `: host ${row.host} (pid ${row.pid}) took it over at ${row.since}` : '';
+    throw new CareEtlError(`This run lost its lease on state file ${this.path}${by}; it stopped before its next write.`, {
+      hint: 'its heartbeat stopped for longer than the stale limit (60 s): a suspended process or a frozen machine; run again once the other run is done',
+      exitCode: ExitCode.incomplete,
+    });
   }
 
   /** @internal */
@@ -419,13 +478,14 @@ export class Ledger {
     } catch (err) {
       if (err instanceof CareEtlError) throw err;
       if (!isSqliteError(err)) throw err;
+      if (isBusy(err)) throw busyError(this.path, what, this.busyTimeoutMs, err);
       throw new CareEtlError(`State file ${this.path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
     }
   }
 
   /** @internal */
   rawTransaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.db.transaction(fn).immediate();
   }
 }
 
@@ -467,17 +527,31 @@ function migrate(db: Database.Database): void {
 class LedgerScopeImpl implements LedgerScope {
   constructor(
     private readonly ledger: Ledger,
-    private readonly scopeId: number,
+    readonly scopeId: number,
     readonly baseUrl: string,
     readonly tenantId: string,
   ) {}
+
+  /** A write of this scope: in a transaction that first checks the run's lease (the fence), if it holds one. */
+  private write(what: string, fn: () => void): void {
+    this.ledger.guard(what, () =>
+      this.ledger.rawTransaction(() => {
+        this.ledger.checkFence(this.scopeId);
+        fn();
+      }),
+    );
+  }
 
   beginRun(info: { mappingFile: string; dryRun: boolean }): number {
     return this.ledger.guard('recording the run', () => {
       const r = this.ledger
         .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?)')
         .run(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso());
-      return Number(r.lastInsertRowid);
+      const runId = Number(r.lastInsertRowid);
+      // The holder's run number, for the message a second run gets (no-op without a lease).
+      const token = this.ledger.heldToken(this.scopeId);
+      if (token !== undefined) this.ledger.stmt('UPDATE leases SET run_id = ? WHERE scope_id = ? AND token = ?').run(runId, this.scopeId, token);
+      return runId;
     });
   }
 
@@ -504,7 +578,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordIntent(e: IntentInput): void {
-    this.ledger.guard(`recording the create intent of ${e.mapping}/${e.key}`, () => {
+    this.write(`recording the create intent of ${e.mapping}/${e.key}`, () => {
       this.ledger
         .stmt(
           `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
@@ -519,7 +593,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordSynced(e: SyncedInput): void {
-    this.ledger.guard(`recording ${e.mapping}/${e.key} as synced`, () => {
+    this.write(`recording ${e.mapping}/${e.key} as synced`, () => {
       this.ledger
         .stmt(
           `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
@@ -534,7 +608,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordRejected(e: RejectedInput): void {
-    this.ledger.guard(`recording ${e.mapping}/${e.key} as rejected`, () => {
+    this.write(`recording ${e.mapping}/${e.key} as rejected`, () => {
       this.ledger
         .stmt(
           `INSERT INTO entries (scope_id, mapping, key, resource_type, status, last_run_id, reason, updated_at)
@@ -548,7 +622,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   forget(mapping: string, key: string): void {
-    this.ledger.guard(`forgetting ${mapping}/${key}`, () => {
+    this.write(`forgetting ${mapping}/${key}`, () => {
       this.ledger.stmt('DELETE FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?').run(this.scopeId, mapping, key);
     });
   }
@@ -562,7 +636,7 @@ class LedgerScopeImpl implements LedgerScope {
 
   markSeen(mapping: string, keys: readonly string[], runId: number): void {
     if (keys.length === 0) return;
-    this.ledger.guard(`marking ${keys.length} keys of ${mapping} as seen`, () => {
+    this.write(`marking ${keys.length} keys of ${mapping} as seen`, () => {
       const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
       this.ledger.rawTransaction(() => {
         for (const key of keys) stmt.run(runId, this.scopeId, mapping, key);
@@ -605,7 +679,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void {
-    this.ledger.guard(`marking ${mapping}/${key} as ended`, () => {
+    this.write(`marking ${mapping}/${key} as ended`, () => {
       this.ledger
         .stmt(
           `UPDATE entries SET ended_at = ?, version_id = coalesce(?, version_id), hash = coalesce(?, hash), updated_at = ?
@@ -638,7 +712,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   setWatermark(name: string, value: string): void {
-    this.ledger.guard('writing a watermark', () => {
+    this.write('writing a watermark', () => {
       this.ledger
         .stmt(
           `INSERT INTO watermarks (scope_id, name, value, updated_at) VALUES (?, ?, ?, ?)

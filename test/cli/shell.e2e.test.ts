@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
+import { acquireLease } from '../../src/state/lease.js';
 import { BIN, copyTree, ROOT, runCli, type CliResult } from '../helpers/cli.js';
 import { deadPort, startEchoServer, type HostileServer } from '../helpers/hostile-server.js';
 
@@ -128,10 +129,10 @@ const SCENARIOS: Scenario[] = [
     code: 3,
   },
   {
-    name: 'lock held by another process (key from env)',
+    name: 'lease held by another run (key from env)',
     setup: (d) => {
       const state = join(d, 'held.db');
-      held.push(Ledger.open(state));
+      holdLease(state, 't-shell');
       return { args: ['run', m(d), '--state', state, '--json'], env: { ...target(sb.url), CARE_API_KEY: KEY } };
     },
     code: 3,
@@ -164,6 +165,13 @@ const SCENARIOS: Scenario[] = [
 ];
 const held: Ledger[] = [];
 afterAll(() => held.forEach((l) => l.close()));
+/** Another run's lease on (sandbox, tenant) of `state`: taken before this returns (the first try is synchronous). */
+function holdLease(state: string, tenant: string): Ledger {
+  const ledger = Ledger.open(state);
+  held.push(ledger);
+  void acquireLease(ledger, ledger.scopeIdOf(ledger.scope(sb.url, tenant)));
+  return ledger;
+}
 
 describe('the API key never leaves the process', () => {
   it(`holds for ${SCENARIOS.length} error paths: stdout, stderr and every file written`, async () => {
@@ -333,11 +341,11 @@ describe('a failed run destroys nothing', () => {
       expect(r.code, `${what}: ${r.stderr}`).toBe(code);
       expect(readFileSync(rejectsFile).equals(good), what).toBe(true);
     }
-    const lock = Ledger.open(join(dir, '.care-etl', 'state.db'));
+    const lock = holdLease(join(dir, '.care-etl', 'state.db'), 't-keep');
     try {
       const r = await runCli(['run', m(dir)], { env });
       expect(r.code, r.stderr).toBe(3);
-      expect(r.stderr).toMatch(/in use/);
+      expect(r.stderr).toMatch(/another run holds this state/);
       expect(readFileSync(rejectsFile).equals(good), 'lock').toBe(true);
     } finally {
       lock.close();

@@ -1,5 +1,6 @@
 import { CareCommand } from '../../cli/base-command.js';
 import type { ErrorJson } from '../../cli/render.js';
+import { flag } from '../../cli/flags.js';
 import { runStateCommand, stateArgs, stateFlags } from '../../cli/state-command.js';
 import type { RunReport } from '../../pipeline/run-report.js';
 
@@ -12,7 +13,7 @@ Use it when the state was lost (a fresh CI runner, another operator's machine) a
 Exit codes: 0 rebuilt; 1 some keys could not be settled (duplicates on the server, rows that fail to map); 2 configuration or authentication error.`;
   static override examples = ['<%= config.bin %> state rebuild mapping.yaml', '<%= config.bin %> state rebuild mapping.yaml --state /cache/state.db --json'];
   static override args = stateArgs;
-  static override flags = stateFlags;
+  static override flags = { ...stateFlags, 'wait-for-lock': flag['wait-for-lock']() };
 
   async run(): Promise<RunReport | ErrorJson> {
     const { args, flags } = await this.parse(StateRebuild);

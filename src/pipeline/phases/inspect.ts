@@ -10,7 +10,7 @@ import { openSource } from '../../sources/open-source.js';
 import { transformSource, type MappedResource } from '../../transform/transform-source.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { emptyStateCounts, type RunReport, type StateCounts } from '../run-report.js';
-import { openLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
+import { openLedger, openLeasedLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
 
 function inspectMode(mode: Pick<RunMode, 'label' | 'recordsRun' | 'exitCode'>): RunMode {
   return {
@@ -18,7 +18,8 @@ function inspectMode(mode: Pick<RunMode, 'label' | 'recordsRun' | 'exitCode'>): 
     loads: false,
     keepsBodies: false,
     foundIdsFirst: false,
-    openState: openLedger,
+    // A rebuild writes the ledger: under the run lease; a check writes nothing: no lease.
+    openState: mode.recordsRun ? openLeasedLedger : openLedger,
     begin(report) {
       report.state = Object.fromEntries(report.order.map((n) => [n, emptyStateCounts()]));
     },

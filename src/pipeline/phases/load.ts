@@ -15,7 +15,7 @@ import { loadReject } from '../../transform/reject-record.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { guardEnding } from '../ending-settings.js';
 import type { RunReport } from '../run-report.js';
-import { openLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
+import { openLeasedLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
 
 /** Vanished keys listed in the report at most (the count is always complete). */
 const MAX_VANISHED_LISTED = 1000;
@@ -26,7 +26,7 @@ export const loadMode: RunMode = {
   recordsRun: true,
   keepsBodies: false,
   foundIdsFirst: false,
-  openState: openLedger,
+  openState: openLeasedLedger,
   begin: () => {},
   async mapping(phase, run) {
     await loadPhase(phase, run);

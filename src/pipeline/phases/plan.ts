@@ -27,7 +27,8 @@ export const planMode: RunMode = {
     // A copy: the real state file is never written, not even the scope row of a new server or tenant.
     const { ledger, dispose } = await openLedgerSnapshot(statePath);
     try {
-      return { ledger, scope: readOnlyScope(ledger.scope(scopeUrl, tenantId)), dispose };
+      // The copy's ledger closed before its folder goes.
+      return { ledger, scope: readOnlyScope(ledger.scope(scopeUrl, tenantId)), dispose: () => (ledger.close(), dispose()) };
     } catch (err) {
       ledger.close();
       dispose();

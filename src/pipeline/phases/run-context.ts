@@ -15,6 +15,7 @@ import type { ServerIndexes } from '../../load/server-index.js';
 import { SourceBytes } from '../../sources/open-source.js';
 import type { SourceConfig } from '../../sources/types.js';
 import { Ledger, type LedgerScope } from '../../state/ledger.js';
+import { acquireLease, describeHolder } from '../../state/lease.js';
 import { KeyIndex } from '../../transform/key-index.js';
 import type { RejectRecord } from '../../transform/reject-record.js';
 import { resolveAllowEnding, type EndingSetting } from '../ending-settings.js';
@@ -26,7 +27,19 @@ import type { MappingCounts, RunReport } from '../run-report.js';
 export interface OpenedState {
   ledger: Ledger;
   scope: LedgerScope;
+  /** What to release after the run, called before `ledger.close()` (the run lease; a plan's copy closes the ledger itself). */
   dispose?: () => void;
+  /** A stale lease was taken over: said in the report's warnings. */
+  warning?: string;
+}
+
+/** The run lease a mode that writes the ledger takes (src/state/lease.ts). */
+export interface LeaseRequest {
+  /** `--wait-for-lock`: how long to wait for a held lease (0: exit 3 at once). */
+  waitMs?: number;
+  /** Waiting lines (every 30 s) and a stale lease taken over, for stderr. */
+  onNotice?: (line: string) => void;
+  signal?: AbortSignal;
 }
 
 /**
@@ -44,7 +57,7 @@ export interface RunMode {
   readonly keepsBodies: boolean;
   /** `$ref`s resolve to the ids this mode found (or planned) before the ledger's. */
   readonly foundIdsFirst: boolean;
-  openState(statePath: string, scopeUrl: string, tenantId: string): Promise<OpenedState>;
+  openState(statePath: string, scopeUrl: string, tenantId: string, lease: LeaseRequest): Promise<OpenedState>;
   begin(report: RunReport): void;
   mapping(phase: MappingPhase, run: RunContext): Promise<'next' | 'stop'>;
   end(run: RunContext): void;
@@ -106,13 +119,26 @@ export interface MappingPhase {
   onReject(r: RejectRecord): void;
 }
 
-/** The ledger itself, for the modes that may write it. */
+/** The ledger itself, without the run lease (`state check`: it writes nothing). */
 export async function openLedger(statePath: string, scopeUrl: string, tenantId: string): Promise<OpenedState> {
   const ledger = Ledger.open(statePath);
   try {
     return { ledger, scope: ledger.scope(scopeUrl, tenantId) };
   } catch (err) {
     ledger.close();
+    throw err;
+  }
+}
+
+/** The ledger under the run lease of its (server, tenant), for the modes that write it (run, state rebuild). */
+export async function openLeasedLedger(statePath: string, scopeUrl: string, tenantId: string, request: LeaseRequest): Promise<OpenedState> {
+  const opened = await openLedger(statePath, scopeUrl, tenantId);
+  try {
+    const lease = await acquireLease(opened.ledger, opened.ledger.scopeIdOf(opened.scope), request);
+    const from = lease.tookOverFrom;
+    return { ...opened, dispose: () => lease.release(), warning: from ? `took over the stale lease of ${describeHolder(from, new Date())}` : undefined };
+  } catch (err) {
+    opened.ledger.close();
     throw err;
   }
 }

@@ -1,0 +1,184 @@
+/**
+ * The run lease on one (server, tenant) of a state file: one row per scope holding who runs (run number, host,
+ * pid, user, since), a heartbeat, and a fencing token bumped on every acquisition. A run that lost its lease
+ * (its token no longer current) is stopped by the ledger before its next write. Different scopes lease
+ * independently, so two tenants share one state file in parallel. Design: docs/design/ledger.md.
+ */
+import { hostname, userInfo } from 'node:os';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import type { Ledger } from './ledger.js';
+
+export interface LeaseHolder {
+  token: number;
+  runId?: number;
+  host: string;
+  pid: number;
+  user?: string;
+  since: string;
+  heartbeatAt: string;
+}
+
+export interface LeaseOptions {
+  /** Wait this long for a held lease (default 0: fail at once, exit 3). */
+  waitMs?: number;
+  /** A lease whose heartbeat is older than this is taken over (default 60 s: its holder was killed). */
+  staleMs?: number;
+  /** Heartbeat period (default 10 s). */
+  heartbeatMs?: number;
+  /** While waiting, how often the lease is tried again (default 1 s). */
+  pollMs?: number;
+  /** A line for the operator: waiting (every 30 s), or a stale lease taken over. */
+  onNotice?: (line: string) => void;
+  signal?: AbortSignal;
+  now?: () => Date;
+}
+
+export interface HeldLease {
+  readonly token: number;
+  /** Set when a stale lease was taken over: whose it was. */
+  readonly tookOverFrom?: LeaseHolder;
+  release(): void;
+}
+
+const STALE_MS = 60_000;
+const HEARTBEAT_MS = 10_000;
+const WAIT_LINE_MS = 30_000;
+
+interface LeaseRow {
+  token: number;
+  run_id: number | null;
+  host: string;
+  pid: number;
+  user: string | null;
+  since: string;
+  heartbeat_at: string;
+  released: number;
+}
+
+function holderOf(r: LeaseRow): LeaseHolder {
+  const h: LeaseHolder = { token: r.token, host: r.host, pid: r.pid, since: r.since, heartbeatAt: r.heartbeat_at };
+  if (r.run_id !== null) h.runId = r.run_id;
+  if (r.user !== null) h.user = r.user;
+  return h;
+}
+
+/** "run 12 on host ci-7 (pid 4411) since 2026-11-25T17:02:11Z, last seen 3 s ago" */
+export function describeHolder(h: LeaseHolder, now: Date): string {
+  const ago = Math.max(0, Math.round((now.getTime() - Date.parse(h.heartbeatAt)) / 1000));
+  const run = h.runId !== undefined ? `run ${h.runId}` : 'a run (starting)';
+  return `${run} on host ${h.host} (pid ${h.pid}) since ${h.since.replace(/\.\d{3}Z$/, 'Z')}, last seen ${ago} s ago`;
+}
+
+type Attempt = { token: number; tookOverFrom?: LeaseHolder } | { heldBy: LeaseHolder };
+
+/** One try, in one IMMEDIATE transaction: free, released or stale → ours with the next token. */
+function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number): Attempt {
+  return ledger.guard('taking the run lease', () =>
+    ledger.rawTransaction(() => {
+      const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
+      // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
+      const stale = row !== undefined && row.released === 0 && (now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
+      if (row && row.released === 0 && !stale) return { heldBy: holderOf(row) };
+      const token = (row?.token ?? 0) + 1;
+      const iso = now.toISOString();
+      ledger
+        .stmt(
+          `INSERT INTO leases (scope_id, token, run_id, host, pid, user, since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
+           ON CONFLICT (scope_id) DO UPDATE SET token = excluded.token, run_id = NULL, host = excluded.host, pid = excluded.pid,
+             user = excluded.user, since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
+        )
+        .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
+      return stale ? { token, tookOverFrom: holderOf(row) } : { token };
+    }),
+  );
+}
+
+function heldError(h: LeaseHolder, now: Date, waitedMs: number): CareEtlError {
+  const waited = waitedMs > 0 ? ` (waited ${Math.round(waitedMs / 1000)} s)` : '';
+  return new CareEtlError(`another run holds this state: ${describeHolder(h, now)}${waited}`, {
+    hint: waitedMs > 0 ? 'wait longer with a larger --wait-for-lock, or find that run' : 'wait for it, or pass --wait-for-lock 10m',
+    exitCode: ExitCode.incomplete,
+  });
+}
+
+/**
+ * Takes the lease of `scopeId` (waiting up to `waitMs`), starts its heartbeat and arms the ledger's fence: every
+ * write of that scope first checks the token. `release()` stops the heartbeat and frees the lease.
+ */
+export async function acquireLease(ledger: Ledger, scopeId: number, opts: LeaseOptions = {}): Promise<HeldLease> {
+  const now = opts.now ?? (() => new Date());
+  const staleMs = opts.staleMs ?? STALE_MS;
+  const started = now().getTime();
+  let lastLine = -Infinity;
+  for (;;) {
+    const t = now();
+    const got = tryAcquire(ledger, scopeId, t, staleMs);
+    if (!('heldBy' in got)) return hold(ledger, scopeId, got, opts);
+    const waited = t.getTime() - started;
+    if (waited >= (opts.waitMs ?? 0) || opts.signal?.aborted) throw heldError(got.heldBy, t, waited);
+    if (t.getTime() - lastLine >= WAIT_LINE_MS) {
+      lastLine = t.getTime();
+      opts.onNotice?.(`waiting for the lease: ${describeHolder(got.heldBy, t)}; waited ${Math.round(waited / 1000)} s`);
+    }
+    await sleep(Math.min(opts.pollMs ?? 1000, (opts.waitMs ?? 0) - waited), opts.signal);
+  }
+}
+
+function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFrom?: LeaseHolder }, opts: LeaseOptions): HeldLease {
+  const now = opts.now ?? (() => new Date());
+  if (got.tookOverFrom) opts.onNotice?.(`took over a stale lease: ${describeHolder(got.tookOverFrom, now())} (its process is gone or its heartbeat stopped)`);
+  ledger.holdLease(scopeId, got.token);
+  const beat = setInterval(() => {
+    try {
+      ledger.stmt('UPDATE leases SET heartbeat_at = ? WHERE scope_id = ? AND token = ? AND released = 0').run(now().toISOString(), scopeId, got.token);
+    } catch {
+      // a busy or closed file: the fence stops the run at its next write if the lease is really gone
+    }
+  }, opts.heartbeatMs ?? HEARTBEAT_MS);
+  beat.unref();
+  let released = false;
+  return {
+    token: got.token,
+    tookOverFrom: got.tookOverFrom,
+    release() {
+      if (released) return;
+      released = true;
+      clearInterval(beat);
+      try {
+        ledger.stmt('UPDATE leases SET released = 1 WHERE scope_id = ? AND token = ?').run(scopeId, got.token);
+      } catch {
+        // closed or busy: the heartbeat stops, the lease goes stale and is taken over
+      }
+    },
+  };
+}
+
+function deadHere(row: LeaseRow): boolean {
+  if (row.host !== hostname()) return false;
+  try {
+    process.kill(row.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as { code?: unknown }).code === 'ESRCH';
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, Math.max(0, ms));
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+function currentUser(): string | undefined {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? undefined;
+  }
+}

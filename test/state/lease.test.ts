@@ -1,0 +1,159 @@
+/** The run lease (src/state/lease.ts) on a real SQLite file: acquire, refuse, wait, heartbeat, fencing, stale takeover. */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CareEtlError, ExitCode } from '../../src/core/issues.js';
+import { Ledger } from '../../src/state/ledger.js';
+import { acquireLease, type HeldLease } from '../../src/state/lease.js';
+
+const BASE = 'https://care.example.org/api';
+let dir: string;
+let path: string;
+const open: Ledger[] = [];
+const held: HeldLease[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'care-etl-lease-'));
+  path = join(dir, 'state.db');
+});
+afterEach(() => {
+  held.splice(0).forEach((l) => l.release());
+  open.splice(0).forEach((l) => l.close());
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A second process's view: its own connection to the same file. */
+function connect(now?: () => Date): Ledger {
+  const l = Ledger.open(path, now ? { now } : {});
+  open.push(l);
+  return l;
+}
+async function lease(l: Ledger, tenant: string, opts: Parameters<typeof acquireLease>[2] = {}): Promise<HeldLease> {
+  const h = await acquireLease(l, l.scopeIdOf(l.scope(BASE, tenant)), opts);
+  held.push(h);
+  return h;
+}
+async function refusal(p: Promise<unknown>): Promise<CareEtlError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(CareEtlError);
+  return err as CareEtlError;
+}
+const intent = (runId: number) => ({ mapping: 'patient', key: 'p1', resourceType: 'Patient', hash: 'h', runId });
+
+describe('run lease', () => {
+  it('refuses a second holder at once, naming run, host, pid and since (exit 3); free again after release, token bumped', async () => {
+    const a = connect();
+    const first = await lease(a, 't1');
+    const runId = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    const err = await refusal(lease(connect(), 't1'));
+    expect(err.exitCode).toBe(ExitCode.incomplete);
+    expect(err.message).toMatch(
+      new RegExp(
+        `another run holds this state: run ${runId} on host ${hostname()} \\(pid ${process.pid}\\) since \\d{4}-\\d\\d-\\d\\dT[\\d:]+Z, last seen \\d+ s ago`,
+      ),
+    );
+    expect(err.hint).toMatch(/--wait-for-lock 10m/);
+    first.release();
+    const second = await lease(connect(), 't1');
+    expect(second.token).toBe(first.token + 1);
+  });
+
+  it('leases each (server, tenant) on its own: two tenants of one state file at once', async () => {
+    await lease(connect(), 't1');
+    const b = connect();
+    await lease(b, 't2');
+    b.scope(BASE, 't2').recordIntent(intent(1));
+    expect(b.scope(BASE, 't2').get('patient', 'p1')?.status).toBe('pending');
+  });
+
+  it('--wait-for-lock: waits, says so, and takes the lease once the holder releases it', async () => {
+    const first = await lease(connect(), 't1');
+    const lines: string[] = [];
+    const waiting = lease(connect(), 't1', { waitMs: 60_000, pollMs: 20, onNotice: (l) => lines.push(l) });
+    setTimeout(() => first.release(), 200);
+    const second = await waiting;
+    expect(second.token).toBe(first.token + 1);
+    expect(lines[0]).toMatch(/^waiting for the lease: a run \(starting\) on host/);
+  });
+
+  it('--wait-for-lock: exit 3 when the wait ends and the lease is still held', async () => {
+    await lease(connect(), 't1');
+    const err = await refusal(lease(connect(), 't1', { waitMs: 100, pollMs: 20 }));
+    expect(err.exitCode).toBe(ExitCode.incomplete);
+    expect(err.message).toMatch(/another run holds this state: .* \(waited 0 s\)/);
+  });
+
+  it('the heartbeat keeps the lease fresh', async () => {
+    const a = connect();
+    await lease(a, 't1', { heartbeatMs: 20 });
+    const raw = new Database(path);
+    try {
+      const beat = () => (raw.prepare('SELECT heartbeat_at FROM leases').get() as { heartbeat_at: string }).heartbeat_at;
+      const before = beat();
+      for (let i = 0; i < 200 && beat() === before; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(beat() > before).toBe(true);
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('takes over a lease whose heartbeat is older than the stale limit, and fences the old holder off its next write', async () => {
+    const t0 = Date.parse('2026-11-25T17:00:00Z');
+    const a = connect(() => new Date(t0));
+    const old = await lease(a, 't1', { now: () => new Date(t0), heartbeatMs: 3_600_000 });
+    const oldRun = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    const lines: string[] = [];
+    const b = connect();
+    const fresh = await lease(b, 't1', { now: () => new Date(t0 + 61_000), onNotice: (l) => lines.push(l) });
+    expect(fresh.token).toBe(old.token + 1);
+    expect(fresh.tookOverFrom?.runId).toBe(oldRun);
+    expect(lines[0]).toMatch(new RegExp(`^took over a stale lease: run ${oldRun} on host .* last seen 61 s ago`));
+    // The old holder stops before its next write: nothing of it reaches the ledger.
+    let err: unknown;
+    try {
+      a.scope(BASE, 't1').recordIntent(intent(oldRun));
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    expect((err as CareEtlError).exitCode).toBe(ExitCode.incomplete);
+    expect((err as CareEtlError).message).toMatch(/lost its lease .* took it over/);
+    expect(b.scope(BASE, 't1').get('patient', 'p1')).toBeUndefined();
+  });
+
+  it('a lease left by a process of this host that is gone (SIGKILL) is taken over at once', async () => {
+    const a = connect();
+    await lease(a, 't1');
+    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString();
+    a.stmt('UPDATE leases SET pid = ?').run(Number(gone));
+    const fresh = await lease(connect(), 't1');
+    expect(fresh.tookOverFrom?.pid).toBe(Number(gone));
+  });
+
+  it('a write blocked by another connection past the busy timeout is a clear error (exit 3), not a silent wait', () => {
+    const l = Ledger.open(path, { busyTimeoutMs: 50 });
+    open.push(l);
+    const raw = new Database(path);
+    raw.exec('BEGIN IMMEDIATE');
+    try {
+      let err: unknown;
+      try {
+        l.scope(BASE, 't1').recordIntent(intent(1));
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(CareEtlError);
+      expect((err as CareEtlError).exitCode).toBe(ExitCode.incomplete);
+      expect((err as CareEtlError).message).toMatch(/waited 50 ms for another process writing the same file/);
+    } finally {
+      raw.exec('ROLLBACK');
+      raw.close();
+    }
+  });
+});
