@@ -252,7 +252,9 @@ describe('a kill, then the export changes before the next run', () => {
     const runC = (extra: string[] = []) => spawnRun(['--allow-ending', '100%', ...extra], c.mapping, sb.url, T);
     await killWhen(
       () => count('CareTeam', T) >= 30,
-      { latencyMs: 25, seed: 21 },
+      // Some creates stored with their answer lost (ambiguous): at the kill they are pending yet on the server, so
+      // "stored" never depends on the kill landing between a store and its answer (a window of microseconds).
+      { latencyMs: 25, seed: 21, ambiguousCreateRate: 0.2 },
       () => runC(['--concurrency', '8']),
     );
 
