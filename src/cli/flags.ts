@@ -11,7 +11,7 @@ import type { BooleanFlag, OptionFlag } from '@oclif/core/interfaces';
 import { RECONCILE_POLICIES } from '../mapping/types.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
-import { allowEndingFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
+import { allowEndingFlag, durationFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
 
 const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
 
@@ -75,17 +75,12 @@ export const flag = {
   limit: integer({ description: 'entries shown at most', min: 0 }),
   'page-size': integer({ description: 'page size of a listing', min: 1 }),
   // issue 24 (gateway): a DURATION (`90`, `90s`, `2m`, `1h`, `500ms`; bare = seconds), parsed to ms.
-  'max-retry-after': Flags.custom<number>({
-    description: "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
-    helpGroup: 'CONNECTION',
-    parse: async (input) => {
-      const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(input);
-      if (!m) throw new Error(`Expected \`--max-retry-after\` to be a duration such as 120, 120s, 2m or 500ms, got \`${input}\``);
-      const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
-      if (ms > 2_147_483_647) throw new Error(`Expected \`--max-retry-after\` to be at most 596h, got \`${input}\``);
-      return Math.round(ms);
-    },
-  }),
+  'max-retry-after': durationFlag(
+    'max-retry-after',
+    "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
+    'such as 120, 120s, 2m or 500ms',
+    { helpGroup: 'CONNECTION' },
+  ),
   'index-page-size': integer({
     description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000; a server that refuses _count is asked without it)",
     min: 0,
@@ -119,15 +114,11 @@ export const flag = {
     'max-concurrency',
     `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
   ),
-  'wait-for-lock': Flags.custom<number>({
-    description:
-      'another run holds the lease of this server and tenant in the state: wait up to this long for it (e.g. 90s, 10m, 1h; a plain number is seconds), a line every 30 s, instead of exit 3 at once',
-    parse: async (input) => {
-      const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/.exec(input.trim());
-      if (!m) throw new Error(`Expected \`--wait-for-lock\` to be a duration like 30s, 10m or 1h, got \`${input}\``);
-      return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
-    },
-  }),
+  'wait-for-lock': durationFlag(
+    'wait-for-lock',
+    'another run holds the lease of this server and tenant in the state: wait up to this long for it (e.g. 90s, 10m, 1h; a plain number is seconds), a line every 30 s, instead of exit 3 at once',
+    'like 30s, 10m or 1h',
+  ),
   'max-errors': integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
   'only-rejected': booleanFlag({
     description:

@@ -37,3 +37,21 @@ export const allowEndingFlag = (description: string) =>
       return input.trim();
     },
   });
+
+const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+/** Longer delays overflow Node's timers (they would fire at once). */
+const MAX_DURATION_MS = 2_147_483_647;
+
+/** A duration in ms from `90`, `90s`, `2m`, `1h`, `500ms` (a bare number is seconds); `examples` goes in the message. */
+export const durationFlag = (name: string, description: string, examples: string, extra: { helpGroup?: string } = {}) =>
+  Flags.custom<number>({
+    description,
+    ...extra,
+    parse: async (input) => {
+      const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/.exec(input.trim());
+      if (!m) throw new Error(`Expected \`--${name}\` to be a duration ${examples}, got \`${input}\``);
+      const ms = Number(m[1]) * DURATION_UNITS_MS[(m[2] ?? 's') as keyof typeof DURATION_UNITS_MS];
+      if (ms > MAX_DURATION_MS) throw new Error(`Expected \`--${name}\` to be at most 596h, got \`${input}\``);
+      return Math.round(ms);
+    },
+  });
