@@ -228,5 +228,6 @@ export const flag = {
   'error-503-rate': rateFlag('error-503-rate', 'share of requests answered 503 + Retry-After: 1 (not processed)'),
   'drop-rate': rateFlag('drop-rate', 'share of requests whose connection is dropped before processing'),
   'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
+  'gateway-error-rate': rateFlag('gateway-error-rate', 'share of creates stored, then answered 502/503/504 with an HTML page (a gateway)'),
   'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
 };

@@ -36,6 +36,7 @@ export default class SandboxCommand extends CareCommand<void> {
     'error-503-rate': flag['error-503-rate'](),
     'drop-rate': flag['drop-rate'](),
     'ambiguous-create-rate': flag['ambiguous-create-rate'](),
+    'gateway-error-rate': flag['gateway-error-rate'](),
     'fault-seed': flag['fault-seed'](),
   };
 
@@ -50,6 +51,7 @@ export default class SandboxCommand extends CareCommand<void> {
       error503Rate: flags['error-503-rate'],
       dropRate: flags['drop-rate'],
       ambiguousCreateRate: flags['ambiguous-create-rate'],
+      gatewayErrorRate: flags['gateway-error-rate'],
       seed: flags['fault-seed'],
     };
     const anyFault = Object.entries(faults).some(([k, v]) => k !== 'seed' && v !== undefined && v > 0);

@@ -21,7 +21,7 @@ export interface SandboxContext {
   readonly rejectCount: boolean;
   /** `meta.source` of stored resources. */
   readonly source: string;
-  readonly stats: { requests: number; byStatus: Record<string, number>; dropped: number; ambiguousCreates: number };
+  readonly stats: { requests: number; byStatus: Record<string, number>; dropped: number; ambiguousCreates: number; gatewayErrors: number };
   /** Patients created so far per tenant: the generation key, so values depend on creation order, not random ids. */
   readonly patientOrdinal: Map<string, number>;
   readonly capacity: CapacityGate;

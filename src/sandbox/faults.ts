@@ -1,6 +1,7 @@
 /**
  * Fault injection of the sandbox: latency, a per-tenant rate limit, 503s, dropped connections, ambiguous creates
- * (decided in the create handler) and the capacity limit (applied by routing.ts through capacity.ts).
+ * and gateway errors after a committed create (both decided in the create handler) and the capacity limit
+ * (applied by routing.ts through capacity.ts).
  */
 import { mulberry32 } from './observations.js';
 
@@ -21,6 +22,11 @@ export interface FaultOptions {
   dropRate?: number;
   /** 0..1 of POST creates: stored, then the socket is destroyed before the answer. */
   ambiguousCreateRate?: number;
+  /**
+   * 0..1 of POST creates: stored, then answered 502 / 503 / 504 (drawn by the fault PRNG) with an HTML body, as an
+   * API gateway does when the backend was slow but committed; a 503 carries `Retry-After: 1`.
+   */
+  gatewayErrorRate?: number;
   /** Seed of the PRNG that draws the rates (default 1), so a failing run can be replayed. */
   seed?: number;
 }
@@ -34,6 +40,10 @@ export class Faults {
   }
   hit(rate: number | undefined): boolean {
     return rate !== undefined && rate > 0 && this.rand() < rate;
+  }
+  /** The status of a gateway error: 502, 503 or 504, drawn by the PRNG (so a seed replays it). */
+  gatewayStatus(): 502 | 503 | 504 {
+    return ([502, 503, 504] as const)[Math.min(2, Math.floor(this.rand() * 3))]!;
   }
   delayMs(): number {
     const { latencyMs = 0, jitterMs = 0 } = this.opts;
@@ -60,7 +70,7 @@ export class Faults {
 /** Rejects out-of-range fault options with p-queue style messages. */
 export function checkFaults(f: FaultOptions | undefined): void {
   if (!f) return;
-  for (const k of ['error503Rate', 'dropRate', 'ambiguousCreateRate'] as const) {
+  for (const k of ['error503Rate', 'dropRate', 'ambiguousCreateRate', 'gatewayErrorRate'] as const) {
     const v = f[k];
     if (v !== undefined && !(typeof v === 'number' && v >= 0 && v <= 1))
       throw new TypeError(`Expected \`${k}\` to be a number between 0 and 1, got \`${String(v)}\``);

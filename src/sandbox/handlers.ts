@@ -92,6 +92,16 @@ function check(ctx: SandboxContext, tenant: string, type: string, body: Json, sk
 const typeMismatch = (type: string, got: unknown): OOIssue =>
   oo('invalid', `resourceType must be "${type}" on the ${type} endpoint, got ${show(got)}`, '/resourceType');
 
+const GATEWAY_TITLES = { 502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Time-out' } as const;
+
+/** A gateway's answer after the backend committed: an HTML page (nginx / Azure API Management style), not JSON. */
+function gatewayError(ctx: SandboxContext, res: ServerResponse, status: 502 | 503 | 504): void {
+  ctx.stats.gatewayErrors++;
+  const title = GATEWAY_TITLES[status];
+  const html = `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n`;
+  ctx.replies.send(res, status, html, { 'Content-Type': 'text/html', ...(status === 503 ? { 'Retry-After': '1' } : {}) });
+}
+
 // ---------- operations ----------
 
 export async function create(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, tenant: string, type: string): Promise<void> {
@@ -122,6 +132,7 @@ export async function create(ctx: SandboxContext, req: IncomingMessage, res: Ser
     req.socket.destroy();
     return;
   }
+  if (ctx.faults?.hit(ctx.faults.opts.gatewayErrorRate)) return gatewayError(ctx, res, ctx.faults.gatewayStatus());
   replies.send(res, 200, json, { ETag: `W/"1"` });
 }
 

@@ -55,6 +55,8 @@ export interface SandboxStats {
   byStatus: Record<string, number>;
   dropped: number;
   ambiguousCreates: number;
+  /** Creates stored, then answered 502/503/504 (`gatewayErrorRate`). */
+  gatewayErrors: number;
   /** tenant → resource type → count. */
   resources: Record<string, Record<string, number>>;
   /** Requests served at once and waiting for a slot (`maxInFlight`): now and at most. */
@@ -87,7 +89,7 @@ const isLoopback = (h: string): boolean => h === 'localhost' || h === '::1' || /
 /** The shared state of a new sandbox, from its options (validated). */
 function createContext(opts: SandboxOptions, credentials: Sandbox['credentials']): SandboxContext {
   checkFaults(opts.faults);
-  const stats = { requests: 0, byStatus: {} as Record<string, number>, dropped: 0, ambiguousCreates: 0 };
+  const stats = { requests: 0, byStatus: {} as Record<string, number>, dropped: 0, ambiguousCreates: 0, gatewayErrors: 0 };
   const capacity = new CapacityGate();
   capacity.setLimit(opts.faults?.maxInFlight);
   return {

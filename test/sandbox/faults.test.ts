@@ -85,6 +85,29 @@ describe('fault injection', () => {
     expect(sb.stats().ambiguousCreates).toBe(1);
   });
 
+  test('gatewayErrorRate: stored, then answered 502/503/504 with an HTML page; reads and updates unaffected', async () => {
+    const before = sb.stats();
+    sb.setFaults({ gatewayErrorRate: 1, seed: 5 });
+    const marker = `gw-${Date.now()}`;
+    const answers = [];
+    for (let i = 0; i < 12; i++) answers.push(await c.call('POST', '/Patient', { body: { ...samplePatient(), identifier: [{ system: 'urn:test', value: `${marker}-${i}` }] } }));
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([502, 503, 504]));
+    for (const a of answers) {
+      expect(a.headers['content-type']).toBe('text/html');
+      expect(a.text).toMatch(new RegExp(`^<html>\\r\\n<head><title>${a.status} `));
+      expect(a.body).toBeUndefined(); // not JSON
+      expect(a.headers['retry-after']).toBe(a.status === 503 ? '1' : undefined);
+    }
+    expect((await c.call('GET', '/Patient?_count=1000')).status).toBe(200);
+    sb.setFaults(undefined);
+    const list = (await c.call('GET', '/Patient?_count=1000')).body.entry as { resource: { identifier?: { value: string }[] } }[];
+    for (let i = 0; i < 12; i++) expect(list.filter((e) => e.resource.identifier?.[0]?.value === `${marker}-${i}`)).toHaveLength(1);
+    const after = sb.stats();
+    expect(after.gatewayErrors - before.gatewayErrors).toBe(12);
+    expect(after.resources['demo-clinic']!.Patient! - before.resources['demo-clinic']!.Patient!).toBe(12);
+    expect(() => sb.setFaults({ gatewayErrorRate: 1.5 })).toThrow('Expected `gatewayErrorRate` to be a number between 0 and 1, got `1.5`');
+  });
+
   test('latency and jitter delay each answer', async () => {
     sb.setFaults({ latencyMs: 60, jitterMs: 20 });
     const t0 = performance.now();
