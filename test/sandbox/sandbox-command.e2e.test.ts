@@ -49,6 +49,24 @@ describe('care-etl sandbox', () => {
     expect(lines.slice(1)).toEqual(['export CARE_API_KEY=sandbox-key', 'export CARE_EMR_ID=sandbox-emr', 'export CARE_TENANT_ID=demo-clinic']);
   });
 
+  test('--gateway-error-rate 1: a create is stored, then answered 502/503/504 with an HTML page', async () => {
+    const child = run(['--port', '0', '--json', '--gateway-error-rate', '1']);
+    const info = JSON.parse(await firstLine(child)) as Record<string, string>;
+    const headers = { 'Service-SubscriptionKey': info.apiKey!, 'Service-EmrId': info.emrId!, 'Service-TenantId': info.tenantId! };
+    const res = await request(`${info.url}/Practitioner`, {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ resourceType: 'Practitioner', name: [{ family: 'Gateway' }] }),
+    });
+    expect([502, 503, 504]).toContain(res.statusCode);
+    expect(res.headers['content-type']).toBe('text/html');
+    expect(await res.body.text()).toContain(`<title>${res.statusCode} `);
+    const list = await request(`${info.url}/Practitioner`, { headers });
+    expect(((await list.body.json()) as { entry: unknown[] }).entry).toHaveLength(1);
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+  });
+
   test('rejects an out-of-range rate with a p-queue style message (exit 2)', async () => {
     const child = run(['--drop-rate', 'x']);
     let err = '';
