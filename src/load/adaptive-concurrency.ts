@@ -30,7 +30,7 @@ export interface AdaptiveLimiterOptions {
   rateWindowMs?: number;
   /** Lowest pace, starts per second (default 1). */
   minRatePerSec?: number;
-  /** Longest Retry-After honoured for the shared pause (default 60 000 ms). */
+  /** Longest Retry-After honoured for the shared pause (default SHARED_PAUSE_CAP_MS). */
   retryAfterCapMs?: number;
   /** Pace after an overload, as a fraction of the measured ceiling (default 0.9). */
   rateDecrease?: number;
@@ -62,16 +62,23 @@ export class AdaptiveLimiter {
   static readonly DEFAULT_MAX_CONCURRENCY = 32;
   /** Where discovery starts: low, so that the baseline round-trip time is measured before the server queues. */
   static readonly DISCOVERY_START = 4;
+  /**
+   * Longest shared pause one 429 imposes on every start (its own request's retry honours the whole Retry-After):
+   * a server that still refuses after it says so again, and one 429 never stalls the run for longer.
+   */
+  static readonly SHARED_PAUSE_CAP_MS = 60_000;
 
   /**
    * The limiter of a run: `concurrency` pins the window there (AIMD: 429/503 lower it, it climbs back, never
    * above); without it the capacity is discovered from DISCOVERY_START up to `maxConcurrency` (default
-   * DEFAULT_MAX_CONCURRENCY). The caller validates both (integers ≥ 1).
+   * DEFAULT_MAX_CONCURRENCY). The caller validates both (integers ≥ 1). A 429's shared pause lasts at most
+   * SHARED_PAUSE_CAP_MS, or `maxRetryAfterMs` (`--max-retry-after`) when smaller. `clock`: ms, for tests.
    */
-  static forRun(o: { concurrency?: number; maxConcurrency?: number }): AdaptiveLimiter {
-    if (o.concurrency !== undefined) return new AdaptiveLimiter({ initial: o.concurrency, max: o.concurrency, min: 1 });
+  static forRun(o: { concurrency?: number; maxConcurrency?: number; maxRetryAfterMs?: number; clock?: () => number }): AdaptiveLimiter {
+    const shared = { retryAfterCapMs: Math.min(AdaptiveLimiter.SHARED_PAUSE_CAP_MS, o.maxRetryAfterMs ?? Infinity), now: o.clock };
+    if (o.concurrency !== undefined) return new AdaptiveLimiter({ initial: o.concurrency, max: o.concurrency, min: 1, ...shared });
     const max = o.maxConcurrency ?? AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY;
-    return new AdaptiveLimiter({ initial: Math.min(AdaptiveLimiter.DISCOVERY_START, max), max, min: 1, growth: 'gradient' });
+    return new AdaptiveLimiter({ initial: Math.min(AdaptiveLimiter.DISCOVERY_START, max), max, min: 1, growth: 'gradient', ...shared });
   }
 
   private readonly max: number;
@@ -116,7 +123,7 @@ export class AdaptiveLimiter {
     this.cooldownMs = Math.max(0, opts.cooldownMs ?? 1000);
     this.now = opts.now ?? (() => performance.now());
     this.pacing = opts.pacing ?? true;
-    this.retryAfterCapMs = Math.max(0, opts.retryAfterCapMs ?? 60_000);
+    this.retryAfterCapMs = Math.max(0, opts.retryAfterCapMs ?? AdaptiveLimiter.SHARED_PAUSE_CAP_MS);
     this.admitted = new AdmittedRateEstimator(Math.max(1, opts.rateWindowMs ?? 1000));
     this.pacer = new RatePacer({
       minRate: Math.max(1e-3, opts.minRatePerSec ?? 1),

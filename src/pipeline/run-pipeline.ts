@@ -272,7 +272,7 @@ async function preflight(client: CareClient, retry: RetryOptions | undefined): P
 }
 
 async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: RunReport, setup: RunSetup): Promise<void> {
-  const limiter = AdaptiveLimiter.forRun(opts);
+  const limiter = AdaptiveLimiter.forRun({ ...opts, maxRetryAfterMs: setup.client?.retryOptions(opts.retry).retryAfterCapMs });
   const keys = { rejectedKeys: new Map<string, Set<string>>(), loadedKeys: new Map<string, KeyIndex>(), foundIds: new Map<string, Map<string, string>>() };
   const indexes = serverIndexes(compiled, opts, setup);
   report.indexes = indexes?.builds ?? [];

@@ -198,6 +198,26 @@ describe('AdaptiveLimiter pauses and pacing', () => {
     expect(lim.pausedUntil).toBe(1_005_000);
   });
 
+  describe("a run's limiter (forRun): one 429's shared pause is capped at 60 s, or --max-retry-after when smaller", () => {
+    const cases = [
+      { name: 'no --max-retry-after', maxRetryAfterMs: undefined, cap: 60_000 },
+      { name: '--max-retry-after 120s (the default)', maxRetryAfterMs: 120_000, cap: 60_000 },
+      { name: '--max-retry-after 5s', maxRetryAfterMs: 5_000, cap: 5_000 },
+    ];
+    for (const c of cases) {
+      for (const pinned of [undefined, 4]) {
+        it(`${c.name}, ${pinned ? 'pinned' : 'discovered'} concurrency: a Retry-After of a day holds starts ${c.cap / 1000} s`, async () => {
+          const lim = AdaptiveLimiter.forRun({ concurrency: pinned, maxRetryAfterMs: c.maxRetryAfterMs, clock });
+          lim.onOverload(86_400_000);
+          expect(lim.pausedUntil).toBe(1_000_000 + c.cap);
+          const started = lim.run(async () => Date.now());
+          await vi.advanceTimersByTimeAsync(c.cap);
+          await expect(started).resolves.toBe(1_000_000 + c.cap);
+        });
+      }
+    }
+  });
+
   it('is never paced while the server does not push back', async () => {
     const lim = new AdaptiveLimiter({ initial: 4, now: clock });
     const all = Array.from({ length: 200 }, () =>
