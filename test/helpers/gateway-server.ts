@@ -2,17 +2,19 @@
  * A working store on 127.0.0.1 behind a misbehaving API gateway (issue 24, item 4), for e2e tests of what care-etl
  * believes of an answer:
  * - `commitThen`: every `every`-th create is STORED, then answered `status` (500/502/503/504) with an HTML body (and
- *   `Retry-After: 1`), as a gateway does when the backend is slow;
+ *   `Retry-After: 1`), as a gateway does when the backend is slow — or 200 with no usable body (`body`: an HTML
+ *   page, or nothing at all);
  * - `throttle`: once `afterCreates` creates succeeded, every request is answered 429 with this `Retry-After`;
  * - `seed` + `answerIdOnce`: resources stored before the run; the first create of `answerIdOnce.type` is stored
- *   under its own id but answered with `answerIdOnce.id` (another resource's id).
+ *   under its own id but answered with `answerIdOnce.id` (another resource's id); `answerIdOnce(…)` arms it again
+ *   between runs.
  * Lists return everything stored in one page; updates (PUT Type/id) work.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface GatewayOptions {
-  commitThen?: { status: 500 | 502 | 503 | 504; every: number };
+  commitThen?: { status: 200 | 500 | 502 | 503 | 504; every: number; body?: 'html' | 'empty' };
   throttle?: { retryAfter: string; afterCreates: number };
   seed?: Record<string, unknown>[];
   answerIdOnce?: { type: string; id: string };
@@ -24,6 +26,8 @@ export interface GatewayServer {
   readonly creates: number;
   /** What the backend stored, by type. */
   stored(type: string): Record<string, unknown>[];
+  /** The next create of `type` is answered with `id` (the option `answerIdOnce`, armed now). */
+  answerIdOnce(type: string, id: string): void;
   close(): Promise<void>;
 }
 
@@ -68,8 +72,9 @@ export async function startGatewayServer(opts: GatewayOptions): Promise<GatewayS
         of(type!).set(r.id, r);
         stored++;
         if (opts.commitThen && creates % opts.commitThen.every === 0) {
-          res.writeHead(opts.commitThen.status, { 'content-type': 'text/html', 'retry-after': '1' });
-          return res.end('<html><body><h1>Service Unavailable</h1><p>The backend did not answer in time.</p></body></html>');
+          const empty = opts.commitThen.body === 'empty';
+          res.writeHead(opts.commitThen.status, { 'content-type': empty ? 'application/json' : 'text/html', 'retry-after': '1' });
+          return res.end(empty ? '' : '<html><body><h1>Service Unavailable</h1><p>The backend did not answer in time.</p></body></html>');
         }
         if (opts.answerIdOnce?.type === type && !answeredOtherId) {
           answeredOtherId = true;
@@ -92,6 +97,10 @@ export async function startGatewayServer(opts: GatewayOptions): Promise<GatewayS
       return creates;
     },
     stored: (type) => [...(store.get(type)?.values() ?? [])],
+    answerIdOnce(type, id) {
+      opts.answerIdOnce = { type, id };
+      answeredOtherId = false;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
