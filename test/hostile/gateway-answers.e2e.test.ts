@@ -5,6 +5,8 @@
  * the run (exit 3) naming the wait; a create answered with another resource's id is not recorded as synced. No
  * timing is asserted: each case is bounded by its own time-out.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/state/ledger.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
@@ -41,6 +43,13 @@ function ledgerEntries(state: string, url: string) {
   } finally {
     ledger.close();
   }
+}
+
+/** Every file under `dir` (the state database, rejects, report, run history), as bytes. */
+function filesUnder(dir: string): { path: string; bytes: Buffer }[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => ({ path: join(d.parentPath, d.name), bytes: readFileSync(join(d.parentPath, d.name)) }));
 }
 
 /** Server copies per source key (identifier value): every one must be 1. */
@@ -91,12 +100,18 @@ describe('a Retry-After longer than --max-retry-after: the run stops (exit 3), n
       async () => {
         const s = await serve({ throttle: { retryAfter: c.retryAfter, afterCreates: 2 } });
         const clinic = makeClinic(6, 2, 'care-etl-gateway-429-');
-        const r = await runOnce(clinic.mapping, s.url);
+        // Bounded by CLI_MS (60 s), less than the cap (120 s) plus one request's deadline (30 s): it does not wait.
+        const r = await runOnce(clinic.mapping, s.url, ['--report', join(clinic.dir, 'report.json')]);
         expect(r.code, r.stderr).toBe(3);
         expect(r.stdout + r.stderr).not.toContain(KEY);
-        expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+        expect(r.stdout + r.stderr).not.toMatch(/^\s*at \S.*:\d+:\d+\)?$/m); // no stack trace
         const e = JSON.parse(r.stdout) as { error: { message: string; hint?: string } };
         expect(e.error.message).toMatch(c.asked);
+        expect(JSON.stringify(e)).not.toMatch(/"stack"|\.js:\d+:\d+/);
+        // Nor in any file the run wrote: state (run history included), rejects, report.
+        const written = filesUnder(clinic.dir);
+        expect(written.some((f) => f.path.endsWith('state.db'))).toBe(true);
+        for (const f of written) expect(f.bytes.includes(KEY), f.path).toBe(false);
         // What was loaded before stays recorded.
         const synced = ledgerEntries(clinic.state, s.url).filter((x) => x.status === 'synced');
         expect(synced.length).toBe(s.stored('Patient').length + s.stored('Practitioner').length + s.stored('CareTeam').length);
