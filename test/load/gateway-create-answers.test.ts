@@ -48,7 +48,11 @@ describe('a create stored, then answered 200 with no usable body', () => {
       expect([0, 1]).toContain((await run(s, clinic.mapping)).exitCode);
       expect((await run(s, clinic.mapping)).exitCode).toBe(0);
       expect(s.creates).toBeGreaterThanOrEqual(6); // the fault really happened, twice at least
-      for (const [type, n] of [['Patient', 8], ['Practitioner', 2], ['CareTeam', 8]] as const) {
+      for (const [type, n] of [
+        ['Patient', 8],
+        ['Practitioner', 2],
+        ['CareTeam', 8],
+      ] as const) {
         expect(new Set(s.stored(type).map(keyOf)).size).toBe(n);
         expect(s.stored(type)).toHaveLength(n);
       }

@@ -90,7 +90,8 @@ describe('fault injection', () => {
     sb.setFaults({ gatewayErrorRate: 1, seed: 5 });
     const marker = `gw-${Date.now()}`;
     const answers = [];
-    for (let i = 0; i < 12; i++) answers.push(await c.call('POST', '/Patient', { body: { ...samplePatient(), identifier: [{ system: 'urn:test', value: `${marker}-${i}` }] } }));
+    for (let i = 0; i < 12; i++)
+      answers.push(await c.call('POST', '/Patient', { body: { ...samplePatient(), identifier: [{ system: 'urn:test', value: `${marker}-${i}` }] } }));
     expect(new Set(answers.map((a) => a.status))).toEqual(new Set([502, 503, 504]));
     for (const a of answers) {
       expect(a.headers['content-type']).toBe('text/html');
