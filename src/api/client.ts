@@ -8,6 +8,7 @@ import {
   ProtocolError,
   ResponseTooLargeError,
   RetryAfterTooLongError,
+  SAFE_ID_RULE,
   sentTextValues,
   TransportError,
   type Operation,
@@ -260,7 +261,7 @@ export class CareClient {
     let problem: string | undefined;
     if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
     else if (answer.id === undefined) problem = 'it carries no id';
-    else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} is not a valid FHIR id (1 to 64 of A-Z a-z 0-9 - .)`;
+    else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} cannot be used (${SAFE_ID_RULE})`;
     else if (this.#createdIds.has(`${type}/${answer.id}`)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
     if (problem) {
       throw new ProtocolError(`create ${type}: the server's answer cannot be believed: ${problem}; the create's outcome is unknown`, {
@@ -352,8 +353,11 @@ export class CareClient {
         url = firstUrl(false);
         continue;
       }
-      if (bundle.resourceType !== 'Bundle' || (bundle.entry !== undefined && !Array.isArray(bundle.entry))) {
-        throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
+      if (bundle.resourceType !== 'Bundle') throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
+      for (const field of ['entry', 'link'] as const) {
+        const v: unknown = bundle[field];
+        if (v !== undefined && !Array.isArray(v))
+          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${v === null ? 'null' : `a ${typeof v}`}, not an array (page ${read + 1})`, { operation: 'list' });
       }
       read++;
       const ids = new Set<string>();
