@@ -8,7 +8,6 @@ import {
   ProtocolError,
   ResponseTooLargeError,
   RetryAfterTooLongError,
-  SAFE_ID_RULE,
   sentTextValues,
   TransportError,
   type Operation,
@@ -261,7 +260,7 @@ export class CareClient {
     let problem: string | undefined;
     if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
     else if (answer.id === undefined) problem = 'it carries no id';
-    else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} cannot be used (${SAFE_ID_RULE})`;
+    else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} is not a valid FHIR id (1 to 64 of A-Z a-z 0-9 - .)`;
     else if (this.#createdIds.has(`${type}/${answer.id}`)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
     if (problem) {
       throw new ProtocolError(`create ${type}: the server's answer cannot be believed: ${problem}; the create's outcome is unknown`, {
@@ -356,8 +355,9 @@ export class CareClient {
       if (bundle.resourceType !== 'Bundle') throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
       for (const field of ['entry', 'link'] as const) {
         const v: unknown = bundle[field];
-        if (v !== undefined && !Array.isArray(v))
-          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${v === null ? 'null' : `a ${typeof v}`}, not an array (page ${read + 1})`, { operation: 'list' });
+        const kind = typeof v;
+        if (v != null && !Array.isArray(v))
+          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}, not an array (page ${read + 1})`, { operation: 'list' });
       }
       read++;
       const ids = new Set<string>();

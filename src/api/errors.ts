@@ -226,19 +226,14 @@ export class ResponseTooLargeError extends ProtocolError {
 }
 
 /** What `isSafeId` accepts, for messages. */
-export const SAFE_ID_RULE = '1 to 64 characters, no slash, backslash or control character, no space at either end, not only dots';
-
-/** C0/C1 controls, bidirectional controls, line separators, `/` and `\\`, and lone surrogates (`encodeURIComponent` throws on them). */
-const UNUSABLE_ID_CHAR =
-  /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069/\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+export const SAFE_ID_RULE = 'a FHIR id: 1 to 64 of A-Z a-z 0-9 - ., not only dots';
 
 /**
- * A server id care-etl can use (issue 25): record it, put it in a `Type/id` reference, and — percent-encoded
- * (`encodeURIComponent`, as `CareClient.get`/`update` do) — in a path. Wider than FHIR's `[A-Za-z0-9\-.]{1,64}`:
- * a server's `pat_1` or `a b` is adopted, not created a second time. Refused: a slash or backslash (a reference
- * `Patient/a/b` names another path), controls (terminal lines, headers), spaces at the ends (a server or a
- * spreadsheet trims them), only dots (`/Patient/..` is `/` to a URL parser).
+ * FHIR's id syntax (`[A-Za-z0-9\-.]{1,64}`, hl7.org/fhir/R4/datatypes.html#id), minus `.` and `..` (path
+ * traversal once used as a path segment): what care-etl accepts as a server id before it records it, puts it
+ * in a reference (the resource schemas require FHIR ids there) or in a URL. Issue 25: a listing holding any
+ * other id is refused (src/load/server-index.ts) — leaving the resource out could create it a second time.
  */
 export function isSafeId(id: unknown): id is string {
-  return typeof id === 'string' && id.length >= 1 && id.length <= 64 && !UNUSABLE_ID_CHAR.test(id) && id.trim() === id && !/^\.+$/.test(id);
+  return typeof id === 'string' && /^[A-Za-z0-9\-.]{1,64}$/.test(id) && !/^\.+$/.test(id);
 }
