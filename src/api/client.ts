@@ -357,7 +357,9 @@ export class CareClient {
         const v: unknown = bundle[field];
         const kind = typeof v;
         if (v != null && !Array.isArray(v))
-          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}, not an array (page ${read + 1})`, { operation: 'list' });
+          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}, not an array (page ${read + 1})`, {
+            operation: 'list',
+          });
       }
       read++;
       const ids = new Set<string>();

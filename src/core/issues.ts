@@ -200,8 +200,9 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   // gateway
   'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
   // listings (issue 25)
-  'listing-refused': "a server's listing is incomplete or inconsistent (total, entries, types, ids, nesting): the run stopped before creating what it does not show",
-  'server-issue': "an issue of the server's OperationOutcome whose own code is not a valid code; its text is only in the rejects file",
+  'listing-refused':
+    "a server's listing is incomplete or inconsistent (total, entries, types, ids, nesting): the run stopped before creating what it does not show",
+  'server-issue': "a server's OperationOutcome issue whose code is not a FHIR issue type (that code is not kept; the issue's text is only in the rejects file)",
 };
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -212,13 +212,14 @@ export class ServerIndexes {
 }
 
 /** Nesting levels a listed resource may have (the schemas' resources need fewer than 10). */
-export const MAX_LISTED_DEPTH = 64;
+const MAX_LISTED_DEPTH = 64;
 /** Problems named in a refusal (the rest counted). */
 const NAMED_PROBLEMS = 5;
 
 /** A value from the listing, for a message: JSON-quoted, shortened, known secrets masked (the server chose it). */
 function shown(v: unknown): string {
-  const text = typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v;
+  const text =
+    typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v;
   return redactKnown(text);
 }
 
@@ -230,7 +231,7 @@ export class ListingRefusedError extends ProtocolError {
   constructor(type: WritableType, problem: string) {
     super(`list ${type}: the server's listing cannot be believed: ${problem}; nothing the listing should show is created`, {
       operation: 'list',
-      hint: "care-etl lists a type before creating what its state does not know, so that nothing is created twice; this listing is incomplete or inconsistent. Report it to the service operator, and run again once it is fixed (rows not loaded are loaded then; nothing was rejected for it).",
+      hint: 'care-etl lists a type before creating what its state does not know, so that nothing is created twice; this listing is incomplete or inconsistent. Report it to the service operator, and run again once it is fixed (rows not loaded are loaded then; nothing was rejected for it).',
     });
     this.name = 'ListingRefusedError';
   }
@@ -255,7 +256,7 @@ function refusedUnlessKnown(type: WritableType, err: unknown): unknown {
  * of the listed type with a usable id (`isSafeId`) and at most MAX_LISTED_DEPTH levels of nesting; `total`, when a
  * page sends one, a count that every page agrees on and that the distinct resources listed reach exactly.
  */
-export class ListingCheck {
+class ListingCheck {
   #page = 0;
   #total: number | undefined;
 
@@ -293,7 +294,10 @@ export class ListingCheck {
       throw new ListingRefusedError(this.type, `page ${this.#page}: its total is ${shown(total)}, not a count`);
     }
     if (this.#total !== undefined && total !== this.#total) {
-      throw new ListingRefusedError(this.type, `page ${this.#page}: its total is ${total}, an earlier page said ${this.#total} (the listing changed while it was read)`);
+      throw new ListingRefusedError(
+        this.type,
+        `page ${this.#page}: its total is ${total}, an earlier page said ${this.#total} (the listing changed while it was read)`,
+      );
     }
     this.#total = total;
   }

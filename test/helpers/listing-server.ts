@@ -15,7 +15,11 @@ export interface ListingServerOptions {
   /** The body of `GET /{type}` (default: one Bundle page of everything stored). */
   listing?: (type: string, stored: Stored[]) => string;
   /** An error answer to a create (`{ status, body }`), or undefined to store it. */
-  createAnswer?: (type: string, body: Record<string, unknown>, headers: Record<string, string | string[] | undefined>) => { status: number; body: string } | undefined;
+  createAnswer?: (
+    type: string,
+    body: Record<string, unknown>,
+    headers: Record<string, string | string[] | undefined>,
+  ) => { status: number; body: string } | undefined;
 }
 
 export interface ListingServer {
@@ -31,7 +35,13 @@ export interface ListingServer {
 }
 
 export const bundleOf = (stored: Stored[], extra: Record<string, unknown> = {}): string =>
-  JSON.stringify({ resourceType: 'Bundle', type: 'searchset', link: [], ...extra, entry: stored.map((r) => ({ fullUrl: `${r.resourceType}/${r.id}`, resource: r })) });
+  JSON.stringify({
+    resourceType: 'Bundle',
+    type: 'searchset',
+    link: [],
+    ...extra,
+    entry: stored.map((r) => ({ fullUrl: `${r.resourceType}/${r.id}`, resource: r })),
+  });
 
 export async function startListingServer(initial: ListingServerOptions = {}): Promise<ListingServer> {
   let opts = initial;

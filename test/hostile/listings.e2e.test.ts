@@ -25,7 +25,12 @@ afterAll(async () => {
 });
 
 const run = (mapping: string, url: string) =>
-  runPipeline({ mappingFile: mapping, env: {}, connection: { baseUrl: url, apiKey: KEY, emrId: 'emr', tenantId: TENANT }, retry: { baseDelayMs: 1, maxDelayMs: 2 } });
+  runPipeline({
+    mappingFile: mapping,
+    env: {},
+    connection: { baseUrl: url, apiKey: KEY, emrId: 'emr', tenantId: TENANT },
+    retry: { baseDelayMs: 1, maxDelayMs: 2 },
+  });
 
 /** A clinic loaded into a fresh store (exit 0), then its state lost: the next run knows nothing of what the server holds. */
 async function loadedThenLost() {
@@ -58,9 +63,21 @@ const cases: { name: string; listing: NonNullable<ListingServerOptions['listing'
     listing: (_t, stored) => JSON.stringify({ resourceType: 'Bundle', type: 'searchset', total: stored.length }),
     reason: /its total says \d resources, its 1 page\(s\) list 0/,
   },
-  { name: '`total` above the entries listed', listing: (_t, stored) => bundleOf(stored.slice(1), { total: stored.length }), reason: /its total says \d resources/ },
-  { name: '`entry` an object', listing: () => JSON.stringify({ resourceType: 'Bundle', entry: { resource: {} } }), reason: /the Bundle's entry is an object, not an array/ },
-  { name: '`entry` a string', listing: () => JSON.stringify({ resourceType: 'Bundle', entry: 'Patient' }), reason: /the Bundle's entry is a string, not an array/ },
+  {
+    name: '`total` above the entries listed',
+    listing: (_t, stored) => bundleOf(stored.slice(1), { total: stored.length }),
+    reason: /its total says \d resources/,
+  },
+  {
+    name: '`entry` an object',
+    listing: () => JSON.stringify({ resourceType: 'Bundle', entry: { resource: {} } }),
+    reason: /the Bundle's entry is an object, not an array/,
+  },
+  {
+    name: '`entry` a string',
+    listing: () => JSON.stringify({ resourceType: 'Bundle', entry: 'Patient' }),
+    reason: /the Bundle's entry is a string, not an array/,
+  },
   {
     name: 'an entry that is a string',
     listing: (_t, stored) => JSON.stringify({ resourceType: 'Bundle', entry: ['x', ...entriesOf(stored)] }),

@@ -76,7 +76,9 @@ describe("a server's diagnostics echoing the key, transformed", () => {
     expect(handedOver['rejects.summary.csv']).toContain('HTTP 400');
     expect(handedOver['rejects.summary.csv']).toContain('Patient.name[0].family');
     expect(handedOver['report.html']).toContain('/birthDate');
-    expect(handedOver['state.db']).toMatch(/failed with HTTP 400 \(POST \/Patient\): invalid at Patient\.name\[0\]\.family; server-issue; value at \/birthDate/);
+    expect(handedOver['state.db']).toMatch(
+      /failed with HTTP 400 \(POST \/Patient\): invalid at Patient\.name\[0\]\.family; server-issue; value at \/birthDate/,
+    );
 
     // The full rejects file holds the row anyway: the server's text stays there, for whoever fixes the rows.
     const full = readFileSync(report.rejectsFile!, 'utf8');
