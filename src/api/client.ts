@@ -352,8 +352,14 @@ export class CareClient {
         url = firstUrl(false);
         continue;
       }
-      if (bundle.resourceType !== 'Bundle' || (bundle.entry !== undefined && !Array.isArray(bundle.entry))) {
-        throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
+      if (bundle.resourceType !== 'Bundle') throw new ProtocolError(`list ${type}: expected a Bundle, got ${show(bundle.resourceType)}`, { operation: 'list' });
+      for (const field of ['entry', 'link'] as const) {
+        const v: unknown = bundle[field];
+        const kind = typeof v;
+        if (v != null && !Array.isArray(v))
+          throw new ProtocolError(`list ${type}: the Bundle's ${field} is ${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}, not an array (page ${read + 1})`, {
+            operation: 'list',
+          });
       }
       read++;
       const ids = new Set<string>();

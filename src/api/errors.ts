@@ -1,15 +1,10 @@
-import { CareEtlError, ExitCode, foreignCode, issue, type Issue } from '../core/issues.js';
-import { redactKnown, redactValues } from '../core/secret.js';
+import { CareEtlError, ExitCode, issue, type Issue } from '../core/issues.js';
+import { redactKnown } from '../core/secret.js';
+import { outcomeSummary, outcomeToIssues, type OperationOutcomeIssue } from './outcome.js';
 
 export type Operation = 'create' | 'get' | 'list' | 'update';
 
-export interface OperationOutcomeIssue {
-  severity?: string;
-  code?: string;
-  diagnostics?: string;
-  details?: { text?: string };
-  expression?: string[];
-}
+export type { OperationOutcomeIssue } from './outcome.js';
 
 interface ApiErrorInit {
   status: number;
@@ -23,31 +18,6 @@ interface ApiErrorInit {
   retryAfterMs?: number;
   /** Text values of the resource sent (names, dates…): masked where the server's diagnostics echo them. */
   sentValues?: string[];
-}
-
-/** Server issues kept per error, and characters per diagnostic: a reason, not a dump. */
-const MAX_SERVER_ISSUES = 20;
-const MAX_DIAGNOSTIC = 500;
-
-/**
- * Only the OperationOutcome's diagnostics (or details.text) and expression are kept — never the rest of a body —
- * with known secrets and the values this request sent masked: some gateways echo the whole request, headers
- * (the API key) and body (patient data) included. Bounded in count and length.
- */
-function outcomeToIssues(outcome: OperationOutcomeIssue[] | undefined, sentValues: string[] = []): Issue[] {
-  return (outcome ?? [])
-    .filter((i) => i !== null && typeof i === 'object')
-    .slice(0, MAX_SERVER_ISSUES)
-    .map((i) => {
-      const text = redactValues(redactKnown(String(i.diagnostics ?? i.details?.text ?? 'no details given by the server')), sentValues);
-      const path = typeof i.expression?.[0] === 'string' ? redactValues(i.expression[0], sentValues).slice(0, 200) : undefined;
-      return {
-        severity: i.severity === 'warning' || i.severity === 'information' || i.severity === 'fatal' ? i.severity : 'error',
-        code: typeof i.code === 'string' ? foreignCode(i.code.slice(0, 64)) : 'exception',
-        message: text.length > MAX_DIAGNOSTIC ? `${text.slice(0, MAX_DIAGNOSTIC)}… (${text.length} characters)` : text,
-        path,
-      };
-    });
 }
 
 /** The text values of a resource worth masking in an echo (not its type, ids, references or code systems). */
@@ -77,7 +47,9 @@ export class ApiError extends CareEtlError {
   constructor(init: ApiErrorInit, hint?: string) {
     const target = init.resourceId ? `${init.resourceType}/${init.resourceId}` : init.resourceType;
     const issues = outcomeToIssues(init.outcome, init.sentValues);
-    const detail = issues.length ? `: ${issues.map((i) => (i.path ? `${i.path}: ` : '') + i.message).join('; ')}` : '';
+    // The message (the ledger's reason, run history, an ending error's first line) names the server's issues by code
+    // and path only; their text is on the issues (`serverText`: the rejects file, the terminal).
+    const detail = issues.length ? `: ${outcomeSummary(issues)}` : '';
     // A 404 on a collection (no id) means the endpoint itself is missing: the base URL lacks the API's path.
     const noEndpoint = init.status === 404 && !init.resourceId;
     super(`${init.operation} ${target} failed with HTTP ${init.status} (${init.method} ${init.path})${detail}`, {
@@ -253,10 +225,14 @@ export class ResponseTooLargeError extends ProtocolError {
   }
 }
 
+/** What `isSafeId` accepts, for messages. */
+export const SAFE_ID_RULE = 'a FHIR id: 1 to 64 of A-Z a-z 0-9 - ., not only dots';
+
 /**
  * FHIR's id syntax (`[A-Za-z0-9\-.]{1,64}`, hl7.org/fhir/R4/datatypes.html#id), minus `.` and `..` (path
  * traversal once used as a path segment): what care-etl accepts as a server id before it records it, puts it
- * in a reference or in a URL.
+ * in a reference (the resource schemas require FHIR ids there) or in a URL. Issue 25: a listing holding any
+ * other id is refused (src/load/server-index.ts) — leaving the resource out could create it a second time.
  */
 export function isSafeId(id: unknown): id is string {
   return typeof id === 'string' && /^[A-Za-z0-9\-.]{1,64}$/.test(id) && !/^\.+$/.test(id);

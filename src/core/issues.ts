@@ -104,6 +104,9 @@ export const ISSUE_CODES = [
   'source-not-text',
   // issue 24 part "gateway": a Retry-After longer than --max-retry-after stops the run
   'retry-after-too-long',
+  // issue 25 part "listings": a listing that cannot be believed stops the run; a server's issue as handed over
+  'listing-refused',
+  'server-issue',
 ] as const;
 
 /**
@@ -196,6 +199,10 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
   // gateway
   'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
+  // listings (issue 25)
+  'listing-refused':
+    "a server's listing is incomplete or inconsistent (total, entries, types, ids, nesting): the run stopped before creating what it does not show",
+  'server-issue': "a server's OperationOutcome issue whose code is not a FHIR issue type (that code is not kept; the issue's text is only in the rejects file)",
 };
 
 /** Codes made from an HTTP status or a transport failure. */
@@ -228,6 +235,8 @@ export interface Issue {
   /** JSON path inside the resource or mapping document, e.g. `/name/0/family`. */
   path?: string;
   location?: Location;
+  /** The message is a server's own text (OperationOutcome diagnostics): handed over by code and path only (pipeline/hand-over.ts). */
+  serverText?: true;
 }
 
 /** Where an issue points: a JSON path and/or a file position; its keys are copied into the issue as given. */

@@ -7,9 +7,12 @@
  * created, or when asked for up front); creates whose outcome was lost need a fresh listing (`refresh`).
  */
 import type { CareClient } from '../api/client.js';
-import { isSafeId } from '../api/errors.js';
+import { isSafeId, ProtocolError, SAFE_ID_RULE } from '../api/errors.js';
+import { CareEtlError, issue } from '../core/issues.js';
+import { nestsDeeperThan } from '../core/json-depth.js';
+import { redactKnown } from '../core/secret.js';
 import type { WritableType } from '../schemas/resource-types.js';
-import type { Resource } from '../api/types.js';
+import type { Bundle, Resource } from '../api/types.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity } from './identity.js';
 import type { RetryOptions } from '../core/retry.js';
@@ -55,11 +58,6 @@ export function matchRuleOf(res: CompiledResource): MatchRule {
 
 export class ServerIndex {
   pages = 0;
-  /**
-   * Listed resources of this type whose id is not a safe path segment (`isSafeId`): never indexed, so never
-   * adopted, recorded or referred to (a key matching one is created instead).
-   */
-  unsafeIds = 0;
   readonly #byId = new Map<string, IndexedResource>();
   /** mapping → match value → server ids. */
   readonly #byMatch = new Map<string, Map<string, string[]>>();
@@ -79,12 +77,8 @@ export class ServerIndex {
     return this.#byId.size;
   }
 
-  async add(r: Resource): Promise<void> {
-    if (r?.resourceType !== this.resourceType) return;
-    if (!isSafeId(r.id)) {
-      this.unsafeIds++;
-      return;
-    }
+  /** A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). */
+  async add(r: Resource & { id: string }): Promise<void> {
     if (this.#byId.has(r.id)) return;
     const hash = comparableHash(r);
     const meta = r.meta as { versionId?: unknown } | undefined;
@@ -130,8 +124,6 @@ export interface IndexBuild {
   /** `_count` asked for; undefined when the server refused it (400) or none was asked. */
   pageSize?: number;
   durationMs: number;
-  /** Listed resources left out because their id is not a valid FHIR id (only when there were some). */
-  unsafeIds?: number;
 }
 
 export interface ServerIndexesOptions {
@@ -194,22 +186,131 @@ export class ServerIndexes {
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();
-    for await (const page of this.client.pages(type, {
-      pageSize: pageSize > 0 ? pageSize : undefined,
-      retry: this.opts.retry ?? {},
-      signal: this.opts.signal,
-    })) {
-      index.pages++;
-      for (const e of page.entry ?? []) if (e?.resource) await index.add(e.resource);
+    const check = new ListingCheck(type);
+    try {
+      for await (const page of this.client.pages(type, {
+        pageSize: pageSize > 0 ? pageSize : undefined,
+        retry: this.opts.retry ?? {},
+        signal: this.opts.signal,
+      })) {
+        index.pages++;
+        for (const r of check.page(page)) await index.add(r);
+      }
+      check.end(index.size);
+    } catch (err) {
+      throw refusedUnlessKnown(type, err);
     }
     build.pages = index.pages;
     build.resources = index.size;
-    if (index.unsafeIds) build.unsafeIds = index.unsafeIds;
     if (!this.client.pageSizeAccepted) build.pageSize = undefined;
     build.durationMs = Math.round(performance.now() - started);
     this.builds.push(build);
     this.#done.set(type, index);
     this.opts.onBuild?.({ phase: 'end', build });
     return index;
+  }
+}
+
+/** Nesting levels a listed resource may have (the schemas' resources need fewer than 10). */
+const MAX_LISTED_DEPTH = 64;
+/** Problems named in a refusal (the rest counted). */
+const NAMED_PROBLEMS = 5;
+
+/** A value from the listing, for a message: JSON-quoted, shortened, known secrets masked (the server chose it). */
+function shown(v: unknown): string {
+  const text =
+    typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v;
+  return redactKnown(text);
+}
+
+/**
+ * A listing that cannot be believed (issue 25): care-etl lists a type to find what the state does not know before
+ * creating it, so a listing that may be missing resources would make it create second copies. It stops the run.
+ */
+export class ListingRefusedError extends ProtocolError {
+  constructor(type: WritableType, problem: string) {
+    super(`list ${type}: the server's listing cannot be believed: ${problem}; nothing the listing should show is created`, {
+      operation: 'list',
+      hint: 'care-etl lists a type before creating what its state does not know, so that nothing is created twice; this listing is incomplete or inconsistent. Report it to the service operator, and run again once it is fixed (rows not loaded are loaded then; nothing was rejected for it).',
+    });
+    this.name = 'ListingRefusedError';
+  }
+
+  override toIssues() {
+    return [issue.error('listing-refused', this.message)];
+  }
+}
+
+/**
+ * An error of the listing as the run sees it: care-etl's own errors (HTTP, transport, protocol) and aborts as they
+ * are; anything else — a JavaScript error on a body no check foresaw — a refusal naming it, not a row's reject.
+ */
+function refusedUnlessKnown(type: WritableType, err: unknown): unknown {
+  if (err instanceof CareEtlError || (err as Error)?.name === 'AbortError') return err;
+  const name = err instanceof Error ? err.name : typeof err;
+  return new ListingRefusedError(type, `reading it failed (${name}: ${redactKnown(String((err as Error)?.message ?? err)).slice(0, 120)})`);
+}
+
+/**
+ * What a listing must be before the index built from it is believed: every `entry` an object holding a resource
+ * of the listed type with a usable id (`isSafeId`) and at most MAX_LISTED_DEPTH levels of nesting; `total`, when a
+ * page sends one, a count that every page agrees on and that the distinct resources listed reach exactly.
+ */
+class ListingCheck {
+  #page = 0;
+  #total: number | undefined;
+
+  constructor(readonly type: WritableType) {}
+
+  /** The resources of one page, or a ListingRefusedError naming what is wrong with it. */
+  page(bundle: Bundle): (Resource & { id: string })[] {
+    this.#page++;
+    this.#checkTotal((bundle as { total?: unknown }).total);
+    const out: (Resource & { id: string })[] = [];
+    const problems: string[] = [];
+    const entries: unknown[] = bundle.entry ?? [];
+    entries.forEach((e, i) => {
+      const problem = this.#problemOf(e);
+      if (problem) problems.push(`entry ${i + 1} ${problem}`);
+      else out.push((e as { resource: Resource & { id: string } }).resource);
+    });
+    if (problems.length > 0) {
+      const more = problems.length > NAMED_PROBLEMS ? `; and ${problems.length - NAMED_PROBLEMS} more entries` : '';
+      throw new ListingRefusedError(this.type, `page ${this.#page}: ${problems.slice(0, NAMED_PROBLEMS).join('; ')}${more}`);
+    }
+    return out;
+  }
+
+  /** After the last page: the distinct resources listed against the `total` the pages sent. */
+  end(listed: number): void {
+    if (this.#total !== undefined && this.#total !== listed) {
+      throw new ListingRefusedError(this.type, `its total says ${this.#total} resources, its ${this.#page} page(s) list ${listed}`);
+    }
+  }
+
+  #checkTotal(total: unknown): void {
+    if (total === undefined) return;
+    if (typeof total !== 'number' || !Number.isSafeInteger(total) || total < 0) {
+      throw new ListingRefusedError(this.type, `page ${this.#page}: its total is ${shown(total)}, not a count`);
+    }
+    if (this.#total !== undefined && total !== this.#total) {
+      throw new ListingRefusedError(
+        this.type,
+        `page ${this.#page}: its total is ${total}, an earlier page said ${this.#total} (the listing changed while it was read)`,
+      );
+    }
+    this.#total = total;
+  }
+
+  #problemOf(e: unknown): string | undefined {
+    if (e === null || typeof e !== 'object' || Array.isArray(e)) return `is ${shown(e)}, not an object`;
+    const r = (e as { resource?: unknown }).resource;
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) return r === undefined ? 'holds no resource' : `holds ${shown(r)}, not a resource`;
+    const { resourceType, id } = r as { resourceType?: unknown; id?: unknown };
+    if (resourceType !== this.type) return `is a ${shown(resourceType)} resource, not a ${this.type}`;
+    if (id === undefined) return 'carries no id';
+    if (!isSafeId(id)) return `has the id ${shown(id)}, which cannot be used (${SAFE_ID_RULE})`;
+    if (nestsDeeperThan(r, MAX_LISTED_DEPTH)) return `(id ${shown(id)}) is nested more than ${MAX_LISTED_DEPTH} levels deep`;
+    return undefined;
   }
 }

@@ -3,7 +3,8 @@
  * Markdown reports, the terminal's reject lines. Such text must not be able to carry a cell value, so messages
  * that can — a mapping's own `$error` / `$assert` text, JSONata messages that quote the offending value, an ajv
  * message naming a property the map made from a cell — are replaced by value-free templates naming the code and
- * the expression's file:line:col. The full message stays in the rejects file (0600), which holds the row anyway.
+ * the expression's file:line:col; a server's own text (`serverText`, src/api/outcome.ts) by its code and path. The full
+ * message stays in the rejects file (0600), which holds the row anyway.
  */
 import { basename } from 'node:path';
 import { formatLocation, type Issue } from '../core/issues.js';
@@ -64,6 +65,10 @@ function shortLocation(issue: Issue): string {
 export function handOverIssue(issue: Issue, opts: HandOverOptions = {}): Issue {
   const where = opts.rejectsFile ? basename(opts.rejectsFile) : 'the rejects file';
   const message = typeof issue.message === 'string' ? issue.message : String(issue.message);
+  if (issue.serverText) {
+    // A server's diagnostics may echo the request (the key in any transform, the row): its code and path only.
+    return { ...issue, message: `the server's ${issue.code} issue${issue.path ? ` at ${issue.path}` : ''} (its text is in ${where})` };
+  }
   if (issue.code === 'jsonata' || issue.code === 'eval-failed') {
     const m = EXPRESSION_MESSAGE.exec(message);
     const prefix = m ? `${m[1]}: ` : '';

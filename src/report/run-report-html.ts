@@ -326,12 +326,12 @@ function indexesSection(m: ReportModel): string {
   const rows = list
     .map(
       (b) =>
-        `<tr><td>${esc(b.resourceType)}</td><td class="num">${num(b.resources)}</td><td class="num">${num(b.pages)}</td><td class="num">${b.pageSize === undefined ? 'server default' : num(b.pageSize)}</td><td class="num">${esc(formatDuration(b.durationMs))}</td><td>${esc(b.reason)}</td><td class="num">${b.unsafeIds ? num(b.unsafeIds) : ''}</td></tr>`,
+        `<tr><td>${esc(b.resourceType)}</td><td class="num">${num(b.resources)}</td><td class="num">${num(b.pages)}</td><td class="num">${b.pageSize === undefined ? 'server default' : num(b.pageSize)}</td><td class="num">${esc(formatDuration(b.durationMs))}</td><td>${esc(b.reason)}</td></tr>`,
     )
     .join('');
   const t = list.reduce((a, b) => ({ resources: a.resources + b.resources, pages: a.pages + b.pages }), { resources: 0, pages: 0 });
   return `<section id="reconciliation"><h2>Reconciliation (${num(list.length)} listing${list.length === 1 ? '' : 's'}, ${num(t.resources)} resources, ${num(t.pages)} pages)</h2>
-<table class="indexes"><thead><tr><th>type</th><th class="num">resources</th><th class="num">pages</th><th class="num">page size</th><th class="num">duration</th><th>why</th><th class="num">ids left out</th></tr></thead><tbody>${rows}</tbody></table>
+<table class="indexes"><thead><tr><th>type</th><th class="num">resources</th><th class="num">pages</th><th class="num">page size</th><th class="num">duration</th><th>why</th></tr></thead><tbody>${rows}</tbody></table>
 <p class="muted">Listings of the server made to find resources the state ledger did not know (<code>--reconcile</code>).</p></section>`;
 }
 

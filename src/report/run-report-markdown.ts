@@ -242,12 +242,11 @@ function indexesSection(m: ReportModel): string[] {
     b.pageSize === undefined ? 'server default' : num(b.pageSize),
     md(formatDuration(b.durationMs)),
     md(b.reason),
-    b.unsafeIds ? num(b.unsafeIds) : '',
   ]);
   const t = list.reduce((a, b) => ({ resources: a.resources + b.resources, pages: a.pages + b.pages }), { resources: 0, pages: 0 });
   return [
     `### Reconciliation (${num(list.length)} listing${list.length === 1 ? '' : 's'}, ${num(t.resources)} resources, ${num(t.pages)} pages)`,
     '',
-    ...table(['type', 'resources', 'pages', 'page size', 'duration', 'why', 'ids left out'], rows, ['l', 'r', 'r', 'r', 'r', 'l', 'r']),
+    ...table(['type', 'resources', 'pages', 'page size', 'duration', 'why'], rows, ['l', 'r', 'r', 'r', 'r', 'l']),
   ];
 }

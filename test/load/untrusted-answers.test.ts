@@ -22,6 +22,8 @@ const M = 2; // practitioners
 const TYPES = { patient: 'Patient', practitioner: 'Practitioner', careteam: 'CareTeam' } as const;
 
 let server: HostileModeServer | undefined;
+/** The state file of the last `runAgainst` (read back when the run throws). */
+let lastState: string | undefined;
 afterEach(async () => {
   await server?.close();
   server = undefined;
@@ -30,6 +32,7 @@ afterEach(async () => {
 async function runAgainst(mode: Extract<HostileMode, { kind: 'create-answer' }>): Promise<{ report: RunReport; entries: Record<string, LedgerEntry[]> }> {
   server = await startHostileServer(mode);
   const clinic = makeClinic(N, M, 'care-etl-untrusted-');
+  lastState = clinic.state;
   const report = await runPipeline({
     mappingFile: clinic.mapping,
     env: {},
@@ -107,15 +110,19 @@ describe('create answers that cannot be believed', () => {
     }
   }, 30_000);
 
-  it('a listing whose entries carry unsafe ids: none is adopted (counted in the report), nothing synced', async () => {
-    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'no-id', listed: 'unsafe' });
-    expect(report.exitCode).toBe(1);
+  it('a listing whose entries carry ids that cannot be used (`../h-1`): the listing is refused, the run stops, nothing synced', async () => {
+    // Issue 25: such a resource may be one of ours; leaving it out of the index would create it a second time.
+    await expect(runAgainst({ kind: 'create-answer', answer: 'no-id', listed: 'unsafe' })).rejects.toMatchObject({
+      name: 'ListingRefusedError',
+      exitCode: 3,
+      message: expect.stringContaining('"../h-1"'),
+    });
+    const entries = withLedger(lastState!, server!, TENANT, (scope) => Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])));
     expectNoUntrustedSynced(entries);
     expect(
       Object.values(entries)
         .flat()
         .filter((e) => e.status === 'synced'),
     ).toHaveLength(0);
-    expect(report.indexes.some((b) => (b.unsafeIds ?? 0) > 0)).toBe(true);
   }, 30_000);
 });

@@ -288,7 +288,7 @@ describe('a run against a server (synthetic report)', () => {
     const md = renderRunReportMarkdown({ report, rejects });
     expect(md).toContain('**Exit code 3** — could not complete');
     expect(md).toContain('| patient | K-9 | ct-1 | Practitioner/p-1 |');
-    expect(md).toContain('| Patient | 2,500 | 3 | 1,000 | 1.2 s | keys the state does not know |   |');
+    expect(md).toContain('| Patient | 2,500 | 3 | 1,000 | 1.2 s | keys the state does not know |');
     expectWellFormedTables(md);
   });
 
