@@ -104,6 +104,9 @@ export const ISSUE_CODES = [
   'source-not-text',
   // issue 24 part "gateway": a Retry-After longer than --max-retry-after stops the run
   'retry-after-too-long',
+  // issue 24 part "hmac": match values kept in the state as a keyed digest (CARE_STATE_SECRET)
+  'state-secret-missing',
+  'state-secret-mismatch',
 ] as const;
 
 /**
@@ -196,6 +199,9 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
   // gateway
   'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
+  // hmac
+  'state-secret-missing': 'a shared (PostgreSQL) state needs CARE_STATE_SECRET, the key of its match digests (or the one given is too short)',
+  'state-secret-mismatch': 'an interrupted create was recorded under another CARE_STATE_SECRET: it cannot be matched, so it stays pending',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -23,7 +23,8 @@ import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-tar
 import { resolveAllowEnding } from './ending-settings.js';
 import type { PhaseOptions, RunOptions } from './run-options.js';
 import { emptyCounts, type MappingCounts, type RunReport } from './run-report.js';
-import { openMappingPhase, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
+import { openMappingPhase, stateMatchDigest, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
+import type { MatchDigest } from '../load/match-digest.js';
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
@@ -109,6 +110,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let client: CareClient | undefined;
   let disposeState: (() => void) | undefined;
   let runId: number | undefined;
+  let matchDigest: MatchDigest | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
   const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
@@ -119,6 +121,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.outDir = outDir;
       openDryRunFiles(compiled, outDir!, dryOut);
     } else {
+      matchDigest = stateMatchDigest(opts.env ?? process.env, opts.statePath); // exit 2 before anything is sent
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
@@ -132,7 +135,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         report.runId = runId;
       }
     }
-    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
+    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection, matchDigest });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
