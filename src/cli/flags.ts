@@ -229,4 +229,8 @@ export const flag = {
   'drop-rate': rateFlag('drop-rate', 'share of requests whose connection is dropped before processing'),
   'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
   'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
+
+  // ---------------------------------------------------------------- runs (a shared state holds every runner's runs)
+  tenant: Flags.custom<string>({ description: 'only the runs of this tenant id' }),
+  server: Flags.custom<string>({ description: 'only the runs against this server (its base URL; a trailing / is ignored)' }),
 };
