@@ -12,7 +12,7 @@ import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import { STATE_SECRET_ENV, type Secret } from '../core/secret.js';
 
 /** Shortest CARE_STATE_SECRET accepted (as the export's pseudonym key). */
-export const MIN_STATE_SECRET_LENGTH = 16;
+const MIN_STATE_SECRET_LENGTH = 16;
 
 const KEYED = /^h1:([0-9a-f]{8}):[0-9a-f]{64}$/;
 const UNKEYED = /^s1:[0-9a-f]{64}$/;
@@ -26,11 +26,14 @@ export interface DigestScheme {
 }
 
 /** How a match value read from the state is looked up: as it is (clear), by a scheme this run can compute, or not at all. */
-export type StoredMatch = { kind: 'clear' } | { kind: 'digest'; scheme: DigestScheme } | { kind: 'foreign' };
+type StoredMatch = { kind: 'clear' } | { kind: 'digest'; scheme: DigestScheme } | { kind: 'foreign' };
 
 const UNKEYED_SCHEME: DigestScheme = {
   id: 's1',
-  of: (value) => `s1:${createHash('sha256').update(DOMAIN + value, 'utf8').digest('hex')}`,
+  of: (value) =>
+    `s1:${createHash('sha256')
+      .update(DOMAIN + value, 'utf8')
+      .digest('hex')}`,
 };
 
 /** The run's digest of match values: keyed when CARE_STATE_SECRET is set, else unkeyed. */
@@ -58,7 +61,12 @@ export class MatchDigest implements DigestScheme {
   /** What the state records for `value`. */
   of(value: string): string {
     if (!this.#key) return UNKEYED_SCHEME.of(value);
-    return this.#prefix + createHmac('sha256', this.#key).update(DOMAIN + value, 'utf8').digest('hex');
+    return (
+      this.#prefix +
+      createHmac('sha256', this.#key)
+        .update(DOMAIN + value, 'utf8')
+        .digest('hex')
+    );
   }
 
   /** How `stored` (a match value read from the state) is looked up by this run. */

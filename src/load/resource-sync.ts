@@ -502,7 +502,8 @@ export class ResourceSync {
           ? { ...entry, status: 'synced' as const, hash: byId.hash === mapped.comparable ? mapped.hash : byId.hash, endedAt: undefined }
           : entry;
       const d = await this.#decide(item, seenAs, byId, mapped, undefined, 'always');
-      const settled = d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: this.#recordedMatch(entry, matchValueOf(mapped)) }, index) : d;
+      const settled =
+        d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: this.#recordedMatch(entry, matchValueOf(mapped)) }, index) : d;
       return this.#inspection(item, entry, settled, record, byId === null ? entry?.serverId : undefined);
     } catch (err) {
       if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;

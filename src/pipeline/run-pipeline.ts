@@ -24,7 +24,6 @@ import { resolveAllowEnding } from './ending-settings.js';
 import type { PhaseOptions, RunOptions } from './run-options.js';
 import { emptyCounts, type MappingCounts, type RunReport } from './run-report.js';
 import { openMappingPhase, stateMatchDigest, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
-import type { MatchDigest } from '../load/match-digest.js';
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
@@ -92,6 +91,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const dryRun = mode.loads && (opts.dryRun ?? false);
   // A refused target (CARE_* or `target:` without a base URL) fails before any source is read or file written.
   if (!dryRun) usesEmbeddedSandbox(mapping, opts);
+  const matchDigest = dryRun ? undefined : stateMatchDigest(opts.env ?? process.env, opts.statePath); // no secret for a shared state: exit 2
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
   await checkColumnContract(mapping, compiled.order);
@@ -110,7 +110,6 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let client: CareClient | undefined;
   let disposeState: (() => void) | undefined;
   let runId: number | undefined;
-  let matchDigest: MatchDigest | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
   const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
@@ -121,7 +120,6 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.outDir = outDir;
       openDryRunFiles(compiled, outDir!, dryOut);
     } else {
-      matchDigest = stateMatchDigest(opts.env ?? process.env, opts.statePath); // exit 2 before anything is sent
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });

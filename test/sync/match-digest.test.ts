@@ -46,7 +46,10 @@ const env = (secret?: string) => ({ env: secret ? { CARE_STATE_SECRET: secret } 
 
 /** Every byte of the state (database, and its WAL should one be left). */
 function stateBytes(state: string): string {
-  return [state, `${state}-wal`].filter(existsSync).map((f) => readFileSync(f).toString('latin1')).join('');
+  return [state, `${state}-wal`]
+    .filter(existsSync)
+    .map((f) => readFileSync(f).toString('latin1'))
+    .join('');
 }
 
 /** The state a run killed after its create reached the server leaves: the intent, and the resource on the server. */
