@@ -12,6 +12,7 @@ import { resolveConnection } from '../../src/api/connection.js';
 import { CareEtlError } from '../../src/core/issues.js';
 import { Secret } from '../../src/core/secret.js';
 import { MatchDigest } from '../../src/load/match-digest.js';
+import { planPipeline } from '../../src/pipeline/run-pipeline.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { ROOT } from '../helpers/cli.js';
@@ -29,7 +30,10 @@ const INTERRUPTED = { MRN: 'M009', FIRST: 'Aldonza', LAST: 'Lorenzovale', DOB: '
 
 let sb: Sandbox;
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-bytes', 't-bytes-s1', 't-orphan', 't-wrong', 't-wrong-orphan', 't-legacy', 't-pg'], observationsPerPatient: 0 });
+  sb = await startSandbox({
+    tenants: ['t-bytes', 't-bytes-s1', 't-orphan', 't-wrong', 't-wrong-orphan', 't-legacy', 't-changed', 't-pg'],
+    observationsPerPatient: 0,
+  });
 });
 afterAll(async () => {
   await sb.close();
@@ -111,6 +115,21 @@ describe('match values in the state', () => {
     const entry = withLedger(c.state, sb, 't-orphan', (s) => s.get('patient', INTERRUPTED.MRN));
     expect(entry).toMatchObject({ status: 'synced', serverId: id });
     expect(await listAll(sb, 't-orphan', 'Patient')).toHaveLength(PATIENTS.length + 1);
+  });
+
+  it('the row changed since the crash (a corrected family name): plan and run find the server copy by the recorded digest', async () => {
+    const corrected = { ...INTERRUPTED, LAST: 'Lorenzo-Vale' };
+    const c = clinic([...PATIENTS, corrected]);
+    const id = await interruptedCreate(c.state, 't-changed', digestUnder(SECRET));
+    const plan = await planPipeline({ mappingFile: c.mapping, statePath: c.state, ...env(SECRET), connection: connectionOf(sb, 't-changed') });
+    expect(plan.plan?.patient?.counts).toMatchObject({ created: PATIENTS.length, updated: 1, adopted: 1 });
+    const report = await run(sb, 't-changed', c.mapping, { statePath: c.state, ...env(SECRET) });
+    expect(report.exitCode).toBe(0);
+    expect(report.mappings.patient).toMatchObject({ created: PATIENTS.length, updated: 1, adopted: 1 });
+    expect(withLedger(c.state, sb, 't-changed', (s) => s.get('patient', INTERRUPTED.MRN))).toMatchObject({ status: 'synced', serverId: id });
+    const patients = await listAll(sb, 't-changed', 'Patient');
+    expect(patients).toHaveLength(PATIENTS.length + 1);
+    expect(patients.find((p) => p.id === id)?.name).toEqual([{ family: 'Lorenzo-Vale', given: [INTERRUPTED.FIRST] }]);
   });
 
   it('a state written before digests (clear match values) keeps working', async () => {
