@@ -140,6 +140,7 @@ export abstract class CareCommand<T> extends Command {
     const { loadEnvFiles } = await import('./env-file.js');
     loadEnvFiles({ envFile: flags['env-file'], mappingFile: args.mapping });
     registerSecret(process.env.CARE_API_KEY);
+    registerSecret(process.env.CARE_STATE_SECRET); // the key of the state's match digests (src/load/match-digest.ts)
     this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
     return out;
   }

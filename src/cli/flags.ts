@@ -230,4 +230,8 @@ export const flag = {
   'ambiguous-create-rate': rateFlag('ambiguous-create-rate', 'share of creates stored but answered by a dropped connection'),
   'gateway-error-rate': rateFlag('gateway-error-rate', 'share of creates stored, then answered 502/503/504 with an HTML page (a gateway)'),
   'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
+
+  // ---------------------------------------------------------------- runs (a shared state holds every runner's runs)
+  tenant: Flags.custom<string>({ description: 'only the runs of this tenant id' }),
+  server: Flags.custom<string>({ description: 'only the runs against this server (its base URL; a trailing / is ignored)' }),
 };

@@ -107,6 +107,9 @@ export const ISSUE_CODES = [
   // issue 25 part "listings": a listing that cannot be believed stops the run; a server's issue as handed over
   'listing-refused',
   'server-issue',
+  // issue 24 part "hmac": match values kept in the state as a keyed digest (CARE_STATE_SECRET)
+  'state-secret-missing',
+  'state-secret-mismatch',
 ] as const;
 
 /**
@@ -203,6 +206,9 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'listing-refused':
     "a server's listing is incomplete or inconsistent (total, entries, types, ids, nesting): the run stopped before creating what it does not show",
   'server-issue': "a server's OperationOutcome issue whose code is not a FHIR issue type (that code is not kept; the issue's text is only in the rejects file)",
+  // hmac
+  'state-secret-missing': 'a shared (PostgreSQL) state needs CARE_STATE_SECRET, the key of its match digests (or the one given is too short)',
+  'state-secret-mismatch': 'an interrupted create was recorded under another CARE_STATE_SECRET: it cannot be matched, so it stays pending',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

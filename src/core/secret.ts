@@ -72,3 +72,14 @@ export function redactValues(text: string, values: Iterable<unknown>): string {
   }
   return out;
 }
+
+/** The key of the state's match digests (src/load/match-digest.ts): beside the credentials, never in the state. */
+export const STATE_SECRET_ENV = 'CARE_STATE_SECRET';
+
+/** CARE_STATE_SECRET as a `Secret` (undefined when unset or blank), registered for redaction before anything can print it. */
+export function stateSecretFromEnv(env: NodeJS.ProcessEnv = process.env): Secret | undefined {
+  const v = env[STATE_SECRET_ENV]?.trim();
+  if (!v) return undefined;
+  registerSecret(v);
+  return new Secret(v);
+}

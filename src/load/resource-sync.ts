@@ -17,6 +17,7 @@ import { decide, decideFound, teamUpdate, type FoundDecision, type Looked, type 
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from '../core/retry.js';
+import { foreignDigestMessage, isMatchDigest, MatchDigest } from './match-digest.js';
 
 export type SyncOutcome =
   | {
@@ -79,7 +80,12 @@ export interface SyncDeps {
   indexes: ServerIndexes;
   /** This mapping's reconcile policy (flag > mapping > `auto`). */
   policy: ReconcilePolicy;
+  /** How match values are kept in the state (CARE_STATE_SECRET; default: unkeyed). Never in clear. */
+  matchDigest?: MatchDigest;
 }
+
+/** Without CARE_STATE_SECRET: an unkeyed digest (a local state only; `matchDigestFor`). */
+const UNKEYED_DIGEST = new MatchDigest();
 
 interface Deferred {
   item: MappedResource;
@@ -126,6 +132,8 @@ export class ResourceSync {
   readonly #rule: MatchRule;
   /** Why a listing is needed when a key unknown to the ledger comes (decided once, at the first one). */
   #unknownReason?: string;
+  /** Interrupted creates of keys gone from the source, recorded under another CARE_STATE_SECRET: left pending. */
+  #foreignOrphans = 0;
 
   constructor(
     readonly res: CompiledResource,
@@ -204,7 +212,7 @@ export class ResourceSync {
         return { kind: 'rejected', issues: d.issues };
       case 'defer':
         if (d.why === 'pending')
-          this.#deferred.push({ item, hash: mapped.hash, matchValue: entry?.matchValue ?? matchValue, earlier: entry?.lastRunId !== this.deps.runId });
+          this.#deferred.push({ item, hash: mapped.hash, matchValue: this.#recordedMatch(entry, matchValue), earlier: entry?.lastRunId !== this.deps.runId });
         return { kind: 'deferred' };
       case 'unchanged':
         this.#seen.push(item.key);
@@ -314,7 +322,9 @@ export class ResourceSync {
    */
   #found(key: string, matchValue: string, mappedHash: string, index: ServerIndex, final = false): Matches {
     const owner = (id: string) => this.#owners.get(id) ?? this.deps.scope.keyOfServerId(this.#type, id)?.key;
-    let hits = index.lookup(this.res.def.name, matchValue).filter((r) => {
+    const listed = this.#lookup(index, matchValue);
+    if (!listed) return { kind: 'rejected', issues: [issue.error('state-secret-mismatch', foreignDigestMessage(this.#digest))] };
+    let hits = listed.filter((r) => {
       const o = owner(r.id);
       return o === undefined || o === key;
     });
@@ -339,6 +349,33 @@ export class ResourceSync {
       };
     }
     return hits.length ? { kind: 'one', resource: hits[0]! } : { kind: 'none' };
+  }
+
+  get #digest(): MatchDigest {
+    return this.deps.matchDigest ?? UNKEYED_DIGEST;
+  }
+
+  /**
+   * The match value an interrupted create recorded, to find its server copy by: the key's current one when the
+   * recorded digest is of it (its clear value serves the claims and messages), else the recorded digest itself
+   * (or the clear value an older state recorded).
+   */
+  #recordedMatch(entry: LedgerEntry | undefined, current: string): string {
+    const stored = entry?.matchValue;
+    if (stored === undefined || stored === current || this.#digest.of(current) === stored) return current;
+    return stored;
+  }
+
+  /** Server resources with this match value, clear or a recorded digest; undefined: a digest under another secret. */
+  #lookup(index: ServerIndex, matchValue: string): IndexedResource[] | undefined {
+    const stored = this.#digest.reading(matchValue);
+    if (stored.kind === 'clear') return index.lookup(this.res.def.name, matchValue);
+    return stored.kind === 'digest' ? index.lookupDigest(this.res.def.name, matchValue, stored.scheme) : undefined;
+  }
+
+  /** Interrupted creates of keys gone from the source left pending: recorded under another CARE_STATE_SECRET. */
+  get foreignOrphans(): number {
+    return this.#foreignOrphans;
   }
 
   /** Notes which key uses a match value; keys sharing one are counted (`sharedMatchValues`). */
@@ -375,7 +412,8 @@ export class ResourceSync {
 
   async #create(item: MappedResource, hash: string, matchValue: string): Promise<SyncOutcome> {
     const { scope, client, runId } = this.deps;
-    scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue, runId });
+    // Kept as a digest: equality is all a later run needs of it (src/load/match-digest.ts).
+    scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue: this.#digest.of(matchValue), runId });
     try {
       const created = await this.#call(() => client.create(item.type, item.resource));
       // The client checked the answer (type, a safe id, not one it was given for another create of this run);
@@ -464,7 +502,8 @@ export class ResourceSync {
           ? { ...entry, status: 'synced' as const, hash: byId.hash === mapped.comparable ? mapped.hash : byId.hash, endedAt: undefined }
           : entry;
       const d = await this.#decide(item, seenAs, byId, mapped, undefined, 'always');
-      const settled = d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: entry?.matchValue ?? matchValueOf(mapped) }, index) : d;
+      const settled =
+        d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: this.#recordedMatch(entry, matchValueOf(mapped)) }, index) : d;
       return this.#inspection(item, entry, settled, record, byId === null ? entry?.serverId : undefined);
     } catch (err) {
       if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;
@@ -531,7 +570,7 @@ export class ResourceSync {
     const d = await this.#decide(item, entry, byId, mapped);
     if (d.kind === 'defer' && d.why === 'pending') {
       // The run reconciles it against a fresh listing: found → adopted, else created.
-      const settled = this.#settled({ item, matchValue: entry?.matchValue ?? mapped.identity.matchValue }, index);
+      const settled = this.#settled({ item, matchValue: this.#recordedMatch(entry, mapped.identity.matchValue) }, index);
       return this.#described(item, settled, index, { note: 'an interrupted create of an earlier run that never reached the server' });
     }
     return this.#described(item, d, index, { matchValue: mapped.identity.matchValue });
@@ -709,7 +748,11 @@ export class ResourceSync {
   #settleOrphans(orphans: LedgerEntry[], index: ServerIndex): void {
     const { scope } = this.deps;
     for (const e of orphans) {
-      const hits = index.lookup(this.res.def.name, e.matchValue!);
+      const hits = this.#lookup(index, e.matchValue!);
+      if (!hits) {
+        this.#foreignOrphans++; // stays pending: never closed as "never stored" on a digest this run cannot compute
+        continue;
+      }
       const base = { mapping: e.mapping, key: e.key, resourceType: e.resourceType, runId: e.lastRunId ?? 0 };
       if (hits.length === 1) scope.recordSynced({ ...base, serverId: hits[0]!.id, versionId: hits[0]!.versionId, hash: hits[0]!.hash });
       else
@@ -802,5 +845,6 @@ function matchValueOf(m: MappedView): string {
 
 /** A match value for messages: identifiers and references as they are, content identities shortened. */
 function describeMatch(v: string): string {
+  if (isMatchDigest(v)) return 'the match value the state recorded (a digest)';
   return v.startsWith('content:') ? `identical content (${v.slice(0, 20)}…)` : `\`${v}\``;
 }

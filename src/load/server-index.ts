@@ -16,6 +16,7 @@ import type { Bundle, Resource } from '../api/types.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
 import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity } from './identity.js';
 import type { RetryOptions } from '../core/retry.js';
+import type { DigestScheme } from './match-digest.js';
 
 /** A server resource as the index keeps it: what adoption needs, not the whole body. */
 export interface IndexedResource {
@@ -63,6 +64,8 @@ export class ServerIndex {
   readonly #byMatch = new Map<string, Map<string, string[]>>();
   /** The listed resources themselves, when asked for (`care-etl plan` shows what an update would change). */
   readonly #bodies?: Map<string, Resource>;
+  /** mapping + digest scheme → digest of a match value → server ids: filled at the first `lookupDigest` (match-digest.ts). */
+  readonly #byDigest = new Map<string, Map<string, string[]>>();
 
   constructor(
     readonly resourceType: WritableType,
@@ -93,11 +96,27 @@ export class ServerIndex {
         else m.set(v, [r.id]);
       }
     }
+    this.#byDigest.clear();
   }
 
   /** Server resources of `mapping` with this match value (more than one: the server holds duplicates). */
   lookup(mapping: string, value: string): IndexedResource[] {
     return (this.#byMatch.get(mapping)?.get(value) ?? []).map((id) => this.#byId.get(id)!);
+  }
+
+  /**
+   * Server resources of `mapping` whose match value has this digest: how an interrupted create the state recorded
+   * (as a digest, never in clear) is found again. One digest per indexed value, computed at the first such lookup.
+   */
+  lookupDigest(mapping: string, digest: string, scheme: DigestScheme): IndexedResource[] {
+    const k = `${mapping}\u0000${scheme.id}`;
+    let m = this.#byDigest.get(k);
+    if (!m) {
+      m = new Map();
+      for (const [value, ids] of this.#byMatch.get(mapping) ?? []) m.set(scheme.of(value), ids);
+      this.#byDigest.set(k, m);
+    }
+    return (m.get(digest) ?? []).map((id) => this.#byId.get(id)!);
   }
 
   get(id: string): IndexedResource | undefined {

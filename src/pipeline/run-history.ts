@@ -7,7 +7,7 @@ import { hostname, userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
-import { Ledger, type RunInfo } from '../state/ledger.js';
+import { Ledger, normalizeBaseUrl, type RunInfo } from '../state/ledger.js';
 
 /** care-etl's own version (package.json two folders up from src/ and dist/). */
 const VERSION = ((): string | undefined => {
@@ -25,7 +25,13 @@ export interface RunHistoryOptions {
   limit?: number;
   /** One run (`runs show N`). */
   id?: number;
+  /** Only the runs of this tenant / against this server (a shared state holds every runner's runs). */
+  tenant?: string;
+  server?: string;
 }
+
+/** Default of `limit`, as the ledger's. */
+const DEFAULT_RUNS_LISTED = 50;
 
 export interface RunHistory {
   statePath: string;
@@ -42,7 +48,7 @@ export function readRunHistory(opts: RunHistoryOptions): RunHistory {
   }
   const ledger = Ledger.open(statePath, { busyTimeoutMs: 2000 });
   try {
-    const runs = ledger.runs({ limit: opts.limit, id: opts.id });
+    const runs = filterRuns(ledger, opts);
     if (opts.id !== undefined && runs.length === 0) {
       throw new CareEtlError(`No run ${opts.id} in ${statePath}`, { exitCode: ExitCode.config, hint: '`care-etl runs` lists the runs recorded.' });
     }
@@ -50,6 +56,16 @@ export function readRunHistory(opts: RunHistoryOptions): RunHistory {
   } finally {
     ledger.close();
   }
+}
+
+/** The runs asked for, newest first: with a tenant or server filter, the newest `limit` of those that pass it. */
+function filterRuns(ledger: Ledger, opts: RunHistoryOptions): RunInfo[] {
+  if (opts.id !== undefined || (opts.tenant === undefined && opts.server === undefined)) return ledger.runs({ limit: opts.limit, id: opts.id });
+  const server = opts.server === undefined ? undefined : normalizeBaseUrl(opts.server);
+  return ledger
+    .runs({ limit: Number.MAX_SAFE_INTEGER })
+    .filter((r) => (opts.tenant === undefined || r.tenantId === opts.tenant) && (server === undefined || normalizeBaseUrl(r.baseUrl ?? '') === server))
+    .slice(0, opts.limit ?? DEFAULT_RUNS_LISTED);
 }
 
 /** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */

@@ -23,7 +23,7 @@ import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-tar
 import { resolveAllowEnding } from './ending-settings.js';
 import type { PhaseOptions, RunOptions } from './run-options.js';
 import { emptyCounts, type MappingCounts, type RunReport } from './run-report.js';
-import { openMappingPhase, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
+import { openMappingPhase, stateMatchDigest, type OpenedState, type RunContext, type RunMode, type RunSetup } from './phases/run-context.js';
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
@@ -91,6 +91,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const dryRun = mode.loads && (opts.dryRun ?? false);
   // A refused target (CARE_* or `target:` without a base URL) fails before any source is read or file written.
   if (!dryRun) usesEmbeddedSandbox(mapping, opts);
+  const matchDigest = dryRun ? undefined : stateMatchDigest(opts.env ?? process.env, opts.statePath); // no secret for a shared state: exit 2
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
   await checkColumnContract(mapping, compiled.order);
@@ -132,7 +133,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         report.runId = runId;
       }
     }
-    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
+    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection, matchDigest });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {

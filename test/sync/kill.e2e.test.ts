@@ -20,6 +20,7 @@ import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox/server.js';
 import { BIN, ROOT } from '../helpers/cli.js';
 import { countBy, duplicates, identifierValue, listAll, makeClinic, mrn, npi, startRecordingProxy, until, withLedger } from './helpers.js';
+import { MatchDigest } from '../../src/load/match-digest.js';
 
 const N = 300; // patients (and care teams)
 const M = 15; // practitioners
@@ -85,6 +86,7 @@ async function serverState(): Promise<Snapshot> {
   };
 }
 const subjectOf = (t: Resource) => (t.subject as { reference: string }).reference;
+const STATE_DIGEST = new MatchDigest();
 
 function expectNoDuplicates(s: Snapshot): void {
   expect(duplicates(countBy(s.patients, identifierValue)), 'duplicate patients').toEqual([]);
@@ -94,8 +96,9 @@ function expectNoDuplicates(s: Snapshot): void {
 
 /** Pending intents of the ledger, split by whether their resource reached the server before/after the kill. */
 function pendingAfterKill(s: Snapshot): { patient: { stored: number; notStored: number }; careteam: { stored: number; notStored: number } } {
-  const patientIds = new Set(s.patients.map((p) => `urn:sync-test:mrn|${identifierValue(p)}`));
-  const teamSubjects = new Set(s.teams.map(subjectOf));
+  // The state keeps match values as digests (unkeyed: these runs have no CARE_STATE_SECRET).
+  const patientIds = new Set(s.patients.map((p) => STATE_DIGEST.of(`urn:sync-test:mrn|${identifierValue(p)}`)));
+  const teamSubjects = new Set(s.teams.map((t) => STATE_DIGEST.of(subjectOf(t))));
   const out = { patient: { stored: 0, notStored: 0 }, careteam: { stored: 0, notStored: 0 } };
   withLedger(clinic.state, proxy, TENANT, (scope) => {
     for (const e of scope.pending()) {
@@ -261,7 +264,7 @@ describe('a kill, then the export changes before the next run', () => {
     // Which care-team creates were interrupted, and which of them reached the server anyway?
     const mrnOf = new Map((await listAll(sb, T, 'Patient')).map((p) => [`Patient/${p.id}`, identifierValue(p)]));
     const teamsBefore = await listAll(sb, T, 'CareTeam');
-    const onServer = new Set(teamsBefore.map(subjectOf));
+    const onServer = new Set(teamsBefore.map((t) => STATE_DIGEST.of(subjectOf(t))));
     const pending = withLedger(c.state, sb, T, (scope) => scope.pending('careteam'));
     const stored = pending.filter((e) => onServer.has(e.matchValue!)).map((e) => e.key);
     const notStored = pending.filter((e) => !onServer.has(e.matchValue!)).map((e) => e.key);

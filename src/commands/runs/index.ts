@@ -6,18 +6,21 @@ import type { RunHistory } from '../../pipeline/run-history.js';
 
 export default class Runs extends CareCommand<RunHistory | ErrorJson> {
   static override summary = 'List the runs recorded in the state ledger, newest first.';
-  static override description = `Every run that reached the server is recorded in the state ledger: when it started and ended, how it ended (completed, aborted: --max-errors or interrupted, failed), its exit code, flags, counts per mapping, host and user (never a secret). Dry runs write no ledger and are not listed.
+  static override description = `Every run that reached the server is recorded in the state ledger: when it started and ended, how it ended (completed, aborted: --max-errors or interrupted, failed), its exit code, flags, counts per mapping, host and user (never a secret). Dry runs write no ledger and are not listed. A state shared by several runners (one per tenant: docs/scale-out.md) lists every runner's runs; --tenant and --server keep those of one tenant or server.
 
 Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in use by a running care-etl.`;
   static override examples = [
     '<%= config.bin %> runs examples/clinic/mapping.yaml',
     '<%= config.bin %> runs --state /cache/state.db --json',
+    '<%= config.bin %> runs --state /cache/state.db --tenant clinic-17 --server https://care.example.org',
     '<%= config.bin %> runs show mapping.yaml 12',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (its .care-etl/state.db is read; default: ./.care-etl/state.db)' }) };
   static override flags = {
     state: flag.state(),
     limit: flag.limit({ description: 'runs listed at most', default: 50, min: 1 }),
+    tenant: flag.tenant(),
+    server: flag.server(),
   };
 
   async run(): Promise<RunHistory | ErrorJson> {
@@ -29,11 +32,12 @@ Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in
     ]);
     let history: RunHistory;
     try {
-      history = readRunHistory({ mappingFile: args.mapping, statePath: flags.state, limit: flags.limit });
+      history = readRunHistory({ mappingFile: args.mapping, statePath: flags.state, limit: flags.limit, tenant: flags.tenant, server: flags.server });
     } catch (err) {
       return this.fail(err);
     }
-    if (history.runs.length === 0) this.log(`No runs recorded in ${history.statePath}.`);
+    const filter = [flags.tenant && `tenant ${flags.tenant}`, flags.server && `server ${flags.server}`].filter(Boolean).join(', ');
+    if (history.runs.length === 0) this.log(`No runs recorded in ${history.statePath}${filter ? ` for ${filter}` : ''}.`);
     else
       this.log(
         table(

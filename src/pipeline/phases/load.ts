@@ -192,6 +192,10 @@ async function settlePhase(phase: MappingPhase, run: RunContext): Promise<void> 
   for await (const { item, outcome } of sync.reconcile()) applyOutcome(phase, report, item, outcome);
   sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
   if (sync.sharedMatchValues) report.warnings.push(sharedMatchWarning(name, res, sync.sharedMatchValues));
+  if (sync.foreignOrphans)
+    report.warnings.push(
+      `${name}: ${sync.foreignOrphans} interrupted create(s) of keys no longer in the source were recorded under another CARE_STATE_SECRET: they stay pending (never created twice) until a run with that secret reconciles them`,
+    );
   // A row rejected before loading is still in the export: it must not count as "gone".
   if (phase.rejectedSeen.size) run.scope!.markSeen(name, [...phase.rejectedSeen], run.runId!);
   if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && phase.keylessRejects === 0) {

@@ -11,6 +11,8 @@ import { defaultReconcile } from '../../mapping/mapping-defaults.js';
 import type { ReconcilePolicy } from '../../mapping/types.js';
 import type { AdaptiveLimiter } from '../../load/adaptive-concurrency.js';
 import { ResourceSync } from '../../load/resource-sync.js';
+import { matchDigestFor, type MatchDigest } from '../../load/match-digest.js';
+import { stateSecretFromEnv } from '../../core/secret.js';
 import type { ServerIndexes } from '../../load/server-index.js';
 import { SourceBytes } from '../../sources/open-source.js';
 import type { SourceConfig } from '../../sources/types.js';
@@ -75,6 +77,8 @@ export interface RunSetup {
   dryOut: Map<string, WriteStream>;
   /** `--only-rejected`: the rows to re-process; every other row is read but not sent. */
   selection?: RejectSelection;
+  /** How match values are kept in the state (`stateMatchDigest`). */
+  matchDigest?: MatchDigest;
 }
 
 /** What the mappings of one run share. */
@@ -143,6 +147,14 @@ export async function openLeasedLedger(statePath: string, scopeUrl: string, tena
   }
 }
 
+/**
+ * How the run keeps match values in its state: keyed by CARE_STATE_SECRET; a shared state without it is exit 2
+ * before anything is sent. `sharedState`: a postgres:// state (to be said by the state backend itself once it exists).
+ */
+export function stateMatchDigest(env: NodeJS.ProcessEnv, statePath: string | undefined): MatchDigest {
+  return matchDigestFor({ secret: stateSecretFromEnv(env), sharedState: /^postgres(ql)?:\/\//i.test(statePath ?? '') });
+}
+
 /** 3 interrupted; 5 an ending refused; 1 rows rejected or stopped early; 0 otherwise. */
 export function runExitCode(report: RunReport): number {
   if (report.interrupted) return ExitCode.incomplete;
@@ -182,6 +194,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
           now: opts.now,
           indexes: run.indexes!,
           policy,
+          matchDigest: run.matchDigest,
         })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),
