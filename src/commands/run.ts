@@ -5,6 +5,7 @@ import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-report.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
+import type { VerifyPolicy } from '../load/duplicate-check.js';
 // Both are small and dependency-free.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
@@ -42,6 +43,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     'max-errors': flag['max-errors'](),
     'only-rejected': flag['only-rejected'](),
     reconcile: flag.reconcile(),
+    'verify-after-load': flag['verify-after-load'](),
     'index-page-size': flag['index-page-size'](),
     'allow-ending': flag['allow-ending'](),
     'wait-for-lock': flag['wait-for-lock'](),
@@ -84,6 +86,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         maxErrors: flags['max-errors'],
         onlyRejected: flags['only-rejected'],
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
+        verifyAfterLoad: flags['verify-after-load'] as VerifyPolicy | undefined,
         indexPageSize: flags['index-page-size'],
         allowEnding: flags['allow-ending'],
         waitForLockMs: flags['wait-for-lock'],
@@ -104,6 +107,10 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
+      for (const v of report.verification ?? [])
+        this.log(
+          `Checked ${v.checked} created ${v.mapping} key(s) for another writer: ${v.resources} ${v.resourceType} listed, ${v.pages} page(s), ${(v.durationMs / 1000).toFixed(1)} s — ${v.duplicateCount} duplicated, ${v.missingCount} missing`,
+        );
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {
         const how = [

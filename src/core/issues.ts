@@ -104,6 +104,8 @@ export const ISSUE_CODES = [
   'source-not-text',
   // issue 24 part "gateway": a Retry-After longer than --max-retry-after stops the run
   'retry-after-too-long',
+  // issue 24 part "dupcheck": the listing after a phase lacks an id a create was answered with
+  'created-id-missing',
 ] as const;
 
 /**
@@ -184,7 +186,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'too-many-issues': 'more schema problems than are listed',
   'column-missing': 'an expression reads a field that is not a column of its source (the column contract)',
   // load
-  'duplicate-on-server': 'the server holds several resources with the match value; none is changed',
+  'duplicate-on-server':
+    'the server holds several resources with the match value; none is changed (found after the run created the key: another writer created it too, both ids named)',
   'match-ambiguous': 'warning from `validate`: two keys of a mapping have the same match value',
   'outcome-unknown': "a create's outcome stayed unknown after reconciling; it stays pending",
   exception: 'an unexpected error (a bug or an unforeseen condition)',
@@ -196,6 +199,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
   // gateway
   'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
+  // dupcheck
+  'created-id-missing': 'a create was answered with an id the server does not list: the key is left pending for the next run to reconcile',
 };
 
 /** Codes made from an HTTP status or a transport failure. */
