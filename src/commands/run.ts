@@ -107,10 +107,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
-      for (const v of report.verification ?? [])
-        this.log(
-          `Checked ${v.checked} created ${v.mapping} key(s) for another writer: ${v.resources} ${v.resourceType} listed, ${v.pages} page(s), ${(v.durationMs / 1000).toFixed(1)} s — ${v.duplicateCount} duplicated, ${v.missingCount} missing`,
-        );
+      if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {
         const how = [
@@ -177,6 +174,13 @@ function summaryTable(report: RunReport): { head: string[]; rows: (string | numb
     ...(report.dryRun ? ['written'] : []),
   ];
   return { head, rows };
+}
+
+/** `--verify-after-load`: the listings after the creates in one line — what they cost, what they found. */
+function verificationLine(checks: NonNullable<RunReport['verification']>): string {
+  const sum = (f: (v: (typeof checks)[number]) => number) => checks.reduce((n, v) => n + f(v), 0);
+  const [dup, missing] = [sum((v) => v.duplicateCount), sum((v) => v.missingCount)];
+  return `Checked ${sum((v) => v.checked)} created key(s) for another writer's copies: ${checks.length} listing(s), ${sum((v) => v.pages)} page(s), ${(sum((v) => v.durationMs) / 1000).toFixed(1)} s — ${dup} duplicated, ${missing} missing${dup || missing ? ' (see the warnings and the rejects)' : ''}`;
 }
 
 /** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */
