@@ -164,7 +164,8 @@ export interface StateCounts {
 
 export type RunEvent =
   | { type: 'target'; baseUrl: string; tenantId: string; embedded: boolean; dataFile?: string }
-  | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild }
+  /** `purpose: 'verify'`: the listing after a phase's creates (`--verify-after-load`), not a look-up before creating. */
+  | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild; purpose?: 'verify' }
   | { type: 'phase-start'; mapping: string; resourceType: WritableType }
   | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number; bytes?: ByteProgress }
   | { type: 'phase-end'; mapping: string; counts: MappingCounts; bytes?: ByteProgress }

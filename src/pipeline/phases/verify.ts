@@ -21,8 +21,12 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   const { name, res } = phase;
   const type = res.def.type;
   // A listing of its own: the run's indexes (and `indexes` in the report) stay the lookups made before creating.
-  const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, matchRuleOf(res)]])]]), { ...indexes.opts, keepBodies: false });
-  const index = await listing.get(type, `${created.keys.length} ${name} key(s) created by this run checked for copies made by another writer`);
+  const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, matchRuleOf(res)]])]]), {
+    ...indexes.opts,
+    keepBodies: false,
+    onBuild: (e) => opts.onEvent?.({ type: 'index', ...e, purpose: 'verify' }),
+  });
+  const index = await listing.get(type, `the ${created.keys.length} ${name} key(s) this run created, checked for copies made by another writer`);
   const findings = checkCreated(created.keys, {
     listed: (id) => index.get(id) !== undefined,
     copies: (v) => index.lookup(name, v).map((r) => r.id),
