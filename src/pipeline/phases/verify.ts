@@ -5,7 +5,7 @@
  * reconcile (never created again here: that could duplicate it). Each finding is a reject of the key's row (exit 1).
  */
 import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
-import { matchRuleOf, ServerIndexes } from '../../load/server-index.js';
+import { ServerIndexes } from '../../load/server-index.js';
 import { loadReject } from '../../transform/reject-record.js';
 import type { PhaseVerification } from '../run-report.js';
 import type { MappingPhase, RunContext } from './run-context.js';
@@ -21,7 +21,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   const { name, res } = phase;
   const type = res.def.type;
   // A listing of its own: the run's indexes (and `indexes` in the report) stay the lookups made before creating.
-  const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, matchRuleOf(res)]])]]), {
+  const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, created.rule]])]]), {
     ...indexes.opts,
     keepBodies: false,
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e, purpose: 'verify' }),
