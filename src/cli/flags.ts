@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import type { BooleanFlag, OptionFlag } from '@oclif/core/interfaces';
 import { RECONCILE_POLICIES } from '../mapping/types.js';
+import { VERIFY_POLICIES } from '../load/duplicate-check.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { allowEndingFlag, durationFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
@@ -89,6 +90,11 @@ export const flag = {
     description:
       "when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping's reconcile:)",
     options: [...RECONCILE_POLICIES],
+  }),
+  'verify-after-load': Flags.custom<string>({
+    description:
+      'list each type this run created again at the end of its phase: keys another writer (a second runner with its own state) created too are rejected as duplicate-on-server naming both ids, creates answered with an id the server lacks go back to pending (exit 1). auto (default) = when the phase created something, unless a shared state holds the lease; always; never',
+    options: [...VERIFY_POLICIES],
   }),
   'allow-ending': allowEndingFlag(
     "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",

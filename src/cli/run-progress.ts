@@ -2,11 +2,18 @@ import type { ByteProgress, MappingCounts, RunEvent } from '../pipeline/run-repo
 import { describeReject } from '../pipeline/rejects.js';
 import type { IndexBuild } from '../load/server-index.js';
 
-/** One line per server listing: when, why and what it cost (pages), so the price of a lost state is visible. */
-export function describeIndex(phase: 'start' | 'end', b: IndexBuild): string {
-  if (phase === 'start') return `[index] listing ${b.resourceType} on the server to find resources the state does not know: ${b.reason}`;
+/**
+ * One line per server listing: when, why and what it cost (pages), so the price of a lost state is visible. `verify`:
+ * the listing after a phase's creates (`--verify-after-load`), which looks for another writer's copies.
+ */
+export function describeIndex(phase: 'start' | 'end', b: IndexBuild, purpose?: 'verify'): string {
+  const tag = purpose === 'verify' ? '[verify]' : '[index]';
+  if (phase === 'start')
+    return purpose === 'verify'
+      ? `${tag} listing ${b.resourceType} again: ${b.reason}`
+      : `${tag} listing ${b.resourceType} on the server to find resources the state does not know: ${b.reason}`;
   const size = b.pageSize ? `_count=${b.pageSize}` : "the server's page size";
-  return `[index] ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s) (${size}), ${(b.durationMs / 1000).toFixed(1)} s`;
+  return `${tag} ${b.resourceType}: ${b.resources} resource(s) in ${b.pages} page(s) (${size}), ${(b.durationMs / 1000).toFixed(1)} s`;
 }
 
 const UNITS: readonly [number, string][] = [
@@ -142,7 +149,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
           byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), where: '0/0 rows', stats: '' }));
         } else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts, e.bytes);
         else if (e.type === 'reject') reject(describeReject(e.reject), (s) => bars.log(`${s}\n`));
-        else if (e.type === 'index') bars.log(`${describeIndex(e.phase, e.build)}\n`);
+        else if (e.type === 'index') bars.log(`${describeIndex(e.phase, e.build, e.purpose)}\n`);
       },
       stop() {
         bars.stop();
@@ -172,7 +179,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
       else if (e.type === 'reject') reject(describeReject(e.reject), opts.write);
-      else if (e.type === 'index') opts.write(describeIndex(e.phase, e.build));
+      else if (e.type === 'index') opts.write(describeIndex(e.phase, e.build, e.purpose));
     },
     stop() {
       finish(opts.write);

@@ -5,6 +5,7 @@ import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js
 import type { ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-report.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
+import type { VerifyPolicy } from '../load/duplicate-check.js';
 // Both are small and dependency-free.
 import { CONNECTION_DEFAULTS } from '../api/connection.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
@@ -42,6 +43,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     'max-errors': flag['max-errors'](),
     'only-rejected': flag['only-rejected'](),
     reconcile: flag.reconcile(),
+    'verify-after-load': flag['verify-after-load'](),
     'index-page-size': flag['index-page-size'](),
     'allow-ending': flag['allow-ending'](),
     'wait-for-lock': flag['wait-for-lock'](),
@@ -84,6 +86,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         maxErrors: flags['max-errors'],
         onlyRejected: flags['only-rejected'],
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
+        verifyAfterLoad: flags['verify-after-load'] as VerifyPolicy | undefined,
         indexPageSize: flags['index-page-size'],
         allowEnding: flags['allow-ending'],
         waitForLockMs: flags['wait-for-lock'],
@@ -104,6 +107,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
       for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
+      if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {
         const how = [
@@ -170,6 +174,13 @@ function summaryTable(report: RunReport): { head: string[]; rows: (string | numb
     ...(report.dryRun ? ['written'] : []),
   ];
   return { head, rows };
+}
+
+/** `--verify-after-load`: the listings after the creates in one line — what they cost, what they found. */
+function verificationLine(checks: NonNullable<RunReport['verification']>): string {
+  const sum = (f: (v: (typeof checks)[number]) => number) => checks.reduce((n, v) => n + f(v), 0);
+  const [dup, missing] = [sum((v) => v.duplicateCount), sum((v) => v.missingCount)];
+  return `Checked ${sum((v) => v.checked)} created key(s) for another writer's copies: ${checks.length} listing(s), ${sum((v) => v.pages)} page(s), ${(sum((v) => v.durationMs) / 1000).toFixed(1)} s — ${dup} duplicated, ${missing} missing${dup || missing ? ' (see the warnings and the rejects)' : ''}`;
 }
 
 /** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */

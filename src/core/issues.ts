@@ -110,6 +110,8 @@ export const ISSUE_CODES = [
   // issue 24 part "hmac": match values kept in the state as a keyed digest (CARE_STATE_SECRET)
   'state-secret-missing',
   'state-secret-mismatch',
+  // issue 24 part "dupcheck": the listing after a phase lacks an id a create was answered with
+  'created-id-missing',
 ] as const;
 
 /**
@@ -190,7 +192,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'too-many-issues': 'more schema problems than are listed',
   'column-missing': 'an expression reads a field that is not a column of its source (the column contract)',
   // load
-  'duplicate-on-server': 'the server holds several resources with the match value; none is changed',
+  'duplicate-on-server':
+    'the server holds several resources with the match value; none is changed (found after the run created the key: another writer created it too, both ids named)',
   'match-ambiguous': 'warning from `validate`: two keys of a mapping have the same match value',
   'outcome-unknown': "a create's outcome stayed unknown after reconciling; it stays pending",
   exception: 'an unexpected error (a bug or an unforeseen condition)',
@@ -209,6 +212,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   // hmac
   'state-secret-missing': 'a shared (PostgreSQL) state needs CARE_STATE_SECRET, the key of its match digests (or the one given is too short)',
   'state-secret-mismatch': 'an interrupted create was recorded under another CARE_STATE_SECRET: it cannot be matched, so it stays pending',
+  // dupcheck
+  'created-id-missing': 'a create was answered with an id the server does not list: the key is left pending for the next run to reconcile',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -3,6 +3,7 @@ import type { ClientOptions } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
+import type { VerifyPolicy } from '../load/duplicate-check.js';
 import type { RunEvent } from './run-report.js';
 
 export interface RunOptions {
@@ -46,6 +47,14 @@ export interface RunOptions {
    * the loaded ones; wins over each mapping's `allowEnding:` (default: the schema's). See src/load/ending-guard.ts.
    */
   allowEnding?: string | number;
+  /**
+   * `--verify-after-load`: list each type this run created again at the end of its phase, to name the keys another
+   * writer created too (`duplicate-on-server`) and creates answered with an id the server lacks (default `auto`: when
+   * the phase created something, unless `sharedState`). See src/load/duplicate-check.ts.
+   */
+  verifyAfterLoad?: VerifyPolicy;
+  /** The state is shared by every runner and its lease held (Postgres): `auto` skips the check, exactly-once holds there. */
+  sharedState?: boolean;
   /** `_count` asked for when listing the server to reconcile (default 1000; 0 = the server's own page size). */
   indexPageSize?: number;
   retry?: RetryOptions;

@@ -74,6 +74,8 @@ export interface RunReport {
   warnings: string[];
   /** Every listing of the server this run made to find resources the ledger did not know (see `--reconcile`). */
   indexes: IndexBuild[];
+  /** `--verify-after-load`: per phase that listed its type again after creating, the cost and what it found. */
+  verification?: PhaseVerification[];
   /** `care-etl state rebuild|check`: per mapping, the source, the ledger and the server side by side. */
   state?: Record<string, StateCounts>;
   /** `care-etl plan`: per mapping, what the run would do (its counts are in `mappings`; see src/pipeline/plan.ts). */
@@ -90,6 +92,28 @@ export interface RunReport {
   concurrency?: { mode: 'pinned' | 'discovered'; settled: number; max: number; maxInFlight: number; ceiling: number };
   /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */
   exitCode: number;
+}
+
+/**
+ * The listing a phase made after its creates (src/load/duplicate-check.ts): its cost (`pages`, one GET each plus
+ * retries; `durationMs`), the keys checked, and the keys found duplicated by another writer or missing on the server.
+ */
+export interface PhaseVerification {
+  mapping: string;
+  resourceType: WritableType;
+  /** Keys created by the phase and checked against the listing. */
+  checked: number;
+  pages: number;
+  /** Resources listed. */
+  resources: number;
+  durationMs: number;
+  /** Keys found duplicated, and missing (the lists below stop at 1,000). */
+  duplicateCount: number;
+  missingCount: number;
+  /** Keys with another copy on the server no state key holds: this run's id first, then the others (at most 1,000 listed). */
+  duplicates: { key: string; serverIds: string[] }[];
+  /** Keys whose create was answered with an id the listing lacks: left pending (at most 1,000 listed). */
+  missing: { key: string; serverId: string }[];
 }
 
 /** `--only-rejected`: the rows of the previous rejects file (and the state's refused keys) re-processed. */
@@ -140,7 +164,8 @@ export interface StateCounts {
 
 export type RunEvent =
   | { type: 'target'; baseUrl: string; tenantId: string; embedded: boolean; dataFile?: string }
-  | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild }
+  /** `purpose: 'verify'`: the listing after a phase's creates (`--verify-after-load`), not a look-up before creating. */
+  | { type: 'index'; phase: 'start' | 'end'; build: IndexBuild; purpose?: 'verify' }
   | { type: 'phase-start'; mapping: string; resourceType: WritableType }
   | { type: 'progress'; mapping: string; counts: MappingCounts; limit?: number; bytes?: ByteProgress }
   | { type: 'phase-end'; mapping: string; counts: MappingCounts; bytes?: ByteProgress }

@@ -147,9 +147,12 @@ describe('create answers that cannot be believed (run): never a synced entry wit
         const synced = entries.filter((e) => e.status === 'synced');
         for (const e of synced) expect(isSafeId(e.serverId)).toBe(true);
         expect(new Set(synced.map((e) => `${e.resourceType}/${e.serverId}`)).size).toBe(synced.length);
-        expect(synced.length).toBe(answer === 'same-id' ? 2 : 0); // same-id: the first Patient and the first Practitioner
+        // same-id: the first Patient's and Practitioner's answer (`same-1`) was believed, but the listing after the
+        // phase lacks it: left pending too (created-id-missing).
+        expect(synced.length).toBe(0);
         const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8');
         expect(rejects).toContain('outcome-unknown');
+        if (answer === 'same-id') expect(rejects).toContain('created-id-missing');
       },
       CASE_MS,
     );

@@ -86,27 +86,32 @@ describe('create answers that cannot be believed', () => {
     }, 30_000);
   }
 
-  it('same-id: the first create is believed, every later create answered with that id is reconciled to its true id', async () => {
+  it('same-id: the first answer names an id the server does not list — left pending; every later create is reconciled to its true id', async () => {
     const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'stored' });
     expectNoUntrustedSynced(entries);
     for (const [mapping, type] of Object.entries(TYPES)) {
       const list = entries[mapping]!;
-      expect(list.every((e) => e.status === 'synced')).toBe(true);
-      expect(list.filter((e) => e.serverId === 'same-1')).toHaveLength(1);
+      expect(list.filter((e) => e.serverId === 'same-1')).toHaveLength(0);
       const stored = new Set(server!.stored(type).map((r) => r.id));
-      expect(list.filter((e) => e.serverId !== 'same-1').every((e) => stored.has(e.serverId))).toBe(true);
-      expect(server!.stored(type)).toHaveLength(list.length);
+      expect(list.filter((e) => e.status === 'synced').every((e) => stored.has(e.serverId))).toBe(true);
+      expect(server!.stored(type)).toHaveLength(list.length); // one create per key, the pending one's included
     }
-    expect(report.exitCode).toBe(0);
+    // The first Patient and Practitioner were believed (`same-1`) until the listing after their phase lacked it.
+    for (const mapping of ['patient', 'practitioner'])
+      expect(entries[mapping]!.filter((e) => e.status === 'pending').map((e) => e.key)).toEqual(
+        report.verification!.find((v) => v.mapping === mapping)!.missing.map((m) => m.key),
+      );
+    expect(report.verification!.map((v) => v.missingCount)).toEqual([1, 1, 1]);
+    expect(report.exitCode).toBe(1);
   }, 30_000);
 
-  it('same-id, the server lists nothing: only the first key is synced; the rest stay pending (exit 1)', async () => {
+  it('same-id, the server lists nothing: no key synced, all left pending (exit 1)', async () => {
     const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'none' });
     expect(report.exitCode).toBe(1);
     expectNoUntrustedSynced(entries);
     for (const mapping of ['patient', 'practitioner']) {
-      expect(entries[mapping]!.filter((e) => e.status === 'synced')).toHaveLength(1);
-      expect(entries[mapping]!.filter((e) => e.status === 'pending')).toHaveLength(entries[mapping]!.length - 1);
+      expect(entries[mapping]!.filter((e) => e.status === 'synced')).toHaveLength(0);
+      expect(entries[mapping]!.filter((e) => e.status === 'pending')).toHaveLength(entries[mapping]!.length);
     }
   }, 30_000);
 

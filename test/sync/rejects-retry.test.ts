@@ -57,8 +57,9 @@ describe('fixing rejected rows of the example clinic', () => {
     // assignments.csv:47 (000031) was rejected as `ref-rejected`; now its patient exists.
     expect(report.mappings.careteam).toMatchObject({ created: 1, updated: 0, unchanged: 28, adopted: 0, rejected: 2, ended: 0 });
     // preflight + POST Patient + POST CareTeam, each type listed once first: the keys are unknown to the state,
-    // so the server is asked whether they exist already (--reconcile auto)
-    expect(requests).toBe(1 + 2 + 2);
+    // so the server is asked whether they exist already (--reconcile auto); each type listed again after its creates
+    // (--verify-after-load auto: copies made by another writer)
+    expect(requests).toBe(1 + 2 + 2 + 2);
 
     const patients = await listAll(sb, 't-example', 'Patient');
     const p31 = patients.filter((p) => identifierValue(p) === '000031');
@@ -76,7 +77,7 @@ describe('fixing rejected rows of the example clinic', () => {
     const { result: report, requests } = await requestsDuring(() => run(sb, 't-example', mapping));
     expect(report.mappings.patient).toMatchObject({ created: 0, updated: 0, unchanged: 31, rejected: 4 });
     expect(report.mappings.careteam).toMatchObject({ created: 1, updated: 0, unchanged: 29, rejected: 1 });
-    expect(requests).toBe(1 + 1 + 1); // preflight + one CareTeam listing (key unknown to the state) + POST
+    expect(requests).toBe(1 + 1 + 1 + 1); // preflight + one CareTeam listing (key unknown to the state) + POST + the listing after it
     expect(await listAll(sb, 't-example', 'CareTeam')).toHaveLength(30);
   });
 });
@@ -114,7 +115,7 @@ describe('rows refused by the server', () => {
       run(sb, 't-413', fx.mapping, { statePath: fx.state, rejectsFile: join(fx.dir, 'rejects.ndjson') }),
     );
     expect(fixed.mappings.patient).toMatchObject({ created: 1, updated: 0, unchanged: 19, rejected: 0 });
-    expect(r3).toBe(1 + 1 + 1);
+    expect(r3).toBe(1 + 1 + 1 + 1); // … + the listing after the create (--verify-after-load auto)
     const perMrn = countBy(await listAll(sb, 't-413', 'Patient'), identifierValue);
     expect(perMrn.size).toBe(20);
     expect(duplicates(perMrn)).toEqual([]);
@@ -144,7 +145,7 @@ describe('rows refused by the server', () => {
 
     const { result: second, requests } = await requestsDuring(() => run(sb, 't-429', fx.mapping, opts));
     expect(second.mappings.patient).toMatchObject({ created: c.rejected, updated: 0, adopted: 0, unchanged: c.created, rejected: 0 });
-    expect(requests).toBe(1 + 1 + c.rejected); // preflight + one Patient listing + the creates
+    expect(requests).toBe(1 + 1 + c.rejected + 1); // preflight + one Patient listing + the creates + the listing after them
     const perMrn = countBy(await listAll(sb, 't-429', 'Patient'), identifierValue);
     expect(perMrn.size).toBe(N);
     expect(duplicates(perMrn)).toEqual([]);

@@ -9,11 +9,13 @@ import type { CompiledResource } from '../../mapping/compile-mapping.js';
 import { decideIdentity, MatchClaims } from '../../load/identity-check.js';
 import type { SyncOutcome } from '../../load/resource-sync.js';
 import { matchRuleOf } from '../../load/server-index.js';
+import { CreatedKeys } from '../../load/duplicate-check.js';
 import { openSource } from '../../sources/open-source.js';
 import { transformSource, type MappedResource } from '../../transform/transform-source.js';
 import { loadReject } from '../../transform/reject-record.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { guardEnding } from '../ending-settings.js';
+import { verifyPhase } from './verify.js';
 import type { RunReport } from '../run-report.js';
 import { openLeasedLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
 
@@ -29,12 +31,13 @@ export const loadMode: RunMode = {
   openState: openLeasedLedger,
   begin: () => {},
   async mapping(phase, run) {
-    await loadPhase(phase, run);
+    const created = new CreatedKeys(matchRuleOf(phase.res));
+    await loadPhase(phase, run, created);
     if (run.report.interrupted) {
       phase.phaseEnd();
       return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
     }
-    if (phase.sync) await settlePhase(phase, run);
+    if (phase.sync) await settlePhase(phase, run, created);
     phase.phaseEnd();
     return run.report.stoppedEarly ? 'stop' : 'next';
   },
@@ -52,8 +55,9 @@ export const loadMode: RunMode = {
   exitCode: runExitCode,
 };
 
-/** Counts what the loader did with one resource (a refused write is a reject of its row). */
-function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResource, o: SyncOutcome): void {
+/** Counts what the loader did with one resource (a refused write is a reject of its row); notes what it created. */
+async function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResource, o: SyncOutcome, created?: CreatedKeys): Promise<void> {
+  if (o.kind === 'created') await created?.add(item, o.serverId);
   switch (o.kind) {
     case 'created':
     case 'updated':
@@ -78,7 +82,7 @@ function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResour
  * `run`: the phase's source read, transformed and validated; each resource sent (a dry run writes it), with at
  * most twice the concurrency queued. A failure that ends the run is raised once the requests in flight settled.
  */
-async function loadPhase(phase: MappingPhase, run: RunContext): Promise<void> {
+async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys): Promise<void> {
   const { opts, report } = run;
   const { name, counts, loaded, sync } = phase;
   const selection = run.selection;
@@ -137,7 +141,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext): Promise<void> {
         phase.progress();
       } else if (opts.dryRun) {
         const identity = await decideIdentity(dryRule!, item.resource);
-        if (!identity.ok) applyOutcome(phase, report, item, { kind: 'rejected', issues: identity.issues });
+        if (!identity.ok) await applyOutcome(phase, report, item, { kind: 'rejected', issues: identity.issues });
         else {
           dryClaims!.claim(identity.matchValue, item.key);
           loaded!.set(item.key, 0);
@@ -151,7 +155,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext): Promise<void> {
         const p: Promise<void> = sync!
           .sync(item)
           .then(
-            (o) => applyOutcome(phase, report, item, o),
+            (o) => applyOutcome(phase, report, item, o, created),
             (error: unknown) => {
               fatal ??= { error };
               abort.abort();
@@ -184,13 +188,14 @@ function sharedMatchWarning(name: string, res: CompiledResource, shared: number)
 }
 
 /** After the rows: lost creates reconciled, then keys no longer in the export reported (`ignore`) or ended (`end`). */
-async function settlePhase(phase: MappingPhase, run: RunContext): Promise<void> {
+async function settlePhase(phase: MappingPhase, run: RunContext, created: CreatedKeys): Promise<void> {
   const { report } = run;
   const { name, res, counts } = phase;
   const sync = phase.sync!;
   const selection = run.selection;
-  for await (const { item, outcome } of sync.reconcile()) applyOutcome(phase, report, item, outcome);
+  for await (const { item, outcome } of sync.reconcile()) await applyOutcome(phase, report, item, outcome, created);
   sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
+  await verifyPhase(phase, run, created); // before onMissing: a key set back to pending is neither loaded nor gone
   if (sync.sharedMatchValues) report.warnings.push(sharedMatchWarning(name, res, sync.sharedMatchValues));
   if (sync.foreignOrphans)
     report.warnings.push(

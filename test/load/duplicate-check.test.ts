@@ -1,0 +1,73 @@
+/**
+ * Issue 24 item 3: the pure decision of the check after a phase's creates (src/load/duplicate-check.ts) — which
+ * created keys another writer duplicated (both ids), which were answered with an id the listing lacks — and when
+ * the check runs at all.
+ */
+import { describe, expect, it } from 'vitest';
+import { checkCreated, CreatedKeys, findingIssue, shouldVerify, type CheckView, type CreatedKey } from '../../src/load/duplicate-check.js';
+import type { MatchRule } from '../../src/load/server-index.js';
+
+const origin = { source: 'patients', file: 'data/patients.csv', line: 2, record: 1 };
+const created = (key: string, serverId: string, matchValue = `mrn|${key}`): CreatedKey => ({ key, serverId, matchValue, origin });
+
+/** A listing as `index` (match value → ids) and a state recording `recorded` ids. */
+function view(index: Record<string, string[]>, recorded: string[] = []): CheckView {
+  const listed = new Set(Object.values(index).flat());
+  return { listed: (id) => listed.has(id), copies: (v) => index[v] ?? [], recorded: (id) => recorded.includes(id) };
+}
+
+describe('checkCreated', () => {
+  it('one copy per created key: nothing found', () => {
+    expect(checkCreated([created('1', 'a'), created('2', 'b')], view({ 'mrn|1': ['a'], 'mrn|2': ['b'] }, ['a', 'b']))).toEqual([]);
+  });
+
+  it('another copy no state key holds: a duplicate naming both ids', () => {
+    const found = checkCreated([created('1', 'a'), created('2', 'b')], view({ 'mrn|1': ['a', 'x'], 'mrn|2': ['b'] }, ['a', 'b']));
+    expect(found).toEqual([{ kind: 'duplicate', created: created('1', 'a'), others: ['x'] }]);
+    expect(findingIssue('Patient', found[0]!)).toMatchObject({ severity: 'error', code: 'duplicate-on-server' });
+    expect(findingIssue('Patient', found[0]!).message).toMatch(/this run created Patient\/a, the server also holds Patient\/x/);
+    expect(findingIssue('Patient', found[0]!).message).toMatch(/use a shared state \(--state postgres:\/\/…\) or a CI concurrency group/);
+  });
+
+  it('a copy the state records for another key sharing the match value is that key’s resource, not a duplicate', () => {
+    const shared = [created('1', 'a', 'content:h'), created('2', 'b', 'content:h')];
+    expect(checkCreated(shared, view({ 'content:h': ['a', 'b'] }, ['a', 'b']))).toEqual([]);
+    expect(checkCreated(shared, view({ 'content:h': ['a', 'b', 'c'] }, ['a', 'b'])).map((f) => f.kind)).toEqual(['duplicate', 'duplicate']);
+  });
+
+  it('an id the listing lacks: missing (with the unrecorded copies), never also a duplicate', () => {
+    const found = checkCreated([created('1', 'ghost'), created('2', 'b')], view({ 'mrn|1': ['h1'], 'mrn|2': ['b'] }, ['ghost', 'b']));
+    expect(found).toEqual([{ kind: 'missing', created: created('1', 'ghost'), copies: ['h1'] }]);
+    const i = findingIssue('Patient', found[0]!);
+    expect(i.code).toBe('created-id-missing');
+    expect(i.message).toMatch(/answered the create with Patient\/ghost, which its listing does not hold; the server holds Patient\/h1 matching it/);
+  });
+});
+
+describe('shouldVerify', () => {
+  it('auto: when the phase created something, unless a shared state holds the lease; always: whatever the state; never: never', () => {
+    expect(shouldVerify('auto', 3, false)).toBe(true);
+    expect(shouldVerify('auto', 0, false)).toBe(false);
+    expect(shouldVerify('auto', 3, true)).toBe(false);
+    expect(shouldVerify('always', 3, true)).toBe(true);
+    expect(shouldVerify('always', 0, false)).toBe(false);
+    expect(shouldVerify('never', 3, false)).toBe(false);
+  });
+});
+
+describe('CreatedKeys', () => {
+  it('keeps each created key with its match value under the rule; one the rule cannot read again is counted, not checked', async () => {
+    const rule: MatchRule = {
+      ofMapped: async (r) => {
+        if (r.id === 'bad') throw new Error('no');
+        return `mrn|${String((r.identifier as { value: string }[])[0]!.value)}`;
+      },
+      ofServer: async () => [],
+    };
+    const keys = new CreatedKeys(rule);
+    await keys.add({ key: '1', origin, resource: { resourceType: 'Patient', identifier: [{ value: '1' }] } }, 'a');
+    await keys.add({ key: '2', origin, resource: { resourceType: 'Patient', id: 'bad' } }, 'b');
+    expect(keys.keys).toEqual([created('1', 'a')]);
+    expect(keys.unchecked).toBe(1);
+  });
+});
