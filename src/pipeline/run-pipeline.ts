@@ -111,6 +111,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let runId: number | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
+  let phasesStarted = false;
   const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
   report.rejectsSummaryFile = rejects.summaryPath;
   const dryOut = new Map<string, WriteStream>();
@@ -123,7 +124,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
-      await preflight(client, opts.retry);
+      await preflight(client, opts.retry, opts.signal);
       const opened = await openRunState(mode, report, target, opts, careDir);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
@@ -132,10 +133,18 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         report.runId = runId;
       }
     }
+    phasesStarted = true;
     await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
+    if (cancelled(opts.signal, report)) {
+      // Whatever the cancel interrupted (a listing, a reconcile, the lease wait) ends here: not a failure.
+      outcome = 'aborted';
+      if (phasesStarted) await rejects.commit();
+      else await rejects.discard(); // nothing was processed: the previous rejects file stays
+      return report;
+    }
     failure = err;
     const kept = await rejects.discard();
     if (kept && err instanceof CareEtlError) {
@@ -144,6 +153,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     throw err;
   } finally {
     await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
+    if (report.interrupted && scope) report.pendingCreates = countPending(scope);
     closeRunReport(report, mode, started, selection);
     if (scope && runId !== undefined) {
       try {
@@ -261,9 +271,26 @@ async function checkSources(compiled: CompiledMapping, signal: AbortSignal | und
   }
 }
 
+/** The run's signal aborted (SIGINT/SIGTERM): the report says so (exit 3). */
+function cancelled(signal: AbortSignal | undefined, report: RunReport): boolean {
+  if (!signal?.aborted) return false;
+  report.interrupted = true;
+  report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
+  return true;
+}
+
+/** Creates whose outcome is unknown (intents): the next run looks each one up before creating anything. */
+function countPending(scope: LedgerScope): number {
+  try {
+    return scope.counts().pending;
+  } catch {
+    return 0; // the state file failed: the run's own error matters more
+  }
+}
+
 /** One cheap request before anything is read: wrong credentials end the run with exit 2, nothing loaded. */
-async function preflight(client: CareClient, retry: RetryOptions | undefined): Promise<void> {
-  const pages = client.pages('Patient', { pageSize: 1, retry: retry ?? {} });
+async function preflight(client: CareClient, retry: RetryOptions | undefined, signal: AbortSignal | undefined): Promise<void> {
+  const pages = client.pages('Patient', { pageSize: 1, retry: retry ?? {}, signal });
   try {
     await pages.next();
   } finally {

@@ -182,6 +182,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
           now: opts.now,
           indexes: run.indexes!,
           policy,
+          signal: opts.signal,
         })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),
