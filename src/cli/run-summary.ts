@@ -41,7 +41,7 @@ export function cancelledLine(report: { interrupted?: boolean; pendingCreates?: 
     'Cancelled (SIGINT/SIGTERM): the run stopped;',
     written,
     pending
-      ? `${pending} create(s) whose outcome is unknown stay pending — the next run looks each one up on the server before creating anything;`
+      ? `${pending} create(s) not confirmed by the server stay pending — the next run looks each one up on the server before creating anything;`
       : 'no create is pending;',
     'the rows not processed yet are loaded by the next run.',
   ]

@@ -54,6 +54,8 @@ interface Job {
   reject: (e: unknown) => void;
   /** Its caller gave up while it waited (rejected already): dropped when it reaches the front. */
   cancelled?: boolean;
+  /** Stops watching the caller's signal: once started, a task settles as its `fn` does. */
+  detach?: () => void;
 }
 
 /** Weight of the newest sample in the task-duration average. */
@@ -176,14 +178,7 @@ export class AdaptiveLimiter {
           this.idleCheck(this.now());
         };
         signal.addEventListener('abort', onAbort, { once: true });
-        job.resolve = (v) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(v as T);
-        };
-        job.reject = (e) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(e);
-        };
+        job.detach = () => signal.removeEventListener('abort', onAbort);
       }
       this.queue.push(job);
       if (!this.admitted.busy) {
@@ -332,6 +327,7 @@ export class AdaptiveLimiter {
   }
 
   private start(job: Job, startedAt: number): void {
+    job.detach?.();
     this._inFlight++;
     if (this._inFlight > this.maxInFlight) this.maxInFlight = this._inFlight;
     let p: Promise<unknown>;
