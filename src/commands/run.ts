@@ -1,5 +1,6 @@
 import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { cancelledLine } from '../cli/run-summary.js';
 import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
@@ -52,7 +53,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine, cancelledLine }] =
+    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
       await Promise.all([
         import('../pipeline/run-pipeline.js'),
         import('../cli/run-progress.js'),

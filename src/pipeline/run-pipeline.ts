@@ -111,7 +111,6 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let runId: number | undefined;
   let outcome: 'completed' | 'aborted' | 'failed' = 'failed';
   let failure: unknown;
-  let phasesStarted = false;
   const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
   report.rejectsSummaryFile = rejects.summaryPath;
   const dryOut = new Map<string, WriteStream>();
@@ -133,18 +132,11 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         report.runId = runId;
       }
     }
-    phasesStarted = true;
     await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
-    if (cancelled(opts.signal, report)) {
-      // Whatever the cancel interrupted (a listing, a reconcile, the lease wait) ends here: not a failure.
-      outcome = 'aborted';
-      if (phasesStarted) await rejects.commit();
-      else await rejects.discard(); // nothing was processed: the previous rejects file stays
-      return report;
-    }
+    if (cancelled(opts.signal, report)) return await endCancelled(report, rejects, dryRun || runId !== undefined);
     failure = err;
     const kept = await rejects.discard();
     if (kept && err instanceof CareEtlError) {
@@ -153,11 +145,10 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     throw err;
   } finally {
     await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
-    if (report.interrupted && scope) report.pendingCreates = countPending(scope);
-    closeRunReport(report, mode, started, selection);
+    closeRunReport(report, mode, started, selection, scope);
     if (scope && runId !== undefined) {
       try {
-        scope.finishRun(runId, outcome, runSummary(report, opts, failure));
+        scope.finishRun(runId, report.interrupted ? 'aborted' : outcome, runSummary(report, opts, failure));
       } catch {
         /* the run's own error matters more */
       }
@@ -226,8 +217,9 @@ function newRunReport(
   return report;
 }
 
-/** The run is over (done, stopped or failed): its times, totals and exit code. */
-function closeRunReport(report: RunReport, mode: RunMode, started: Date, selection: RejectSelection | undefined): void {
+/** The run is over (done, stopped or failed): its times, totals and exit code; interrupted, the creates left pending. */
+function closeRunReport(report: RunReport, mode: RunMode, started: Date, selection: RejectSelection | undefined, scope: LedgerScope | undefined): void {
+  if (report.interrupted && scope) report.pendingCreates = countPending(scope);
   const finished = new Date();
   report.finishedAt = finished.toISOString();
   report.durationMs = finished.getTime() - started.getTime();
@@ -271,12 +263,21 @@ async function checkSources(compiled: CompiledMapping, signal: AbortSignal | und
   }
 }
 
-/** The run's signal aborted (SIGINT/SIGTERM): the report says so (exit 3). */
+/** The run's signal aborted (SIGINT/SIGTERM): whatever it interrupted (a listing, a reconcile, the lease wait), not a failure — the report says so (exit 3). */
 function cancelled(signal: AbortSignal | undefined, report: RunReport): boolean {
   if (!signal?.aborted) return false;
   report.interrupted = true;
   report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
   return true;
+}
+
+/**
+ * A cancelled run keeps the rows it rejected — unless it was cancelled before its mappings started (the lease wait,
+ * the first request): then the previous rejects file stays, as after a failure.
+ */
+async function endCancelled(report: RunReport, rejects: RejectsWriter, started: boolean): Promise<RunReport> {
+  await (started ? rejects.commit() : rejects.discard());
+  return report;
 }
 
 /** Creates whose outcome is unknown (intents): the next run looks each one up before creating anything. */

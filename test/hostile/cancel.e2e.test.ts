@@ -181,44 +181,51 @@ describe.each([
   { mode: 'store-then-trickle' as const, what: 'a create answer trickling a byte a second', sig: 'SIGINT' as const },
   { mode: 'store-then-hang' as const, what: 'a create the server never answers (SIGTERM)', sig: 'SIGTERM' as const },
 ])('cancelled during $what', ({ mode, sig, historyByCli }) => {
-  it(`${sig}: exit 3 before the server's wait ends, bookkeeping written, pending creates reconciled by the next run`, async () => {
-    const server = await startStallServer(mode);
-    servers.push(server);
-    const c = clinic();
-    const reportFile = join(c.dir, 'report.json');
-    const run = spawnCli(['run', c.mapping, ...target(server.url), '--report', reportFile, '--progress', 'none'], { CARE_API_KEY: KEY });
-    await server.stalled;
-    run.send(sig);
-    const r = await run.done;
-    expect(r.signal, r.stderr).toBeNull(); // neither killed by the test nor ended by the grace bound
-    expect(r.code, r.stderr).toBe(3);
-    expect(r.stdout).toContain('Cancelled (SIGINT/SIGTERM): the run stopped; the rejects file and run 1 of the history written');
-    expect(r.stdout + r.stderr).not.toContain(KEY);
+  it(
+    `${sig}: exit 3 before the server's wait ends, bookkeeping written, pending creates reconciled by the next run`,
+    async () => {
+      const server = await startStallServer(mode);
+      servers.push(server);
+      const c = clinic();
+      const reportFile = join(c.dir, 'report.json');
+      const run = spawnCli(['run', c.mapping, ...target(server.url), '--report', reportFile, '--progress', 'none'], { CARE_API_KEY: KEY });
+      await server.stalled;
+      run.send(sig);
+      const r = await run.done;
+      expect(r.signal, r.stderr).toBeNull(); // neither killed by the test nor ended by the grace bound
+      expect(r.code, r.stderr).toBe(3);
+      expect(r.stdout).toContain('Cancelled (SIGINT/SIGTERM): the run stopped; the rejects file and run 1 of the history written');
+      expect(r.stdout + r.stderr).not.toContain(KEY);
 
-    // The bookkeeping: the rejects file (the bad row), the report, the run history.
-    expect(readFileSync(c.rejects, 'utf8').trim().split('\n')).toHaveLength(1);
-    expect(JSON.parse(readFileSync(reportFile, 'utf8'))).toMatchObject({ interrupted: true, exitCode: 3 });
-    const history = historyByCli ? await historyOfCli(c.mapping) : historyOf(c.state);
-    expect(history[0]).toMatchObject({ outcome: 'aborted', summary: { exitCode: 3, interrupted: true } });
+      // The bookkeeping: the rejects file (the bad row), the report, the run history.
+      expect(readFileSync(c.rejects, 'utf8').trim().split('\n')).toHaveLength(1);
+      expect(JSON.parse(readFileSync(reportFile, 'utf8'))).toMatchObject({ interrupted: true, exitCode: 3 });
+      const history = historyByCli ? await historyOfCli(c.mapping) : historyOf(c.state);
+      expect(history[0]).toMatchObject({ outcome: 'aborted', summary: { exitCode: 3, interrupted: true } });
 
-    // A create cut off is an outcome unknown: pending, never "rejected" (which would let the next run create blindly).
-    const ledger = Ledger.open(c.state);
-    try {
-      const statuses = [...ledger.scope(server.url, TENANT).entries('patient')].map((e) => e.status);
-      expect(statuses).not.toContain('rejected');
-      expect(statuses).toContain('pending');
-    } finally {
-      ledger.close();
-    }
+      // A create cut off is an outcome unknown: pending, never "rejected" (which would let the next run create blindly).
+      const ledger = Ledger.open(c.state);
+      try {
+        const statuses = [...ledger.scope(server.url, TENANT).entries('patient')].map((e) => e.status);
+        expect(statuses).not.toContain('rejected');
+        expect(statuses).toContain('pending');
+      } finally {
+        ledger.close();
+      }
 
-    // The next run, against a server that answers: every patient exactly once on the server.
-    server.mode = 'ok';
-    const again = await runPipeline({ mappingFile: c.mapping, env: {}, connection: { baseUrl: server.url, apiKey: KEY, emrId: 'emr', tenantId: TENANT } });
-    expect(again.exitCode).toBe(1); // the bad row only
-    const copies = copiesByMrn(server);
-    expect(copies.size).toBe(PATIENTS);
-    expect([...copies.values()].every((n) => n === 1), JSON.stringify([...copies])).toBe(true);
-  }, CASE_MS);
+      // The next run, against a server that answers: every patient exactly once on the server.
+      server.mode = 'ok';
+      const again = await runPipeline({ mappingFile: c.mapping, env: {}, connection: { baseUrl: server.url, apiKey: KEY, emrId: 'emr', tenantId: TENANT } });
+      expect(again.exitCode).toBe(1); // the bad row only
+      const copies = copiesByMrn(server);
+      expect(copies.size).toBe(PATIENTS);
+      expect(
+        [...copies.values()].every((n) => n === 1),
+        JSON.stringify([...copies]),
+      ).toBe(true);
+    },
+    CASE_MS,
+  );
 });
 
 type History = { outcome?: string; summary?: unknown }[];
@@ -239,24 +246,32 @@ function historyOf(state: string): History {
 }
 
 describe.concurrent('signals the cancel cannot wait for', () => {
-  it('a second SIGINT ends the process at once, by that signal (a shell shows 130), without bookkeeping', async () => {
-    const { c, run } = stuckOnFifo();
-    await run.said('cancelling');
-    run.send('SIGINT');
-    const r = await run.done;
-    expect(r.signal, r.stderr).toBe('SIGINT');
-    expect(r.stderr).toContain('SIGINT again: exiting without bookkeeping');
-    expect(r.stderr).not.toContain('not stopped within'); // not the grace bound
-    rmSync(c.dir, { recursive: true, force: true });
-  }, CASE_MS);
+  it(
+    'a second SIGINT ends the process at once, by that signal (a shell shows 130), without bookkeeping',
+    async () => {
+      const { c, run } = stuckOnFifo();
+      await run.said('cancelling');
+      run.send('SIGINT');
+      const r = await run.done;
+      expect(r.signal, r.stderr).toBe('SIGINT');
+      expect(r.stderr).toContain('SIGINT again: exiting without bookkeeping');
+      expect(r.stderr).not.toContain('not stopped within'); // not the grace bound
+      rmSync(c.dir, { recursive: true, force: true });
+    },
+    CASE_MS,
+  );
 
-  it('a cancel stuck on what cannot be aborted is ended by the grace bound, by the signal, before the test kills it', async () => {
-    const { c, run } = stuckOnFifo();
-    const r = await run.done;
-    expect(r.signal, r.stderr).toBe('SIGINT'); // the test's own kill would be SIGKILL
-    expect(r.stderr).toMatch(/SIGINT: not stopped within \d+ s/);
-    rmSync(c.dir, { recursive: true, force: true });
-  }, CASE_MS);
+  it(
+    'a cancel stuck on what cannot be aborted is ended by the grace bound, by the signal, before the test kills it',
+    async () => {
+      const { c, run } = stuckOnFifo();
+      const r = await run.done;
+      expect(r.signal, r.stderr).toBe('SIGINT'); // the test's own kill would be SIGKILL
+      expect(r.stderr).toMatch(/SIGINT: not stopped within \d+ s/);
+      rmSync(c.dir, { recursive: true, force: true });
+    },
+    CASE_MS,
+  );
 });
 
 /**
