@@ -215,7 +215,8 @@ export abstract class CareCommand<T> extends Command {
   }
 
   /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */
-  override async catch(err: Error & { exitCode?: number }): Promise<void> {
+  override async catch(thrown: Error & { exitCode?: number }): Promise<void> {
+    const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
     process.exitCode = body.exitCode;
     if (this.jsonEnabled()) this.logJson(body);
@@ -239,11 +240,21 @@ export abstract class CareCommand<T> extends Command {
   }
 
   /** Renders a library failure for a command that returns it as its `--json` result (the error envelope). */
-  protected fail(err: unknown): ErrorJson {
+  protected fail(thrown: unknown): ErrorJson {
+    const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
     if (!this.jsonEnabled()) process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
     process.exitCode = body.exitCode;
     return body;
+  }
+
+  /** The cancel's own AbortError, escaped from a library: said as a cancel (exit 3), not as a bug. */
+  private cancelled<E>(err: E): E | CareEtlError {
+    if (!this.abort.signal.aborted || (err as { name?: unknown })?.name !== 'AbortError') return err;
+    return new CareEtlError(`Cancelled (${String((err as { message?: unknown }).message).replace(/^cancelled by /, '')}) before the command finished`, {
+      exitCode: ExitCode.incomplete,
+      hint: 'Run it again: re-runs are safe.',
+    });
   }
 
   private toErrorEnvelope(err: unknown): ErrorJson {

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import { acquireLease } from '../../src/state/lease.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
 import { makeClinic, patientsCsv } from '../sync/helpers.js';
@@ -244,6 +245,34 @@ function historyOf(state: string): History {
     ledger.close();
   }
 }
+
+describe('cancelled while waiting for the lease (--wait-for-lock)', () => {
+  it(
+    'SIGINT ends the wait at once: exit 3, said as a cancel (not as a held lease), no rejects file replaced',
+    async () => {
+      const server = await startStallServer('ok');
+      servers.push(server);
+      const c = clinic();
+      const holder = Ledger.open(c.state);
+      try {
+        await acquireLease(holder, holder.scopeIdOf(holder.scope(server.url, TENANT)));
+        const run = spawnCli(['run', c.mapping, ...target(server.url), '--wait-for-lock', '10m', '--progress', 'none'], { CARE_API_KEY: KEY });
+        await run.said('waiting for the lease');
+        run.send('SIGINT');
+        const r = await run.done;
+        expect(r.signal, r.stderr).toBeNull();
+        expect(r.code, r.stderr).toBe(3);
+        expect(r.stdout).toContain('Cancelled (SIGINT/SIGTERM): the run stopped; no create is pending');
+        expect(r.stderr).not.toContain('another run holds');
+        expect(existsSync(c.rejects)).toBe(false); // no run began: nothing replaced
+        expect(server.posts).toBe(0);
+      } finally {
+        holder.close();
+      }
+    },
+    CASE_MS,
+  );
+});
 
 describe.concurrent('signals the cancel cannot wait for', () => {
   it(
