@@ -85,6 +85,31 @@ function declaredRule(message: string, flags: Record<string, { description?: str
   return description ? `--${name}: ${description.replace(/\.$/, '')}.` : undefined;
 }
 
+/** A cancelled command that has not ended this long after the first signal ends anyway (CI sends SIGKILL ~10 s after SIGINT). */
+const CANCEL_GRACE_MS = 4000;
+
+/**
+ * Ends the process by the signal itself, as if no handler were installed: a shell then reports 130 (SIGINT) or 143
+ * (SIGTERM). Not `process.exit`: its teardown joins the I/O threads, and one blocked for good (opening a FIFO
+ * nobody writes) would hold the process forever.
+ */
+function dieBy(sig: NodeJS.Signals): never {
+  process.removeAllListeners('SIGINT');
+  process.removeAllListeners('SIGTERM');
+  process.kill(process.pid, sig);
+  process.exit(128 + (sig === 'SIGTERM' ? 15 : 2)); // only if the signal is ignored
+}
+
+/** The grace bound: an unref'd timer, so a cancel that ends in time is never held up by it. */
+function endAfterGrace(sig: NodeJS.Signals): void {
+  setTimeout(() => {
+    process.stderr.write(
+      `${sig}: not stopped within ${CANCEL_GRACE_MS / 1000} s (bookkeeping or a file still busy); ending now — creates whose outcome is unknown stay pending, the next run reconciles them\n`,
+    );
+    dieBy(sig);
+  }, CANCEL_GRACE_MS).unref();
+}
+
 export abstract class CareCommand<T> extends Command {
   static override enableJsonFlag = true;
   static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), 'env-file': flag['env-file']() };
@@ -107,14 +132,16 @@ export abstract class CareCommand<T> extends Command {
     await super.init();
     const onSignal = (sig: NodeJS.Signals) => {
       if (this.abort.signal.aborted) {
-        process.stderr.write(`${sig} again: exiting without bookkeeping (the next run reconciles)\n`);
-        process.exit(130);
+        process.stderr.write(`${sig} again: exiting without bookkeeping (creates whose outcome is unknown stay pending: the next run reconciles them)\n`);
+        dieBy(sig);
       }
       if (!this.jsonEnabled())
         process.stderr.write(
-          `${sig}: stopping cleanly — work in flight and bookkeeping finish first (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
+          `${sig}: cancelling — waits and requests in flight are abandoned, then the rejects file, report and run history are written (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
         );
-      this.abort.abort(new Error(`interrupted by ${sig}`));
+      // An AbortError: every layer already tells "the caller asked to stop" by that name.
+      this.abort.abort(new DOMException(`cancelled by ${sig}`, 'AbortError'));
+      endAfterGrace(sig);
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
@@ -189,7 +216,8 @@ export abstract class CareCommand<T> extends Command {
   }
 
   /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */
-  override async catch(err: Error & { exitCode?: number }): Promise<void> {
+  override async catch(thrown: Error & { exitCode?: number }): Promise<void> {
+    const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
     process.exitCode = body.exitCode;
     if (this.jsonEnabled()) this.logJson(body);
@@ -213,11 +241,21 @@ export abstract class CareCommand<T> extends Command {
   }
 
   /** Renders a library failure for a command that returns it as its `--json` result (the error envelope). */
-  protected fail(err: unknown): ErrorJson {
+  protected fail(thrown: unknown): ErrorJson {
+    const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
     if (!this.jsonEnabled()) process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
     process.exitCode = body.exitCode;
     return body;
+  }
+
+  /** The cancel's own AbortError, escaped from a library: said as a cancel (exit 3), not as a bug. */
+  private cancelled<E>(err: E): E | CareEtlError {
+    if (!this.abort.signal.aborted || (err as { name?: unknown })?.name !== 'AbortError') return err;
+    return new CareEtlError(`Cancelled (${String((err as { message?: unknown }).message).replace(/^cancelled by /, '')}) before the command finished`, {
+      exitCode: ExitCode.incomplete,
+      hint: 'Run it again: re-runs are safe.',
+    });
   }
 
   private toErrorEnvelope(err: unknown): ErrorJson {

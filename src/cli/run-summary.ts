@@ -27,3 +27,24 @@ export function embeddedSandboxLine(target: { embedded: boolean; dataFile?: stri
   if (!target?.embedded) return undefined;
   return `Target: the embedded sandbox${target.dataFile ? ` (data in ${target.dataFile})` : ''}, not a configured server — set CARE_BASE_URL or target.baseUrl for a real one`;
 }
+
+/**
+ * The line of a cancelled run (SIGINT/SIGTERM, exit 3): what was written and what stays pending. Printed like the
+ * sandbox line (`CareCommand.notice`): a cancel is never silent, not under `--json` or `--quiet` either.
+ */
+export function cancelledLine(report: { interrupted?: boolean; pendingCreates?: number; rejectsFile?: string; runId?: number }): string | undefined {
+  if (!report.interrupted) return undefined;
+  const pending = report.pendingCreates ?? 0;
+  // No run id: cancelled before the run began (the lease wait, the first request): nothing was written.
+  const written = report.runId === undefined ? '' : `${report.rejectsFile ? 'the rejects file and ' : ''}run ${report.runId} of the history written;`;
+  return [
+    'Cancelled (SIGINT/SIGTERM): the run stopped;',
+    written,
+    pending
+      ? `${pending} create(s) not confirmed by the server stay pending — the next run looks each one up on the server before creating anything;`
+      : 'no create is pending;',
+    'the rows not processed yet are loaded by the next run.',
+  ]
+    .filter(Boolean)
+    .join(' ');
+}

@@ -1,5 +1,6 @@
 import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
+import { cancelledLine } from '../cli/run-summary.js';
 import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
 import type { ErrorJson } from '../cli/render.js';
@@ -21,7 +22,7 @@ export default class Run extends CareCommand<RunResult> {
 Rows that fail are written to the rejects file (NDJSON, mode 0600, the rows kept for re-processing) and the run goes on; beside it, a redacted summary to hand to the clinic (rejects.summary.csv: file, line, record, mapping, key, stage, code, message — no row content; mode 0600). Both are replaced only when the run did its work: a run that fails (credentials, lock, unreachable server) leaves the previous ones as they were. A dry run writes its own (in --out).
 --only-rejected re-processes, from the current source, just the rows the last run rejected: by source key when it was known, else (a row rejected before its key was known, or as a duplicate) by file and line. Every other row is read (keys for duplicates and $ref) but not sent ("not selected"); onMissing: end is skipped.
 With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping — unless CARE_* variables, CI, a connection flag or a target: key suggest a server without a base URL (exit 2); --sandbox uses the sandbox all the same.
-Ctrl+C / SIGTERM: no further row is read, requests in flight finish, the state and the rejects file are written (exit 3); a second one quits at once.
+Ctrl+C / SIGTERM: the run stops within 5 s — no further row is read, waits and requests in flight are abandoned (a create whose answer is lost stays pending, reconciled by the next run), then the state, the rejects file, the report and the run history are written (exit 3); a second one quits at once (exit 130, SIGTERM 143).
 
 Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
   static override examples = [
@@ -132,6 +133,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       if (report.concurrency) this.log(`Concurrency: ${describeConcurrency(report.concurrency)}`);
     }
     this.notice(embeddedSandboxLine(report.target));
+    this.notice(cancelledLine(report));
     // A refused ending is never silent: the summary lists it among the warnings; --quiet and --json still get it on stderr.
     if (this.jsonEnabled() || this.logLevel === 'quiet') {
       for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) process.stderr.write(`warning: ${g.message}\n`);

@@ -52,6 +52,10 @@ interface Job {
   fn: () => Promise<unknown>;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
+  /** Its caller gave up while it waited (rejected already): dropped when it reaches the front. */
+  cancelled?: boolean;
+  /** Stops watching the caller's signal: once started, a task settles as its `fn` does. */
+  detach?: () => void;
 }
 
 /** Weight of the newest sample in the task-duration average. */
@@ -104,6 +108,8 @@ export class AdaptiveLimiter {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
   private idleWaiters: (() => void)[] = [];
+  /** Queued jobs whose signal aborted, not yet dropped from the queue. */
+  private cancelledQueued = 0;
 
   /** Shared "not before" time (Retry-After). */
   private notBefore = -Infinity;
@@ -144,7 +150,7 @@ export class AdaptiveLimiter {
 
   /** Tasks waiting to start. */
   get queued(): number {
-    return this.queue.size;
+    return this.queue.size - this.cancelledQueued;
   }
 
   /** Current pace in starts per second, undefined while unpaced. */
@@ -162,10 +168,26 @@ export class AdaptiveLimiter {
     return { ...this.window.stats(this.now()), maxInFlight: this.maxInFlight, ceiling: this.max, growth: this.growth };
   }
 
-  /** Queues `fn`; it starts when a slot is free and the pause/pace allow. Settles like `fn`. */
-  run<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Queues `fn`; it starts when a slot is free and the pause/pace allow. Settles like `fn` — or, if `signal`
+   * aborts while it waits (a shared Retry-After pause can last a minute), rejects at once with the signal's reason.
+   */
+  run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      if (signal?.aborted) return reject(signal.reason);
+      const job: Job = { fn, resolve: resolve as (v: unknown) => void, reject };
+      if (signal) {
+        const onAbort = () => {
+          job.cancelled = true;
+          this.cancelledQueued++;
+          reject(signal.reason);
+          this.pump(); // drops it, and the wake-up timer with the queue's last job
+          this.idleCheck(this.now());
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        job.detach = () => signal.removeEventListener('abort', onAbort);
+      }
+      this.queue.push(job);
       if (!this.admitted.busy) {
         const t = this.now();
         this.admitted.setBusy(true, t);
@@ -277,6 +299,7 @@ export class AdaptiveLimiter {
     for (;;) {
       const t = this.now();
       this.pacer.update(t);
+      this.dropCancelled();
       if (this.queue.size === 0 || this._inFlight >= this.window.limit) {
         this.pacer.notHolding();
         return;
@@ -297,7 +320,21 @@ export class AdaptiveLimiter {
     }
   }
 
+  /** Cancelled jobs at the front leave the queue; an empty queue needs no wake-up (its timer would hold the process). */
+  private dropCancelled(): void {
+    while (this.queue.peek()?.cancelled) {
+      this.queue.shift();
+      this.cancelledQueued--;
+    }
+    if (this.queue.size === 0 && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+    }
+  }
+
   private start(job: Job, startedAt: number): void {
+    job.detach?.();
     this._inFlight++;
     if (this._inFlight > this.maxInFlight) this.maxInFlight = this._inFlight;
     let p: Promise<unknown>;
@@ -324,6 +361,10 @@ export class AdaptiveLimiter {
     const d = Math.max(0, t - startedAt);
     this.latencyMs = this.latencyMs === undefined ? d : this.latencyMs + LATENCY_EWMA * (d - this.latencyMs);
     this.pump();
+    this.idleCheck(t);
+  }
+
+  private idleCheck(t: number): void {
     if (this._inFlight === 0 && this.queued === 0) {
       this.admitted.setBusy(false, t);
       this.window.setBusy(false, t);

@@ -82,6 +82,11 @@ export interface SyncDeps {
   policy: ReconcilePolicy;
   /** How match values are kept in the state (CARE_STATE_SECRET; default: unkeyed). Never in clear. */
   matchDigest?: MatchDigest;
+  /**
+   * The run's cancel (SIGINT/SIGTERM): queue waits, back-offs and requests in flight end at once with its reason.
+   * A create so ended keeps its intent pending (outcome unknown); nothing else is recorded for an ended request.
+   */
+  signal?: AbortSignal;
 }
 
 /** Without CARE_STATE_SECRET: an unkeyed digest (a local state only; `matchDigestFor`). */
@@ -150,14 +155,14 @@ export class ResourceSync {
    * Runs one request through the limiter with retries; its round-trip time steers the limiter's window, 429s and
    * 502/503/504s slow it down.
    */
-  async #call<T>(fn: () => Promise<T>): Promise<T> {
-    const { limiter } = this.deps;
+  async #call<T>(fn: (signal?: AbortSignal) => Promise<T>): Promise<T> {
+    const { limiter, signal } = this.deps;
     return withRetry(
       () =>
         limiter.run(async () => {
           const sentAt = performance.now();
           try {
-            const r = await fn();
+            const r = await fn(signal);
             limiter.onSuccess(performance.now() - sentAt);
             return r;
           } catch (err) {
@@ -167,10 +172,15 @@ export class ResourceSync {
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
           }
-        }),
+        }, signal),
       classifyRetry,
-      this.deps.client.retryOptions(this.deps.retry),
+      { ...this.deps.client.retryOptions(this.deps.retry), signal },
     );
+  }
+
+  /** The run was cancelled: whatever a request ended with, the run stops (the caller's reason, an AbortError). */
+  #throwIfCancelled(): void {
+    this.deps.signal?.throwIfAborted();
   }
 
   /** The value this mapped resource is found by on the server (see src/load/identity.ts). */
@@ -188,6 +198,7 @@ export class ResourceSync {
       return await this.#sync(item);
     } catch (err) {
       // The state file or the server failed, or the run was interrupted: the run cannot go on (not this row's fault).
+      this.#throwIfCancelled();
       if ((err instanceof CareEtlError && !(err instanceof MappingEvalError)) || (err as Error)?.name === 'AbortError') throw err;
       return { kind: 'rejected', issues: issuesOf(err) };
     }
@@ -415,7 +426,7 @@ export class ResourceSync {
     // Kept as a digest: equality is all a later run needs of it (src/load/match-digest.ts).
     scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue: this.#digest.of(matchValue), runId });
     try {
-      const created = await this.#call(() => client.create(item.type, item.resource));
+      const created = await this.#call((signal) => client.create(item.type, item.resource, signal));
       // The client checked the answer (type, a safe id, not one it was given for another create of this run);
       // an id the ledger holds for another key is no more believable: the outcome is unknown.
       // Nor is an id the listing made before this create already held (another resource, loaded by another writer).
@@ -440,6 +451,8 @@ export class ResourceSync {
       return { kind: 'created', serverId: created.id };
     } catch (err) {
       if (err instanceof RetryAfterTooLongError) throw err; // the run stops; the intent stays pending
+      // Cancelled: perhaps sent, perhaps stored — the intent stays pending, as after a kill (never "rejected": that would allow a blind create).
+      this.#throwIfCancelled();
       // Maybe stored: a lost answer (time-out, reset after sending), any 5xx (ApiError.ambiguous: a gateway's
       // 502/503/504 after the backend committed) or a 2xx answer that cannot be believed (ProtocolError.ambiguous:
       // no id, an unsafe or reused id, another type, not JSON, too large).
@@ -461,7 +474,7 @@ export class ResourceSync {
       let body = item.resource;
       let endedMembers: string[] = [];
       if (item.type === 'CareTeam' && this.res.def.onMissing === 'end') {
-        const server = await this.#call(() => client.get('CareTeam', id));
+        const server = await this.#call((signal) => client.get('CareTeam', id, signal));
         const team = teamUpdate(body, server, this.deps.now);
         ({ body, endedMembers } = team);
         // The mapped team plus the participants it keeps ended may be what the server holds already (an adoption
@@ -471,11 +484,12 @@ export class ResourceSync {
           return { kind: 'unchanged', serverId: id };
         }
       }
-      const updated = await this.#call(() => client.update(item.type, id, body));
+      const updated = await this.#call((signal) => client.update(item.type, id, body, signal));
       this.#recordSynced({ mapping: item.mapping, key: item.key, resourceType: item.type, serverId: id, versionId: updated.meta?.versionId, hash, runId });
       return endedMembers.length ? { kind: 'updated', serverId: id, endedMembers } : { kind: 'updated', serverId: id };
     } catch (err) {
       if (err instanceof RetryAfterTooLongError) throw err;
+      this.#throwIfCancelled(); // nothing recorded: the entry stays as it was
       // The entry is left as it was (synced with the last hash the server accepted): the changed content still
       // differs from that hash, so the next run retries the update — and should the key leave the export, the
       // entry is still "synced", so `onMissing: end` still ends the resource (a `rejected` entry never is).
@@ -506,6 +520,7 @@ export class ResourceSync {
         d.kind === 'defer' && d.why === 'pending' ? this.#settled({ item, matchValue: this.#recordedMatch(entry, matchValueOf(mapped)) }, index) : d;
       return this.#inspection(item, entry, settled, record, byId === null ? entry?.serverId : undefined);
     } catch (err) {
+      this.#throwIfCancelled();
       if (err instanceof CareEtlError && !(err instanceof MappingEvalError)) throw err;
       return { kind: 'rejected', issues: issuesOf(err) };
     }
@@ -799,18 +814,19 @@ export class ResourceSync {
     for (const entry of missing) {
       const id = entry.serverId!;
       try {
-        const current = await this.#call(() => client.get(this.res.def.type, id));
+        const current = await this.#call((signal) => client.get(this.res.def.type, id, signal));
         const body = endedBody(this.res.def.type, current, end);
         if (contentHash(body) === contentHash(current)) {
           // Already ended on the server (a run killed between its PUT and markEnded): record it, write nothing.
           scope.markEnded(entry.mapping, entry.key, end, current.meta?.versionId);
           continue;
         }
-        const updated = await this.#call(() => client.update(this.res.def.type, id, body));
+        const updated = await this.#call((signal) => client.update(this.res.def.type, id, body, signal));
         scope.markEnded(entry.mapping, entry.key, end, updated.meta?.versionId);
         ended.push({ key: entry.key, serverId: id });
       } catch (err) {
         if (err instanceof RetryAfterTooLongError) throw err;
+        this.#throwIfCancelled();
         failed.push({ key: entry.key, issues: issuesOf(err) });
       }
     }

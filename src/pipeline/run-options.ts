@@ -68,8 +68,9 @@ export interface RunOptions {
   /** One call per HTTP attempt (the CLI's `--verbose` request log); never sees headers or bodies. */
   onRequest?: ClientOptions['onResponse'];
   /**
-   * Interrupts the run (SIGINT/SIGTERM): no further row is read, requests in flight finish, the ledger and the
-   * rejects file are written, and the report says `interrupted`.
+   * Interrupts the run (SIGINT/SIGTERM): no further row is read, waits and requests in flight are abandoned (a
+   * create cut off stays pending), the ledger and the rejects file are written, and the report says `interrupted`
+   * (docs/design/cancel.md).
    */
   signal?: AbortSignal;
   now?: Date;

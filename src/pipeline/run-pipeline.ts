@@ -124,7 +124,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
-      await preflight(client, opts.retry);
+      await preflight(client, opts.retry, opts.signal);
       const opened = await openRunState(mode, report, target, opts, careDir);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
@@ -137,6 +137,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     await rejects.commit();
   } catch (err) {
+    if (cancelled(opts.signal, report)) return await endCancelled(report, rejects, dryRun || runId !== undefined);
     failure = err;
     const kept = await rejects.discard();
     if (kept && err instanceof CareEtlError) {
@@ -145,10 +146,10 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     throw err;
   } finally {
     await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
-    closeRunReport(report, mode, started, selection);
+    closeRunReport(report, mode, started, selection, scope);
     if (scope && runId !== undefined) {
       try {
-        scope.finishRun(runId, outcome, runSummary(report, opts, failure));
+        scope.finishRun(runId, report.interrupted ? 'aborted' : outcome, runSummary(report, opts, failure));
       } catch {
         /* the run's own error matters more */
       }
@@ -217,8 +218,9 @@ function newRunReport(
   return report;
 }
 
-/** The run is over (done, stopped or failed): its times, totals and exit code. */
-function closeRunReport(report: RunReport, mode: RunMode, started: Date, selection: RejectSelection | undefined): void {
+/** The run is over (done, stopped or failed): its times, totals and exit code; interrupted, the creates left pending. */
+function closeRunReport(report: RunReport, mode: RunMode, started: Date, selection: RejectSelection | undefined, scope: LedgerScope | undefined): void {
+  if (report.interrupted && scope) report.pendingCreates = countPending(scope);
   const finished = new Date();
   report.finishedAt = finished.toISOString();
   report.durationMs = finished.getTime() - started.getTime();
@@ -262,9 +264,35 @@ async function checkSources(compiled: CompiledMapping, signal: AbortSignal | und
   }
 }
 
+/** The run's signal aborted (SIGINT/SIGTERM): whatever it interrupted (a listing, a reconcile, the lease wait), not a failure — the report says so (exit 3). */
+function cancelled(signal: AbortSignal | undefined, report: RunReport): boolean {
+  if (!signal?.aborted) return false;
+  report.interrupted = true;
+  report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
+  return true;
+}
+
+/**
+ * A cancelled run keeps the rows it rejected — unless it was cancelled before its mappings started (the lease wait,
+ * the first request): then the previous rejects file stays, as after a failure.
+ */
+async function endCancelled(report: RunReport, rejects: RejectsWriter, started: boolean): Promise<RunReport> {
+  await (started ? rejects.commit() : rejects.discard());
+  return report;
+}
+
+/** Creates whose outcome is unknown (intents): the next run looks each one up before creating anything. */
+function countPending(scope: LedgerScope): number {
+  try {
+    return scope.counts().pending;
+  } catch {
+    return 0; // the state file failed: the run's own error matters more
+  }
+}
+
 /** One cheap request before anything is read: wrong credentials end the run with exit 2, nothing loaded. */
-async function preflight(client: CareClient, retry: RetryOptions | undefined): Promise<void> {
-  const pages = client.pages('Patient', { pageSize: 1, retry: retry ?? {} });
+async function preflight(client: CareClient, retry: RetryOptions | undefined, signal: AbortSignal | undefined): Promise<void> {
+  const pages = client.pages('Patient', { pageSize: 1, retry: retry ?? {}, signal });
   try {
     await pages.next();
   } finally {

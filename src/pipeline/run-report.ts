@@ -84,6 +84,8 @@ export interface RunReport {
   stoppedEarly?: string;
   /** SIGINT/SIGTERM (the `signal`): rows not read yet are left for the next run; the bookkeeping was done. */
   interrupted?: boolean;
+  /** Interrupted: the state's creates whose outcome is unknown (intents), looked up by the next run before it creates anything. */
+  pendingCreates?: number;
   /**
    * Requests in flight (a run that sent requests): `pinned` by `--concurrency`, or `discovered` within the
    * `ceiling` (`--max-concurrency`). `settled`: the window most of the loading time was spent at (time-weighted

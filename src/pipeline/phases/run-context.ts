@@ -195,6 +195,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
           indexes: run.indexes!,
           policy,
           matchDigest: run.matchDigest,
+          signal: opts.signal,
         })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),
