@@ -87,7 +87,7 @@ function declaredRule(message: string, flags: Record<string, { description?: str
 
 export abstract class CareCommand<T> extends Command {
   static override enableJsonFlag = true;
-  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), 'env-file': flag['env-file']() };
+  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), dotenv: flag.dotenv() };
 
   protected logLevel: LogLevel = 'normal';
   /** Aborted on the first SIGINT/SIGTERM: the library stops reading, finishes its bookkeeping and returns. */
@@ -124,7 +124,7 @@ export abstract class CareCommand<T> extends Command {
     };
   }
 
-  /** Parses, then applies `--env-file` (or `.env` beside the mapping), secrets and the log level. */
+  /** Parses, then applies `--dotenv` (or `.env` beside the mapping), secrets and the log level. */
   protected override async parse<F extends Out, B extends Out, A extends Out>(options?: Input<F, B, A>, argv?: string[]): Promise<ParserOutput<F, B, A>> {
     let out: ParserOutput<F, B, A>;
     try {
@@ -134,11 +134,11 @@ export abstract class CareCommand<T> extends Command {
       const declared = { ...this.ctor.baseFlags, ...(options ?? this.ctor).flags };
       throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim(), declared);
     }
-    const flags = out.flags as { verbose?: boolean; quiet?: boolean; 'env-file'?: string; 'api-key'?: string };
+    const flags = out.flags as { verbose?: boolean; quiet?: boolean; dotenv?: string; 'api-key'?: string };
     const args = out.args as { mapping?: string };
     registerSecret(flags['api-key']);
     const { loadEnvFiles } = await import('./env-file.js');
-    loadEnvFiles({ envFile: flags['env-file'], mappingFile: args.mapping });
+    loadEnvFiles({ envFile: flags.dotenv, mappingFile: args.mapping });
     registerSecret(process.env.CARE_API_KEY);
     this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
     return out;

@@ -8,7 +8,7 @@ import { parseEnv } from 'node:util';
 import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 
 export interface LoadEnvFilesOptions {
-  /** `--env-file`: must exist. When given, the `.env` beside the mapping is not read. */
+  /** `--dotenv` (alias `--env-file`): must exist. When given, the `.env` beside the mapping is not read. */
   envFile?: string;
   /** The mapping file: its folder's `.env` is read when it exists (and no `envFile` is given). */
   mappingFile?: string;
@@ -34,7 +34,7 @@ export function loadEnvFiles(opts: LoadEnvFilesOptions): string[] {
     if (!existsSync(resolve(cwd, file))) {
       throw new CareEtlError(`The env file ${file} does not exist`, {
         issues: [issue.fileUnreadable(file, `${file}: no such file`)],
-        hint: '`--env-file` names a file of KEY=value lines; without it, a `.env` file beside the mapping is read if there is one.',
+        hint: '`--dotenv` names a file of KEY=value lines; without it, a `.env` file beside the mapping is read if there is one.',
         exitCode: ExitCode.config,
       });
     }
