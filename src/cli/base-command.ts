@@ -10,7 +10,7 @@ import type { Input, ParserOutput } from '@oclif/core/interfaces';
 type Out = Record<string, unknown>;
 import { stripVTControlCharacters } from 'node:util';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { redactKnown, registerSecret } from '../core/secret.js';
+import { redactKnown, registerProxySecrets, registerSecret } from '../core/secret.js';
 import { describeError, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
 
@@ -103,6 +103,7 @@ export abstract class CareCommand<T> extends Command {
   override async init(): Promise<void> {
     registerArgvSecrets(this.argv);
     registerSecret(process.env.CARE_API_KEY);
+    registerProxySecrets(process.env);
     redactProcessOutput();
     await super.init();
     const onSignal = (sig: NodeJS.Signals) => {
@@ -140,6 +141,7 @@ export abstract class CareCommand<T> extends Command {
     const { loadEnvFiles } = await import('./env-file.js');
     loadEnvFiles({ envFile: flags.dotenv, mappingFile: args.mapping });
     registerSecret(process.env.CARE_API_KEY);
+    registerProxySecrets(process.env);
     this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
     return out;
   }

@@ -104,6 +104,12 @@ export const ISSUE_CODES = [
   'source-not-text',
   // issue 24 part "gateway": a Retry-After longer than --max-retry-after stops the run
   'retry-after-too-long',
+  // issue 25 part "settings": proxy answers; settings that cannot work; output that cannot be written
+  'proxy-auth',
+  'proxy-failed',
+  'csv-dialect',
+  'source-shared-fifo',
+  'write-failed',
 ] as const;
 
 /**
@@ -196,6 +202,12 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'source-not-text': 'a source or lookup file is not text (NUL bytes, unmarked UTF-16)',
   // gateway
   'retry-after-too-long': 'the server asked to wait (Retry-After) longer than `--max-retry-after`: the run stopped',
+  // settings (issue 25)
+  'proxy-auth': 'the proxy (HTTPS_PROXY / HTTP_PROXY) refused the credentials in its URL (HTTP 407)',
+  'proxy-failed': 'the proxy could not be reached, or answered its CONNECT with an error (e.g. 502): the server was not reached',
+  'csv-dialect': "a source's `csv.delimiter` / `csv.quote` cannot work (empty, a line break, the same character for both)",
+  'source-shared-fifo': 'two sources name the same FIFO (named pipe): it can be read only once',
+  'write-failed': 'a file or folder care-etl writes (state, rejects, report) cannot be written: disk full, read-only, no permission',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -1,12 +1,15 @@
 /**
  * Settings that fail loudly (issue 25, item 5), through the built CLI spawned with node as the installed bin is:
- * `--dotenv` (Node 20 reads `--env-file` itself, anywhere on the command line), `.env` lines that are not KEY=value.
+ * `--dotenv` (Node 20 reads `--env-file` itself, anywhere on the command line), `.env` lines that are not KEY=value;
+ * proxy credentials (item 4) absent from every output and file when a proxy echoes the request headers.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCli } from '../helpers/cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'care-etl-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,5 +37,77 @@ describe('--dotenv (alias --env-file)', () => {
     expect(r.stderr).toContain(`${join(dir, 'quote.env')}:2`);
     expect(r.stderr).toContain('never closed');
     expect(r.stdout + r.stderr).not.toContain('SECRET-canary');
+  });
+});
+
+/** Every file under `dir` (state.db, rejects, summary, report…) as latin1 text. */
+function filesUnder(root: string): { path: string; text: string }[] {
+  return readdirSync(root, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile())
+    .map((e) => ({ path: join(e.parentPath, e.name), text: readFileSync(join(e.parentPath, e.name)).toString('latin1') }));
+}
+
+describe('proxy credentials through the CLI', () => {
+  const USER = 'etl-proxy-user';
+  const PASSWORD = 'Pr0xyCANARY-pass';
+  const BASIC = Buffer.from(`${USER}:${PASSWORD}`).toString('base64');
+
+  /** A forward proxy answering itself: CONNECT 407 echoing the headers; listings empty, every create 422 with diagnostics echoing the request headers. */
+  async function echoingProxy(): Promise<{ url: string; close: () => Promise<void> }> {
+    const server = http.createServer((req, res) => {
+      const echo = JSON.stringify(req.headers);
+      if (req.method === 'GET') res.writeHead(200, { 'content-type': 'application/json' }).end('{"resourceType":"Bundle","type":"searchset","entry":[]}');
+      else {
+        const outcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', diagnostics: `rejected; headers ${echo}; auth ${req.headers['proxy-authorization']}` }] };
+        req.resume().on('end', () => res.writeHead(422, { 'content-type': 'application/json' }).end(JSON.stringify(outcome)));
+      }
+    });
+    server.on('connect', (req, socket) => {
+      const body = `no tunnel for you: ${JSON.stringify(req.headers)}`;
+      socket.end(`HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return {
+      url: `http://${USER}:${PASSWORD}@127.0.0.1:${(server.address() as AddressInfo).port}`,
+      close: () => new Promise((r) => server.close(() => r())),
+    };
+  }
+
+  it('a proxy echoing Proxy-Authorization in its answers: stderr, rejects, summary, report and ledger hold no form of user:password', async () => {
+    const proxy = await echoingProxy();
+    const work = copyTree('examples/clinic', 'care-etl-proxy-');
+    try {
+      const env = { HTTP_PROXY: proxy.url, CARE_API_KEY: 'api-key-for-proxy-test', CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
+      const r = await runCli(['run', join(work, 'mapping.yaml'), '--base-url', 'http://care-api.test/api', '--allow-insecure', '--report', join(work, 'report.html')], {
+        env,
+        cwd: work,
+      });
+      expect(r.code).toBe(1);
+      const files = filesUnder(work).filter((f) => !f.path.includes(`${join(work, 'data')}`));
+      expect(files.map((f) => f.path)).toEqual(expect.arrayContaining([expect.stringMatching(/rejects\.ndjson$/), expect.stringMatching(/state\.db$/)]));
+      expect(files.find((f) => f.path.endsWith('rejects.ndjson'))!.text).toContain('[redacted]');
+      for (const where of [{ path: 'stdout+stderr', text: r.stdout + r.stderr }, ...files]) {
+        for (const form of [PASSWORD, BASIC]) expect(where.text.includes(form), `${form} in ${where.path}`).toBe(false);
+      }
+    } finally {
+      await proxy.close();
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('a CONNECT answered 407: exit 2, the proxy named (not the server), no "bug" hint, no credentials', async () => {
+    const proxy = await echoingProxy();
+    const work = copyTree('examples/clinic', 'care-etl-proxy-');
+    try {
+      const env = { HTTPS_PROXY: proxy.url, CARE_API_KEY: 'api-key-for-proxy-test', CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
+      const r = await runCli(['run', join(work, 'mapping.yaml'), '--base-url', 'https://care-api.test/api'], { env, cwd: work });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/the proxy 127\.0\.0\.1:\d+ \(HTTPS_PROXY\) refused the credentials \(407/);
+      expect(r.stderr).not.toMatch(/bug|did not answer in time/);
+      for (const form of [PASSWORD, BASIC]) expect(r.stdout + r.stderr).not.toContain(form);
+    } finally {
+      await proxy.close();
+      rmSync(work, { recursive: true, force: true });
+    }
   });
 });
