@@ -63,7 +63,7 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
   const r = ctx.interp(l.path, [...base, 'path']);
   if (!r.ok) return undefined;
   const entry = fileEntryOptions(l, r.value);
-  for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, p.at]));
+  for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, ...p.at]));
   if (!entry.options || entry.problems.length > 0) return undefined;
   const { readLookupFile } = await import('./lookup-file.js'); // jsonata and the source readers: only when a file is read
   const res = await readLookupFile(
@@ -79,7 +79,7 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
     },
     ctx.read,
   );
-  for (const p of res.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, p.at], p.offset));
+  for (const p of res.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, ...p.at], p.offset));
   return res.table;
 }
 
