@@ -79,7 +79,7 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
     },
     ctx.read,
   );
-  for (const p of res.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, ...p.at], p.offset));
+  for (const p of res.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, p.at], p.offset));
   return res.table;
 }
 
