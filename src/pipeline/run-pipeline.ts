@@ -18,6 +18,7 @@ import { checkSource } from '../sources/open-source.js';
 import type { Ledger, LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { runSummary } from './run-history.js';
+import { sharedFifoIssues } from './validate-mapping.js';
 import { readRejectSelection, RejectsWriter, type RejectSelection } from './rejects.js';
 import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-target.js';
 import { resolveAllowEnding } from './ending-settings.js';
@@ -236,6 +237,8 @@ function closeRunReport(report: RunReport, mode: RunMode, started: Date, selecti
  * are reported together.
  */
 async function checkSources(compiled: CompiledMapping, signal: AbortSignal | undefined): Promise<void> {
+  const fifo = sharedFifoIssues(compiled.mapping); // issue 25: a pipe two mappings read would hang the second
+  if (fifo.length) throw new CareEtlError(fifo[0]!.message, { issues: fifo, exitCode: ExitCode.config });
   const used = new Map<string, SourceConfig>();
   for (const name of compiled.order) {
     const from = compiled.resources.get(name)!.def.from;

@@ -3,6 +3,7 @@
  * `--dotenv` (Node 20 reads `--env-file` itself, anywhere on the command line), `.env` lines that are not KEY=value;
  * proxy credentials (item 4) absent from every output and file when a proxy echoes the request headers.
  */
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -108,6 +109,36 @@ describe('proxy credentials through the CLI', () => {
     } finally {
       await proxy.close();
       rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a FIFO read by two mappings', () => {
+  const MAP = (from: string) => `'{ "identifier": [{ "system": "urn:${from}", "value": MRN }] }'`;
+  it('one source or two naming the same pipe: refused at the path by validate and run (exit 2), nothing hangs', async () => {
+    const fifoDir = mkdtempSync(join(tmpdir(), 'care-etl-fifo-'));
+    try {
+      expect(spawnSync('mkfifo', [join(fifoDir, 'rows.pipe')]).status).toBe(0);
+      writeFileSync(
+        join(fifoDir, 'one.yaml'),
+        `version: 1\nsources:\n  p: { path: rows.pipe, format: csv }\nresources:\n  - { name: a, type: Patient, from: p, key: MRN, map: ${MAP('a')} }\n  - { name: b, type: Practitioner, from: p, key: MRN, map: ${MAP('b')} }\n`,
+      );
+      writeFileSync(
+        join(fifoDir, 'two.yaml'),
+        `version: 1\nsources:\n  p: { path: rows.pipe, format: csv }\n  q: { path: ./rows.pipe, format: csv }\nresources:\n  - { name: a, type: Patient, from: p, key: MRN, map: ${MAP('a')} }\n  - { name: b, type: Practitioner, from: q, key: MRN, map: ${MAP('b')} }\n`,
+      );
+      const runs = await Promise.all([
+        runCli(['validate', 'one.yaml'], { cwd: fifoDir, timeoutMs: 20_000 }),
+        runCli(['run', 'two.yaml', '--sandbox'], { cwd: fifoDir, timeoutMs: 20_000 }),
+      ]);
+      for (const r of runs) {
+        expect(r.code).toBe(2);
+        expect(r.stderr).toMatch(/:3:14: error \[source-shared-fifo\]/);
+      }
+      expect(runs[0]!.stderr).toContain('source `p` is a FIFO (named pipe) read by 2 mappings (`a`, `b`)');
+      expect(runs[1]!.stderr).toContain('sources `p`, `q` name one FIFO (named pipe) read by 2 mappings');
+    } finally {
+      rmSync(fifoDir, { recursive: true, force: true });
     }
   });
 });
