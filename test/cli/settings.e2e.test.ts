@@ -16,7 +16,7 @@ const dir = mkdtempSync(join(tmpdir(), 'care-etl-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const MAPPING = join(ROOT, 'examples', 'clinic', 'mapping.yaml');
 
-describe('--dotenv (alias --env-file)', () => {
+describe.concurrent('--dotenv (alias --env-file)', () => {
   it('a missing --dotenv file: exit 2 with care-etl\'s message, nothing else done', async () => {
     const r = await runCli(['validate', MAPPING, '--dotenv', join(dir, 'missing.env')], { cwd: dir });
     expect(r.code).toBe(2);
@@ -48,7 +48,7 @@ function filesUnder(root: string): { path: string; text: string }[] {
     .map((e) => ({ path: join(e.parentPath, e.name), text: readFileSync(join(e.parentPath, e.name)).toString('latin1') }));
 }
 
-describe('proxy credentials through the CLI', () => {
+describe.concurrent('proxy credentials through the CLI', () => {
   const USER = 'etl-proxy-user';
   const PASSWORD = 'Pr0xyCANARY-pass';
   const BASIC = Buffer.from(`${USER}:${PASSWORD}`).toString('base64');
