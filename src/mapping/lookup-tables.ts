@@ -89,7 +89,7 @@ function stringList(v: unknown): string[] {
 
 function inlineTable(name: string, l: Record<string, unknown>, base: DocPath, ctx: LookupStepContext): LookupTable {
   const table: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const [code, label] of Object.entries(l)) if (typeof label === 'string') table[code] = label;
+  for (const code in l) if (typeof l[code] === 'string') table[code] = l[code];
   // codes YAML reads as numbers/booleans: `01: x` is the number 1 → key "1", not "01"
   const node = ctx.loc.find(base)?.node;
   if (isMap(node)) {

@@ -68,12 +68,11 @@ function duplicateKeys(file: string, doc: Document.Parsed, lineCounter: LineCoun
   const issues: Issue[] = [];
   visit(doc, {
     Map(_, map) {
-      const seen = new Set<string>();
+      const seen = new Set<unknown>(); // by value: `1` and `"1"` differ, as in yaml's own check
       for (const pair of map.items) {
         if (!isScalar(pair.key) || pair.key.value === '<<') continue;
-        const id = `${typeof pair.key.value}:${String(pair.key.value)}`;
-        if (!seen.has(id)) {
-          seen.add(id);
+        if (!seen.has(pair.key.value)) {
+          seen.add(pair.key.value);
           continue;
         }
         const at = lineCounter.linePos(pair.key.range?.[0] ?? 0);
