@@ -89,7 +89,7 @@ const QUOTES = new Set(['"', "'", '`']);
  * with why — never the line's text. Quotes are read as parseEnv reads them: the value ends at the next same quote
  * (no escapes), possibly lines later.
  */
-export function firstBadLine(text: string): { line: number; reason: string } | undefined {
+function firstBadLine(text: string): { line: number; reason: string } | undefined {
   const nul = text.indexOf('\0');
   if (nul >= 0) return { line: lineAt(text, nul), reason: 'a NUL byte: this is not a text file of KEY=value lines' };
   const lines = text.split('\n');

@@ -75,7 +75,7 @@ export function redactValues(text: string, values: Iterable<unknown>): string {
 
 // ---------------------------------------------------------------- issue 25 (settings): proxy credentials
 /** The proxy variables undici reads (lower case wins there); their `user:password` is as secret as the API key. */
-export const PROXY_URL_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'] as const;
+const PROXY_URL_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'] as const;
 
 /**
  * Registers the credentials of a proxy URL (`http://user:pa%40ss@proxy:3128`, with or without scheme, parsable or

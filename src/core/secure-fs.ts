@@ -103,7 +103,12 @@ export function writeFailed(err: unknown, path: string, exitCode: number = ExitC
   const code = (err as NodeJS.ErrnoException | null)?.code;
   const reason = (code && WRITE_REASONS[code]) ?? (err instanceof Error ? err.message : String(err));
   const message = `cannot write ${path}: ${reason}${code ? ` (${code})` : ''}`;
-  return new CareEtlError(message, { issues: [issue.error('write-failed', message, { location: { file: path } })], hint: writeHint(code), exitCode, cause: err });
+  return new CareEtlError(message, {
+    issues: [issue.error('write-failed', message, { location: { file: path } })],
+    hint: writeHint(code),
+    exitCode,
+    cause: err,
+  });
 }
 
 /**

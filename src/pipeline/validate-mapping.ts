@@ -278,10 +278,14 @@ export function sharedFifoIssues(mapping: Pick<LoadedMapping, 'sources' | 'resou
     const names = (xs: string[]) => xs.map((x) => `\`${x}\``).join(', ');
     const via = sources.length > 1 ? `sources ${names(sources)} name one FIFO (named pipe)` : `source \`${sources[0]}\` is a FIFO (named pipe)`;
     issues.push(
-      issue.error('source-shared-fifo', `${via} read by ${readers.length} mappings (${names(readers)}): a pipe can be read only once — write it to a file first, or give each mapping its own pipe`, {
-        path: `/sources/${sources[0]}/path`,
-        location: mapping.positionOf(['sources', sources[0]!, 'path']),
-      }),
+      issue.error(
+        'source-shared-fifo',
+        `${via} read by ${readers.length} mappings (${names(readers)}): a pipe can be read only once — write it to a file first, or give each mapping its own pipe`,
+        {
+          path: `/sources/${sources[0]}/path`,
+          location: mapping.positionOf(['sources', sources[0]!, 'path']),
+        },
+      ),
     );
   }
   return issues;

@@ -269,25 +269,7 @@ async function* readJsonWithJsonata(
   } finally {
     input.destroy();
   }
-  let doc: unknown;
-  const bom = text.charCodeAt(0) === 0xfeff ? 1 : 0;
-  try {
-    doc = JSON.parse(bom ? text.slice(1) : text);
-  } catch (err) {
-    const m = err instanceof Error ? /at position (\d+)/.exec(err.message) : null;
-    if (m && /non-whitespace character after JSON/.test((err as Error).message)) {
-      const before = text.slice(0, Number(m[1]) + bom);
-      const line = before.split('\n').length;
-      throw sourceFatal(cfg, 'trailing data after the complete top-level value: a JSON file holds one document', {
-        code: 'json-syntax',
-        line,
-        column: before.length - before.lastIndexOf('\n'),
-        cause: err,
-        hint: 'Remove what follows the closing bracket, or, for one JSON value per line, use `format: ndjson`.',
-      });
-    }
-    throw sourceFatal(cfg, `invalid JSON${m ? ` at character ${Number(m[1]) + 1}` : ''}`, { code: 'json-syntax', cause: err });
-  }
+  const doc = parseDocument(cfg, text);
   text = '';
   let result: unknown;
   try {
@@ -313,5 +295,27 @@ async function* readJsonWithJsonata(
   for (let i = 0; i < elements.length; i++) {
     signal?.throwIfAborted();
     yield elementItem(cfg, i, elements[i]);
+  }
+}
+
+/** The whole document (`records:` as a JSONata expression); trailing data after it is named as such, at its line:col. */
+function parseDocument(cfg: SourceConfig, text: string): unknown {
+  const bom = text.charCodeAt(0) === 0xfeff ? 1 : 0;
+  try {
+    return JSON.parse(bom ? text.slice(1) : text);
+  } catch (err) {
+    const m = err instanceof Error ? /at position (\d+)/.exec(err.message) : null;
+    if (m && /non-whitespace character after JSON/.test((err as Error).message)) {
+      const before = text.slice(0, Number(m[1]) + bom);
+      const line = before.split('\n').length;
+      throw sourceFatal(cfg, 'trailing data after the complete top-level value: a JSON file holds one document', {
+        code: 'json-syntax',
+        line,
+        column: before.length - before.lastIndexOf('\n'),
+        cause: err,
+        hint: 'Remove what follows the closing bracket, or, for one JSON value per line, use `format: ndjson`.',
+      });
+    }
+    throw sourceFatal(cfg, `invalid JSON${m ? ` at character ${Number(m[1]) + 1}` : ''}`, { code: 'json-syntax', cause: err });
   }
 }

@@ -55,10 +55,13 @@ async function failure(baseUrl: string): Promise<ProxyError> {
     retry: false,
   });
   try {
-    const err = await c.list('Patient').next().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await c
+      .list('Patient')
+      .next()
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(ProxyError);
     return err as ProxyError;
   } finally {

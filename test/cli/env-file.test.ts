@@ -118,7 +118,7 @@ describe('loadEnvFiles: every line that is not KEY=value is an error naming its 
   }
 
   it('what parseEnv reads well stays accepted: quotes of each kind, multi-line, comments, export, CRLF, spaces around =', () => {
-    writeFileSync(join(dir, 'ok.env'), "export A='x y' # c\r\nB = `m\nl`\nC=\"q\" \n  D=plain # comment\nE=a\"b\n\n# end\n");
+    writeFileSync(join(dir, 'ok.env'), 'export A=\'x y\' # c\r\nB = `m\nl`\nC="q" \n  D=plain # comment\nE=a"b\n\n# end\n');
     const env: NodeJS.ProcessEnv = {};
     loadEnvFiles({ envFile: 'ok.env', env, cwd: dir });
     expect(env).toEqual({ A: 'x y', B: 'm\nl', C: 'q', D: 'plain', E: 'a"b' });

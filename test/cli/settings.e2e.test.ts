@@ -17,7 +17,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const MAPPING = join(ROOT, 'examples', 'clinic', 'mapping.yaml');
 
 describe.concurrent('--dotenv (alias --env-file)', () => {
-  it('a missing --dotenv file: exit 2 with care-etl\'s message, nothing else done', async () => {
+  it("a missing --dotenv file: exit 2 with care-etl's message, nothing else done", async () => {
     const r = await runCli(['validate', MAPPING, '--dotenv', join(dir, 'missing.env')], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`The env file ${join(dir, 'missing.env')} does not exist`);
@@ -59,7 +59,10 @@ describe.concurrent('proxy credentials through the CLI', () => {
       const echo = JSON.stringify(req.headers);
       if (req.method === 'GET') res.writeHead(200, { 'content-type': 'application/json' }).end('{"resourceType":"Bundle","type":"searchset","entry":[]}');
       else {
-        const outcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', diagnostics: `rejected; headers ${echo}; auth ${req.headers['proxy-authorization']}` }] };
+        const outcome = {
+          resourceType: 'OperationOutcome',
+          issue: [{ severity: 'error', code: 'invalid', diagnostics: `rejected; headers ${echo}; auth ${req.headers['proxy-authorization']}` }],
+        };
         req.resume().on('end', () => res.writeHead(422, { 'content-type': 'application/json' }).end(JSON.stringify(outcome)));
       }
     });
@@ -79,10 +82,13 @@ describe.concurrent('proxy credentials through the CLI', () => {
     const work = copyTree('examples/clinic', 'care-etl-proxy-');
     try {
       const env = { HTTP_PROXY: proxy.url, CARE_API_KEY: 'api-key-for-proxy-test', CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
-      const r = await runCli(['run', join(work, 'mapping.yaml'), '--base-url', 'http://care-api.test/api', '--allow-insecure', '--report', join(work, 'report.html')], {
-        env,
-        cwd: work,
-      });
+      const r = await runCli(
+        ['run', join(work, 'mapping.yaml'), '--base-url', 'http://care-api.test/api', '--allow-insecure', '--report', join(work, 'report.html')],
+        {
+          env,
+          cwd: work,
+        },
+      );
       expect(r.code).toBe(1);
       const files = filesUnder(work).filter((f) => !f.path.includes(`${join(work, 'data')}`));
       expect(files.map((f) => f.path)).toEqual(expect.arrayContaining([expect.stringMatching(/rejects\.ndjson$/), expect.stringMatching(/state\.db$/)]));

@@ -18,10 +18,18 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     sb = await startSandbox({ apiKey: KEY, emrId: 'emr', tenants: ['t-full-rejects', 't-full-state', 't-ro', 't-report'] });
   });
   afterAll(() => sb.close());
-  const env = (tenant: string, extra: Record<string, string> = {}) => ({ CARE_BASE_URL: sb.url, CARE_API_KEY: KEY, CARE_EMR_ID: 'emr', CARE_TENANT_ID: tenant, ...extra });
+  const env = (tenant: string, extra: Record<string, string> = {}) => ({
+    CARE_BASE_URL: sb.url,
+    CARE_API_KEY: KEY,
+    CARE_EMR_ID: 'emr',
+    CARE_TENANT_ID: tenant,
+    ...extra,
+  });
   /** Patients the sandbox holds for the tenant (one page is enough for the clinic's 30). */
   async function patientsOnServer(tenant: string): Promise<number> {
-    const res = await fetch(`${sb.url}/Patient?_count=1000`, { headers: { 'service-subscriptionkey': KEY, 'service-emrid': 'emr', 'service-tenantid': tenant } });
+    const res = await fetch(`${sb.url}/Patient?_count=1000`, {
+      headers: { 'service-subscriptionkey': KEY, 'service-emrid': 'emr', 'service-tenantid': tenant },
+    });
     return ((await res.json()) as { entry?: unknown[] }).entry?.length ?? 0;
   }
   const clean = (r: { stderr: string }) => {

@@ -11,7 +11,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 writeFileSync(join(dir, 'p.csv'), 'MRN\n1\n');
 writeFileSync(join(dir, 'codes.csv'), 'CODE,LABEL\nA,a\n');
 
-const RESOURCES = 'resources:\n  - name: patient\n    type: Patient\n    from: p\n    key: MRN\n    map: \'{ "identifier": [{ "system": "urn:x", "value": MRN }] }\'\n';
+const RESOURCES =
+  'resources:\n  - name: patient\n    type: Patient\n    from: p\n    key: MRN\n    map: \'{ "identifier": [{ "system": "urn:x", "value": MRN }] }\'\n';
 
 function mapping(csv: string, lookupCsv?: string): string {
   const file = join(dir, `m-${Math.random().toString(36).slice(2)}.yaml`);
