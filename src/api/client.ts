@@ -89,7 +89,8 @@ const isAbort = (err: unknown): boolean => (err as { name?: string })?.name === 
 async function readCapped(body: Dispatcher.ResponseData['body'], declaredLength: string | string[] | undefined, cap: number): Promise<Buffer | undefined> {
   const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
   if (Number.isFinite(declared) && declared > cap) {
-    body.destroy();
+    // issue 25: undici answers a destroyed, unread body with an 'error' event; unheard, it would crash the process
+    body.on('error', () => undefined).destroy();
     return undefined;
   }
   const chunks: Buffer[] = [];
