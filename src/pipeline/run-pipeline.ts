@@ -2,7 +2,7 @@ import { join, resolve } from 'node:path';
 import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { createPrivateWriteStream } from '../core/secure-fs.js';
+import { createPrivateWriteStream, endPrivateStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -135,6 +135,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     }
     await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
+    for (const s of dryOut.values()) await endPrivateStream(s); // a dry-run file the disk could not hold fails the run
     await rejects.commit();
   } catch (err) {
     failure = err;

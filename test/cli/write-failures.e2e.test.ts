@@ -102,4 +102,17 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
       rmSync(work, { recursive: true, force: true });
     }
   });
+
+  it("ENOSPC writing a dry run's output: exit 3 naming the file, not a silently short file", async () => {
+    const work = copyTree('examples/clinic', 'care-etl-full-');
+    try {
+      const out = join(work, 'out', 'Patient.ndjson');
+      const r = await runCli(['run', 'mapping.yaml', '--dry-run', '--out', 'out', '--progress', 'none'], { env: { CARE_ETL_TEST_ENOSPC: out }, cwd: work });
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain(`cannot write ${out}: the disk is full (ENOSPC)`);
+      clean(r);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
 });
