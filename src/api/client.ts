@@ -1,11 +1,13 @@
 import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
-import { CONNECTION_DEFAULTS, type ConnectionSettings } from './connection.js';
+import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
   ApiError,
   AuthenticationError,
   isSafeId,
   ProtocolError,
+  proxyFailureStatus,
+  ProxyError,
   ResponseTooLargeError,
   RetryAfterTooLongError,
   sentTextValues,
@@ -17,6 +19,7 @@ import {
 import type { Bundle, Resource, StoredResource } from './types.js';
 import { withRetry, type RetryDecision, type RetryOptions } from '../core/retry.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
+import { registerUrlCredentials } from '../core/secret.js';
 
 export interface ClientOptions {
   /** Injected for tests or shared pools; by default the client owns a keep-alive Agent. */
@@ -86,7 +89,8 @@ const isAbort = (err: unknown): boolean => (err as { name?: string })?.name === 
 async function readCapped(body: Dispatcher.ResponseData['body'], declaredLength: string | string[] | undefined, cap: number): Promise<Buffer | undefined> {
   const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
   if (Number.isFinite(declared) && declared > cap) {
-    body.destroy();
+    // issue 25: undici answers a destroyed, unread body with an 'error' event; unheard, it would crash the process
+    body.on('error', () => undefined).destroy();
     return undefined;
   }
   const chunks: Buffer[] = [];
@@ -146,6 +150,8 @@ function parseRetryAfter(value: string | string[] | undefined): number | undefin
  */
 export function classifyRetry(err: unknown): RetryDecision {
   if (err instanceof AuthenticationError) return { retry: false };
+  // issue 25: a proxy that refused the tunnel or could not be reached never passed the request on
+  if (err instanceof ProxyError) return err.status === 407 ? { retry: false } : { retry: true, reason: 'proxy' };
   if (err instanceof ApiError) {
     if (err.status === 429) return { retry: true, delayMs: err.retryAfterMs, reason: `HTTP ${err.status}` };
     if (err.method === 'POST') return { retry: false };
@@ -188,6 +194,7 @@ export function createDispatcher(
     const name = env[lower] !== undefined ? lower : upper;
     let value = (env[name] ?? '').trim();
     if (!value) return '';
+    registerUrlCredentials(value); // issue 25: `user:password` in a proxy URL is a secret in every form
     if (!value.includes('://')) value = `http://${value}`; // `proxy.example.org:3128`, as curl reads it
     const protocol = URL.canParse(value) ? new URL(value).protocol : undefined;
     if (protocol !== 'http:' && protocol !== 'https:') {
@@ -225,6 +232,8 @@ export class CareClient {
   #countRejected = false;
   /** `Type/id` of every resource this client created: a server giving one id to two creates is not believed. */
   readonly #createdIds = new Set<string>();
+  /** The proxy requests to this origin would go through (named when a failure only a proxy gives occurs). */
+  readonly #proxy?: ProxyAddress;
 
   constructor(settings: ConnectionSettings, opts: ClientOptions = {}) {
     this.settings = settings;
@@ -237,6 +246,7 @@ export class CareClient {
       accept: 'application/json',
     };
     this.#origin = new URL(settings.baseUrl).origin;
+    this.#proxy = proxyFor(settings.baseUrl);
     this.#retry = opts.retry === undefined ? {} : opts.retry;
     this.#onResponse = opts.onResponse;
   }
@@ -455,7 +465,10 @@ export class CareClient {
           hint: 'The service did not answer in time (the --timeout deadline covers the whole answer); run again later (re-runs are safe), or raise --timeout.',
         });
       }
-      if (call.signal?.aborted || isAbort(err)) return err;
+      if (call.signal?.aborted) return err;
+      const proxyStatus = this.#proxy && !inBody ? proxyFailureStatus(err, this.#proxy) : undefined;
+      if (proxyStatus !== undefined) return new ProxyError({ ...where, proxy: this.#proxy!, status: proxyStatus || undefined, code: errorCode(err) });
+      if (isAbort(err)) return err;
       const code = errorCode(err);
       if (inBody) return new TransportError({ ...where, failure: code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'reset', requestSent: true, code });
       const notSent = code ? NOT_SENT_CODES[code] : undefined;

@@ -213,3 +213,30 @@ function checkUpdateRoutes(configured: NonNullable<ConnectionInput['updateRoutes
   }
   return updateRoutes;
 }
+
+// ---------------------------------------------------------------- issue 25 (settings): which proxy a request goes through
+/** A proxy named in messages: the variable it came from and its `host:port` (never its credentials). */
+export interface ProxyAddress {
+  variable: string;
+  host: string;
+  port: number;
+}
+
+/**
+ * The proxy a request to `baseUrl` would go through when one goes through a proxy at all (NO_PROXY aside: a failure
+ * only a proxy gives — a 407, a refused CONNECT — says one was used): https targets `https_proxy` / `HTTPS_PROXY`,
+ * else `http_proxy` / `HTTP_PROXY`; plain http targets the latter. Lower case wins when set, as in `createDispatcher`.
+ */
+export function proxyFor(baseUrl: string, env: NodeJS.ProcessEnv = process.env): ProxyAddress | undefined {
+  const set = (lower: string, upper: string): string | undefined => {
+    const name = env[lower] !== undefined ? lower : upper;
+    return env[name]?.trim() ? name : undefined;
+  };
+  const variable = (baseUrl.startsWith('https:') ? set('https_proxy', 'HTTPS_PROXY') : undefined) ?? set('http_proxy', 'HTTP_PROXY');
+  if (!variable) return undefined;
+  let value = env[variable]!.trim();
+  if (!value.includes('://')) value = `http://${value}`;
+  if (!URL.canParse(value)) return undefined;
+  const url = new URL(value);
+  return { variable, host: url.hostname, port: Number(url.port) || (url.protocol === 'https:' ? 443 : 80) };
+}

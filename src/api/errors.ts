@@ -1,5 +1,6 @@
-import { CareEtlError, ExitCode, issue, type Issue } from '../core/issues.js';
-import { redactKnown } from '../core/secret.js';
+import { CareEtlError, ExitCode, foreignCode, issue, type Issue } from '../core/issues.js';
+import { redactKnown, redactValues } from '../core/secret.js';
+import type { ProxyAddress } from './connection.js';
 import { outcomeSummary, outcomeToIssues, type OperationOutcomeIssue } from './outcome.js';
 
 export type Operation = 'create' | 'get' | 'list' | 'update';
@@ -236,4 +237,68 @@ export const SAFE_ID_RULE = 'a FHIR id: 1 to 64 of A-Z a-z 0-9 - ., not only dot
  */
 export function isSafeId(id: unknown): id is string {
   return typeof id === 'string' && /^[A-Za-z0-9\-.]{1,64}$/.test(id) && !/^\.+$/.test(id);
+}
+
+// ---------------------------------------------------------------- issue 25 (settings): the proxy failed, not the server
+/**
+ * The proxy (HTTPS_PROXY / HTTP_PROXY), not the server, failed the request, which therefore never reached the
+ * server: a 407 (its credentials: exit 2, nothing will work until fixed), a CONNECT answered with another status, or
+ * the proxy itself unreachable (exit 3). Named by `host:port` and variable, never by its URL (credentials).
+ */
+export class ProxyError extends CareEtlError {
+  /** The proxy's status (407, 502 …); undefined when it could not be reached at all. */
+  readonly status?: number;
+  readonly operation: Operation;
+  readonly method: string;
+  readonly path: string;
+
+  constructor(init: { proxy: ProxyAddress; status?: number; code?: string; operation: Operation; resourceType: string; method: string; path: string }) {
+    const { proxy, status } = init;
+    const at = `the proxy ${proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host}:${proxy.port} (${proxy.variable})`;
+    const what =
+      status === 407
+        ? `${at} refused the credentials (407 Proxy Authentication Required)`
+        : status !== undefined
+          ? `${at} answered ${status} to the tunnel request (CONNECT): it could not reach the server`
+          : `${at} cannot be reached (${init.code ?? 'connection failed'})`;
+    super(`${what}; ${init.operation} ${init.resourceType} was not sent to the server (${init.method} ${init.path})`, {
+      hint:
+        status === 407
+          ? `Check the user and password in ${proxy.variable} (http://user:password@host:port, with @ : / % in them percent-encoded), or ask the proxy's operator.`
+          : `Check ${proxy.variable} and that the proxy is running and lets this host through (NO_PROXY lists hosts reached directly). Re-runs are safe.`,
+      exitCode: status === 407 ? ExitCode.config : ExitCode.incomplete,
+    });
+    this.name = 'ProxyError';
+    this.status = status;
+    this.operation = init.operation;
+    this.method = init.method;
+    this.path = init.path;
+  }
+
+  override toIssues(): Issue[] {
+    return [issue.error(this.status === 407 ? 'proxy-auth' : 'proxy-failed', this.message)];
+  }
+}
+
+const TUNNEL_REFUSED = /^Proxy response \((\d{3})\) !== 200 when HTTP Tunneling/;
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * The proxy's status when undici's error is one only a proxy gives (a 407; a CONNECT answered with another status),
+ * or 0 when the connection that failed was the one to the proxy; undefined otherwise.
+ */
+export function proxyFailureStatus(err: unknown, proxy: ProxyAddress): number | undefined {
+  for (let e: unknown = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const { message, code, address, port, hostname } = e as { message?: unknown; code?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
+    if (typeof message === 'string') {
+      if (message.startsWith('Proxy Authentication Required (407)')) return 407;
+      const tunnel = TUNNEL_REFUSED.exec(message);
+      if (tunnel) return Number(tunnel[1]);
+    }
+    if (typeof code === 'string' && UNREACHABLE.has(code)) {
+      const host = typeof hostname === 'string' ? hostname : address;
+      if (host === proxy.host && (port === undefined || port === proxy.port)) return 0;
+    }
+  }
+  return undefined;
 }

@@ -10,7 +10,7 @@ import type { Input, ParserOutput } from '@oclif/core/interfaces';
 type Out = Record<string, unknown>;
 import { stripVTControlCharacters } from 'node:util';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { redactKnown, registerSecret } from '../core/secret.js';
+import { redactKnown, registerProxySecrets, registerSecret } from '../core/secret.js';
 import { describeError, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
 
@@ -112,7 +112,7 @@ function endAfterGrace(sig: NodeJS.Signals): void {
 
 export abstract class CareCommand<T> extends Command {
   static override enableJsonFlag = true;
-  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), 'env-file': flag['env-file']() };
+  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), dotenv: flag.dotenv() };
 
   protected logLevel: LogLevel = 'normal';
   /** Aborted on the first SIGINT/SIGTERM: the library stops reading, finishes its bookkeeping and returns. */
@@ -128,6 +128,7 @@ export abstract class CareCommand<T> extends Command {
   override async init(): Promise<void> {
     registerArgvSecrets(this.argv);
     registerSecret(process.env.CARE_API_KEY);
+    registerProxySecrets(process.env);
     redactProcessOutput();
     await super.init();
     const onSignal = (sig: NodeJS.Signals) => {
@@ -151,7 +152,7 @@ export abstract class CareCommand<T> extends Command {
     };
   }
 
-  /** Parses, then applies `--env-file` (or `.env` beside the mapping), secrets and the log level. */
+  /** Parses, then applies `--dotenv` (or `.env` beside the mapping), secrets and the log level. */
   protected override async parse<F extends Out, B extends Out, A extends Out>(options?: Input<F, B, A>, argv?: string[]): Promise<ParserOutput<F, B, A>> {
     let out: ParserOutput<F, B, A>;
     try {
@@ -161,13 +162,14 @@ export abstract class CareCommand<T> extends Command {
       const declared = { ...this.ctor.baseFlags, ...(options ?? this.ctor).flags };
       throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim(), declared);
     }
-    const flags = out.flags as { verbose?: boolean; quiet?: boolean; 'env-file'?: string; 'api-key'?: string };
+    const flags = out.flags as { verbose?: boolean; quiet?: boolean; dotenv?: string; 'api-key'?: string };
     const args = out.args as { mapping?: string };
     registerSecret(flags['api-key']);
     const { loadEnvFiles } = await import('./env-file.js');
-    loadEnvFiles({ envFile: flags['env-file'], mappingFile: args.mapping });
+    loadEnvFiles({ envFile: flags.dotenv, mappingFile: args.mapping });
     registerSecret(process.env.CARE_API_KEY);
     registerSecret(process.env.CARE_STATE_SECRET); // the key of the state's match digests (src/load/match-digest.ts)
+    registerProxySecrets(process.env);
     this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
     return out;
   }

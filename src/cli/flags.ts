@@ -62,8 +62,12 @@ export const flag = {
     exclusive: ['quiet'],
   }),
   quiet: booleanFlag({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
-  'env-file': Flags.custom<string>({
-    description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win',
+  // issue 25: Node 20 itself reads `--env-file` anywhere on the command line (a missing file exits 9 before care-etl
+  // starts), so the flag is `--dotenv`; `--env-file` stays an alias (it works on Node 20 when the file exists).
+  dotenv: Flags.custom<string>({
+    description:
+      'read variables (CARE_API_KEY, …) from this file of KEY=value lines; default: a .env file beside the mapping, if any. Variables already set win. Alias: --env-file',
+    aliases: ['env-file'],
     helpGroup: 'OUTPUT',
   }),
   /** oclif's own `--json` (enableJsonFlag), for a command that declares what it excludes. */

@@ -112,6 +112,12 @@ export const ISSUE_CODES = [
   'state-secret-mismatch',
   // issue 24 part "dupcheck": the listing after a phase lacks an id a create was answered with
   'created-id-missing',
+  // issue 25 part "settings": proxy answers; settings that cannot work; output that cannot be written
+  'proxy-auth',
+  'proxy-failed',
+  'csv-dialect',
+  'source-shared-fifo',
+  'write-failed',
 ] as const;
 
 /**
@@ -214,6 +220,12 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'state-secret-mismatch': 'an interrupted create was recorded under another CARE_STATE_SECRET: it cannot be matched, so it stays pending',
   // dupcheck
   'created-id-missing': 'a create was answered with an id the server does not list: the key is left pending for the next run to reconcile',
+  // settings (issue 25)
+  'proxy-auth': 'the proxy (HTTPS_PROXY / HTTP_PROXY) refused the credentials in its URL (HTTP 407)',
+  'proxy-failed': 'the proxy could not be reached, or answered its CONNECT with an error (e.g. 502): the server was not reached',
+  'csv-dialect': "a source's `csv.delimiter` / `csv.quote` cannot work (empty, a line break, the same character for both)",
+  'source-shared-fifo': 'two sources name the same FIFO (named pipe): it can be read only once',
+  'write-failed': 'a file or folder care-etl writes (state, rejects, report) cannot be written: disk full, read-only, no permission',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

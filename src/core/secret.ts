@@ -83,3 +83,36 @@ export function stateSecretFromEnv(env: NodeJS.ProcessEnv = process.env): Secret
   registerSecret(v);
   return new Secret(v);
 }
+
+// ---------------------------------------------------------------- issue 25 (settings): proxy credentials
+/** The proxy variables undici reads (lower case wins there); their `user:password` is as secret as the API key. */
+const PROXY_URL_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'] as const;
+
+/**
+ * Registers the credentials of a proxy URL (`http://user:pa%40ss@proxy:3128`, with or without scheme, parsable or
+ * not) in every form an echo may take: `user:password` as written and percent-decoded — hence also base64 of it, as
+ * in `Proxy-Authorization: Basic …` — and the password alone, both ways.
+ */
+export function registerUrlCredentials(url: string | undefined): void {
+  const userinfo = url && /^(?:[a-z][a-z0-9+.-]*:\/\/)?([^@/?#]*)@/i.exec(url.trim())?.[1];
+  if (!userinfo) return;
+  const colon = userinfo.indexOf(':');
+  const password = colon < 0 ? '' : userinfo.slice(colon + 1);
+  for (const form of [userinfo, password]) {
+    registerSecret(form);
+    registerSecret(safeDecode(form));
+  }
+}
+
+/** `registerUrlCredentials` for every proxy variable of `env`. */
+export function registerProxySecrets(env: NodeJS.ProcessEnv = process.env): void {
+  for (const name of PROXY_URL_VARIABLES) registerUrlCredentials(env[name]);
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

@@ -1,25 +1,53 @@
 import { createWriteStream, fchmodSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
+import { CareEtlError, ExitCode, issue } from './issues.js';
 
 /** Files that may hold patient data are owner-only (0600), whatever the umask and whether or not they existed. */
 export const PHI_FILE_MODE = 0o600;
 
 export function ensureDir(path: string): void {
-  mkdirSync(path, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw writeFailed(err, path);
+  }
 }
 
 /** Opens (creating or truncating/appending) a file owner-only; an existing file's wider mode is tightened. */
 export function openPrivateFile(path: string, flags: 'w' | 'a' = 'w'): number {
-  ensureDir(dirname(path));
-  const fd = openSync(path, flags, PHI_FILE_MODE);
-  fchmodSync(fd, PHI_FILE_MODE); // open() applies the mode only when it creates the file
-  return fd;
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    const fd = openSync(path, flags, PHI_FILE_MODE);
+    fchmodSync(fd, PHI_FILE_MODE); // open() applies the mode only when it creates the file
+    return fd;
+  } catch (err) {
+    throw writeFailed(err, path);
+  }
 }
 
-/** A write stream on a new/truncated file with mode 0600; the parent folder is created (0700). */
-export function createPrivateWriteStream(path: string, opts: { append?: boolean } = {}): WriteStream {
+/** A write stream whose first failure (disk full, I/O error) is kept as a `write-failed` error naming its file. */
+export type PrivateWriteStream = WriteStream & { failure?: CareEtlError };
+
+/**
+ * A write stream on a new/truncated file with mode 0600; the parent folder is created (0700). A write that fails
+ * does not crash the process: the stream keeps the error (`failure`) for `endPrivateStream` to throw.
+ */
+export function createPrivateWriteStream(path: string, opts: { append?: boolean; shownAs?: string } = {}): PrivateWriteStream {
   const fd = openPrivateFile(path, opts.append ? 'a' : 'w');
-  return createWriteStream(path, { fd, flush: false });
+  const stream: PrivateWriteStream = createWriteStream(path, { fd, flush: false });
+  // `shownAs`: the file a temporary sibling stands for (messages name the file the user asked for).
+  stream.on('error', (err) => (stream.failure ??= writeFailed(err, opts.shownAs ?? path)));
+  if (simulatedFull(path)) {
+    stream._write = (_chunk, _encoding, callback) => callback(enospc());
+    stream._writev = (_chunks, callback) => callback(enospc());
+  }
+  return stream;
+}
+
+/** Ends the stream; rejects with its first write failure (`write-failed`, naming the file), if it had one. */
+export async function endPrivateStream(stream: PrivateWriteStream): Promise<void> {
+  if (!stream.closed && !stream.destroyed) await new Promise<void>((done) => stream.end(() => done()));
+  if (stream.failure) throw stream.failure;
 }
 
 /** The temporary sibling a file is written to before it replaces the real one (same folder: rename is atomic). */
@@ -35,10 +63,84 @@ export function writePrivateFileAtomic(path: string, text: string): void {
   const tmp = tempPathFor(path);
   try {
     const fd = openPrivateFile(tmp);
+    if (simulatedFull(path)) throw enospc();
     writeFileSync(fd, text);
     renameSync(tmp, path);
   } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
+    try {
+      rmSync(tmp, { force: true });
+    } catch {
+      // ENOTDIR / EACCES: there is no temporary file to remove
+    }
+    throw writeFailed(err, path);
   }
+}
+
+// ---------------------------------------------------------------- issue 25 (settings): a write that fails, cleanly
+const WRITE_REASONS: Record<string, string> = {
+  ENOSPC: 'the disk is full',
+  EDQUOT: 'the disk quota is used up',
+  EROFS: 'the file system is read-only',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOTDIR: 'a part of the path is a file, not a folder',
+  EEXIST: 'a part of the path is a file, not a folder',
+  EISDIR: 'it is a folder',
+  EIO: 'an I/O error',
+};
+
+/**
+ * The one wording of a file care-etl cannot write (issue 25): `cannot write <path>: <reason> (<code>)`, code
+ * `write-failed`, exit 3 (the run stopped; what was loaded stays recorded) unless the caller knows nothing was sent
+ * yet (`ExitCode.config`). A CareEtlError passes through unchanged.
+ */
+export function writeFailed(err: unknown, path: string, exitCode: number = ExitCode.incomplete): CareEtlError {
+  if (err instanceof CareEtlError) {
+    // named after a temporary sibling or a folder: name the file the caller writes instead
+    if (!err.issues.some((i) => i.code === 'write-failed') || err.cause === undefined) return err;
+    err = err.cause;
+  }
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  const reason = (code && WRITE_REASONS[code]) ?? (err instanceof Error ? err.message : String(err));
+  const message = `cannot write ${path}: ${reason}${code ? ` (${code})` : ''}`;
+  return new CareEtlError(message, {
+    issues: [issue.error('write-failed', message, { location: { file: path } })],
+    hint: writeHint(code),
+    exitCode,
+    cause: err,
+  });
+}
+
+/**
+ * What to do about a file system or SQLite storage failure (`ENOSPC`, `EROFS`, `SQLITE_FULL`, `SQLITE_READONLY…`,
+ * `SQLITE_IOERR…`, `SQLITE_CANTOPEN`); undefined for other errors.
+ */
+export function storageFailureHint(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'SQLITE_FULL') return writeHint('ENOSPC');
+  if (/^SQLITE_(READONLY|IOERR|CANTOPEN)/.test(code)) return writeHint('EROFS');
+  return code in WRITE_REASONS ? writeHint(code) : undefined;
+}
+
+function writeHint(code: string | undefined): string {
+  return code === 'ENOSPC' || code === 'EDQUOT'
+    ? 'Free some space (or point the option at another disk) and run again: re-runs are safe, what was loaded stays recorded.'
+    : 'Choose a folder you can write to (--state, --rejects, --report, --out) or fix its permissions, and run again: re-runs are safe.';
+}
+
+/**
+ * Test seam: `CARE_ETL_TEST_ENOSPC=<file>` makes every write of that file (or of its temporary sibling) fail with
+ * ENOSPC, as on a full disk — which a test cannot otherwise arrange without mounting a small file system. The
+ * ledger honours it for its state file by capping the database at its size when opened (SQLite's own SQLITE_FULL).
+ */
+export function simulatedFull(path: string): boolean {
+  const full = process.env.CARE_ETL_TEST_ENOSPC;
+  if (!full) return false;
+  const target = resolve(full);
+  return resolve(path) === target || resolve(path) === resolve(tempPathFor(target));
+}
+
+function enospc(): NodeJS.ErrnoException {
+  return Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
 }

@@ -688,10 +688,25 @@ export class ResourceSync {
    * reconciles it by its match rule — adopting the resource, never creating it twice.
    */
   #recordSynced(e: SyncedInput): void {
-    if (this.#synced.push(e) === 1) setImmediate(() => this.#flushSynced());
+    if (this.#recordFailure) throw this.#recordFailure;
+    if (this.#synced.push(e) === 1) {
+      setImmediate(() => {
+        // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
+        // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
+        try {
+          this.#flushSynced();
+        } catch (err) {
+          this.#recordFailure ??= err;
+        }
+      });
+    }
   }
 
+  /** The failure of a deferred ledger write (see `#recordSynced`). */
+  #recordFailure: unknown;
+
   #flushSynced(): void {
+    if (this.#recordFailure) throw this.#recordFailure;
     if (!this.#synced.length) return;
     const batch = this.#synced.splice(0);
     this.deps.scope.transaction(() => {

@@ -204,7 +204,7 @@ async function readSources(raw: unknown, ctx: LoadContext): Promise<Record<strin
     const r = ctx.interp(s.path, [...base, 'path']);
     if (!r.ok) continue;
     const entry = fileEntryOptions(s, r.value);
-    for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, p.message, [...base, p.at]));
+    for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, p.message, [...base, ...p.at]));
     if (!entry.options) continue;
     const { format, formatDeclared, records, csv } = entry.options;
     const src: SourceConfig = { name, path: resolve(ctx.dir, r.value), format };

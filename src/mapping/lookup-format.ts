@@ -26,8 +26,8 @@ interface FileEntryOptions {
 interface FileEntryProblem {
   code: KnownIssueCode;
   message: string;
-  /** The entry's property the problem is about. */
-  at: 'path' | 'records' | 'csv';
+  /** The entry's property the problem is about (a csv option: `['csv', 'delimiter']`). */
+  at: readonly ['path' | 'records' | 'csv', ...string[]];
 }
 
 /**
@@ -43,20 +43,50 @@ export function fileEntryOptions(entry: Obj, written: string): { options?: FileE
     problems.push({
       code: 'source-format',
       message: `cannot tell the format of \`${written}\` from its extension; add \`format: csv\`, \`json\` or \`ndjson\``,
-      at: 'path',
+      at: ['path'],
     });
     return { problems };
   }
   const options: FileEntryOptions = { format, formatDeclared: declared };
   if (typeof entry.records === 'string') {
-    if (format !== 'json') problems.push({ code: 'invalid', message: `\`records\` only applies to json files (this one is ${format})`, at: 'records' });
+    if (format !== 'json') problems.push({ code: 'invalid', message: `\`records\` only applies to json files (this one is ${format})`, at: ['records'] });
     else options.records = entry.records;
   }
   let csv: CsvOptions | undefined = isObj(entry.csv) ? ({ ...entry.csv } as CsvOptions) : undefined;
-  if (csv && format !== 'csv') problems.push({ code: 'invalid', message: `\`csv\` options only apply to csv files (this one is ${format})`, at: 'csv' });
+  if (csv && format !== 'csv') problems.push({ code: 'invalid', message: `\`csv\` options only apply to csv files (this one is ${format})`, at: ['csv'] });
   if (format === 'csv' && extname(written).toLowerCase() === '.tsv' && !csv?.delimiter) csv = { ...csv, delimiter: '\t' };
-  if (csv && format === 'csv') options.csv = csv;
+  if (csv && format === 'csv') {
+    options.csv = csv;
+    problems.push(...csvDialectProblems(csv));
+  }
   return { options, problems };
+}
+
+const LINE_BREAK = /[\r\n]/;
+const shown = (s: string) => JSON.stringify(s);
+
+/**
+ * A `delimiter` / `quote` / `escape` the CSV reader cannot work with (issue 25): a line break in one (records end at
+ * line breaks), the quote inside the delimiter (a field could never be told from a quoted one) — each at its key.
+ * Empty values and a quote of more than one character are the schema's to report.
+ */
+function csvDialectProblems(csv: CsvOptions): FileEntryProblem[] {
+  const problems: FileEntryProblem[] = [];
+  const quote = typeof csv.quote === 'string' ? csv.quote : '"';
+  const at = (key: 'delimiter' | 'quote' | 'escape', message: string) => problems.push({ code: 'csv-dialect', message, at: ['csv', key] });
+  for (const key of ['delimiter', 'quote', 'escape'] as const) {
+    const v = csv[key];
+    if (typeof v === 'string' && LINE_BREAK.test(v)) at(key, `\`csv.${key}\` cannot hold a line break (${shown(v)}): records end at line breaks`);
+  }
+  const delimiter = csv.delimiter;
+  if (typeof delimiter === 'string' && delimiter !== '' && quote !== '' && delimiter.includes(quote) && !LINE_BREAK.test(delimiter)) {
+    const which = csv.quote === undefined ? 'the default quote character' : 'the `csv.quote` character';
+    at(
+      csv.quote !== undefined && delimiter === quote ? 'quote' : 'delimiter',
+      `\`csv.delimiter\` ${shown(delimiter)} ${delimiter === quote ? 'is' : 'holds'} ${which} ${shown(quote)}: fields could not be told from quoted text; pick another delimiter (e.g. ";") or set \`csv.quote\``,
+    );
+  }
+  return problems;
 }
 
 /**

@@ -63,7 +63,7 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
   const r = ctx.interp(l.path, [...base, 'path']);
   if (!r.ok) return undefined;
   const entry = fileEntryOptions(l, r.value);
-  for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, p.at]));
+  for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, ...p.at]));
   if (!entry.options || entry.problems.length > 0) return undefined;
   const { readLookupFile } = await import('./lookup-file.js'); // jsonata and the source readers: only when a file is read
   const res = await readLookupFile(
@@ -89,7 +89,7 @@ function stringList(v: unknown): string[] {
 
 function inlineTable(name: string, l: Record<string, unknown>, base: DocPath, ctx: LookupStepContext): LookupTable {
   const table: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const [code, label] of Object.entries(l)) if (typeof label === 'string') table[code] = label;
+  for (const code in l) if (typeof l[code] === 'string') table[code] = l[code];
   // codes YAML reads as numbers/booleans: `01: x` is the number 1 → key "1", not "01"
   const node = ctx.loc.find(base)?.node;
   if (isMap(node)) {

@@ -4,7 +4,7 @@
  * keys refused, and each YAML error or warning turned into an `Issue` at file:line:col. The data is YAML's
  * `toJS` (aliases bounded); what the data must look like is each caller's business (its JSON Schema).
  */
-import { LineCounter, parseDocument, type Document, type YAMLError, type YAMLWarning } from 'yaml';
+import { LineCounter, isScalar, parseDocument, visit, type Document, type YAMLError, type YAMLWarning } from 'yaml';
 import { issue, type Issue } from '../core/issues.js';
 import { readTextFile } from '../core/read-text-file.js';
 import { YamlLocator } from './yaml-positions.js';
@@ -46,9 +46,11 @@ export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions):
   const text = await readTextFile(file, file, opts.what);
   opts.beforeParse?.(text);
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
+  // yaml's own unique-keys check compares each key with every earlier one (quadratic: a 200k-key lookup took minutes).
+  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: false });
   const locator = new YamlLocator(file, text, doc, lineCounter);
   const errors = doc.errors.map((e) => yamlIssue(file, e, 'error'));
+  if (errors.length === 0) errors.push(...duplicateKeys(file, doc, lineCounter));
   const warnings = doc.warnings.map((w) => yamlIssue(file, w, 'warning'));
   let data: unknown;
   if (errors.length === 0) {
@@ -59,6 +61,27 @@ export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions):
     }
   }
   return { file, text, doc, locator, data, errors, warnings };
+}
+
+/** Keys repeated in one mapping (scalars by type and value, as yaml compares them; `<<` merge keys aside), in linear time. */
+function duplicateKeys(file: string, doc: Document.Parsed, lineCounter: LineCounter): Issue[] {
+  const issues: Issue[] = [];
+  visit(doc, {
+    Map(_, map) {
+      const seen = new Set<unknown>(); // by value: `1` and `"1"` differ, as in yaml's own check
+      for (const pair of map.items) {
+        if (!isScalar(pair.key) || pair.key.value === '<<') continue;
+        if (!seen.has(pair.key.value)) {
+          seen.add(pair.key.value);
+          continue;
+        }
+        const at = lineCounter.linePos(pair.key.range?.[0] ?? 0);
+        const message = `Map keys must be unique: \`${String(pair.key.value)}\` appears twice (DUPLICATE_KEY)`;
+        issues.push(issue.error('yaml', message, { location: { file, line: at.line, column: at.col } }));
+      }
+    },
+  });
+  return issues;
 }
 
 /** A YAML error as an issue: its first line without yaml's own "at line L, column C" (the location says it), and its code. */

@@ -1,9 +1,9 @@
 import { isAbsolute, relative } from 'node:path';
-import { createReadStream, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createReadStream, renameSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { stringify } from 'csv-stringify/sync';
 import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
-import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
+import { createPrivateWriteStream, endPrivateStream, tempPathFor, writeFailed, type PrivateWriteStream } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
@@ -195,9 +195,9 @@ export interface RejectsWriterOptions {
  * NDJSON holds patient rows, the summary their identifiers.
  */
 export class RejectsWriter {
-  readonly #stream?: WriteStream;
+  readonly #stream?: PrivateWriteStream;
   readonly #tmp?: string;
-  readonly #summary?: WriteStream;
+  readonly #summary?: PrivateWriteStream;
   readonly #summaryTmp?: string;
   readonly summaryPath?: string;
   readonly #baseDir?: string;
@@ -207,11 +207,19 @@ export class RejectsWriter {
     opts: RejectsWriterOptions = {},
   ) {
     if (!path) return;
-    this.#stream = createPrivateWriteStream((this.#tmp = tempPathFor(path)));
+    // Opened before the run sends anything: a folder that cannot be written is a configuration error (exit 2).
+    const open = (file: string, tmp: string) => {
+      try {
+        return createPrivateWriteStream(tmp, { shownAs: file });
+      } catch (err) {
+        throw writeFailed((err as { cause?: unknown }).cause ?? err, file, ExitCode.config);
+      }
+    };
+    this.#stream = open(path, (this.#tmp = tempPathFor(path)));
     if (opts.summary === false) return;
     this.summaryPath = opts.summary ?? summaryPathFor(path);
     this.#baseDir = opts.baseDir;
-    this.#summary = createPrivateWriteStream((this.#summaryTmp = tempPathFor(this.summaryPath)));
+    this.#summary = open(this.summaryPath, (this.#summaryTmp = tempPathFor(this.summaryPath)));
     this.#summary.write(stringify([[...SUMMARY_COLUMNS]], SUMMARY_OPTIONS));
   }
 
@@ -239,20 +247,25 @@ export class RejectsWriter {
     }
   }
 
+  /** Rejects with the first write failure of either file (`write-failed`: disk full, I/O error). */
   async #close(): Promise<void> {
-    await Promise.all(
-      [this.#stream, this.#summary].map(async (s) => {
-        if (!s || s.closed) return;
-        await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
-      }),
-    );
+    const ended = await Promise.allSettled([this.#stream, this.#summary].map(async (s) => s && endPrivateStream(s)));
+    for (const e of ended) if (e.status === 'rejected') throw e.reason;
   }
 
   /** The run did its work: this run's rejects (and summary) replace the previous ones. */
   async commit(): Promise<void> {
     await this.#close();
-    if (this.#summaryTmp && this.summaryPath) renameSync(this.#summaryTmp, this.summaryPath);
-    if (this.#tmp && this.path) renameSync(this.#tmp, this.path);
+    const replace = (tmp: string | undefined, file: string | undefined) => {
+      if (!tmp || !file) return;
+      try {
+        renameSync(tmp, file);
+      } catch (err) {
+        throw writeFailed(err, file);
+      }
+    };
+    replace(this.#summaryTmp, this.summaryPath);
+    replace(this.#tmp, this.path);
   }
 
   /**
@@ -263,12 +276,17 @@ export class RejectsWriter {
     await this.#close().catch(() => {});
     if (this.#summaryTmp) rmSync(this.#summaryTmp, { force: true });
     if (!this.#tmp || !this.path) return undefined;
-    if (this.#count === 0) {
+    if (this.#count === 0 || this.#stream?.failure) {
       rmSync(this.#tmp, { force: true });
       return undefined;
     }
     const kept = `${this.path}.incomplete`;
-    renameSync(this.#tmp, kept);
+    try {
+      renameSync(this.#tmp, kept);
+    } catch {
+      rmSync(this.#tmp, { force: true }); // the folder cannot be written: the run's own error says so
+      return undefined;
+    }
     return kept;
   }
 }

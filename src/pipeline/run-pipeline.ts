@@ -2,7 +2,7 @@ import { join, resolve } from 'node:path';
 import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { createPrivateWriteStream } from '../core/secure-fs.js';
+import { createPrivateWriteStream, endPrivateStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -18,6 +18,7 @@ import { checkSource } from '../sources/open-source.js';
 import type { Ledger, LedgerScope } from '../state/ledger.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { runSummary } from './run-history.js';
+import { sharedFifoIssues } from './validate-mapping.js';
 import { readRejectSelection, RejectsWriter, type RejectSelection } from './rejects.js';
 import { openTarget, usesEmbeddedSandbox, type Target } from '../target/open-target.js';
 import { resolveAllowEnding } from './ending-settings.js';
@@ -67,24 +68,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const now = opts.now ?? started;
   const mappingFile = resolve(opts.mappingFile);
   const concurrency = opts.concurrency; // undefined: discovered
-  for (const [flag, v] of [
-    ['--concurrency', concurrency],
-    ['--max-concurrency', opts.maxConcurrency],
-  ] as const) {
-    if (v !== undefined && !(Number.isInteger(v) && v >= 1))
-      throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
-  }
-  if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
-    throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, {
-      exitCode: ExitCode.config,
-    });
-  }
-  if (opts.maxErrors !== undefined && !(Number.isInteger(opts.maxErrors) && opts.maxErrors >= 1)) {
-    throw new CareEtlError(`Expected \`--max-errors\` to be an integer ≥ 1, got \`${opts.maxErrors}\``, { exitCode: ExitCode.config });
-  }
-  if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
-    throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
-  }
+  checkRunOptions(opts);
   resolveAllowEnding(opts.allowEnding); // a bad --allow-ending is a usage error before anything is read
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
@@ -135,6 +119,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     }
     await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection, matchDigest });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
+    for (const s of dryOut.values()) await endPrivateStream(s); // a dry-run file the disk could not hold fails the run
     await rejects.commit();
   } catch (err) {
     if (cancelled(opts.signal, report)) return await endCancelled(report, rejects, dryRun || runId !== undefined);
@@ -161,6 +146,28 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     closeLookups(mapping.lookups);
   }
   return report;
+}
+
+/** The library's own options, checked by their own names before anything is read. */
+function checkRunOptions(opts: RunOptions): void {
+  for (const [flag, v] of [
+    ['--concurrency', opts.concurrency],
+    ['--max-concurrency', opts.maxConcurrency],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1))
+      throw new CareEtlError(`Expected \`${flag}\` to be an integer ≥ 1, got \`${v}\``, { exitCode: ExitCode.config });
+  }
+  if (opts.reconcile !== undefined && !RECONCILE_POLICIES.includes(opts.reconcile)) {
+    throw new CareEtlError(`Expected \`--reconcile\` to be one of ${RECONCILE_POLICIES.join(', ')}, got \`${String(opts.reconcile)}\``, {
+      exitCode: ExitCode.config,
+    });
+  }
+  if (opts.maxErrors !== undefined && !(Number.isInteger(opts.maxErrors) && opts.maxErrors >= 1)) {
+    throw new CareEtlError(`Expected \`--max-errors\` to be an integer ≥ 1, got \`${opts.maxErrors}\``, { exitCode: ExitCode.config });
+  }
+  if (opts.indexPageSize !== undefined && !(Number.isInteger(opts.indexPageSize) && opts.indexPageSize >= 0)) {
+    throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
+  }
 }
 
 /** The state as the mode opens it, under the run lease if the mode takes one; a stale lease taken over is a warning. */
@@ -239,6 +246,8 @@ function closeRunReport(report: RunReport, mode: RunMode, started: Date, selecti
  * are reported together.
  */
 async function checkSources(compiled: CompiledMapping, signal: AbortSignal | undefined): Promise<void> {
+  const fifo = sharedFifoIssues(compiled.mapping); // issue 25: a pipe two mappings read would hang the second
+  if (fifo.length) throw new CareEtlError(fifo[0]!.message, { issues: fifo, exitCode: ExitCode.config });
   const used = new Map<string, SourceConfig>();
   for (const name of compiled.order) {
     const from = compiled.resources.get(name)!.def.from;

@@ -113,6 +113,7 @@ function checkLoaded(mapping: LoadedMapping, todos: TodoMarker[], mappingFile: s
         location: mapping.positionOf(['sources', name, 'path']),
       });
   }
+  issues.push(...sharedFifoIssues(mapping));
   issues.push(...contract);
   let hint = 'Source paths are relative to the mapping file; expressions are JSONata plus the functions in docs/mapping-functions.md.';
   if (contract.length) hint = `${hint} ${COLUMN_CONTRACT_HINT}`;
@@ -246,4 +247,46 @@ function withTodos(issues: Issue[], todos: TodoMarker[], mappingFile: string, hi
     exitCode: ExitCode.config,
     hint: [TODO_HINT, others ? hint : undefined].filter(Boolean).join(' '),
   });
+}
+
+// ---------------------------------------------------------------- issue 25 (settings): a FIFO is read once
+/**
+ * A FIFO (named pipe, `<(zcat export.csv.gz)`) that more than one mapping reads — through one source or several
+ * naming the same pipe: the first reader would drain it and the second wait forever for a writer. Refused, at the
+ * source's `path`, before anything is read (`validate` and every run mode).
+ */
+export function sharedFifoIssues(mapping: Pick<LoadedMapping, 'sources' | 'resources' | 'positionOf'>): Issue[] {
+  const pipes = new Map<string, { sources: string[]; readers: string[] }>();
+  for (const r of mapping.resources) {
+    const src = mapping.sources[r.from];
+    let id: string | undefined;
+    try {
+      const st = src ? statSync(src.path) : undefined;
+      if (st?.isFIFO()) id = `${st.dev}:${st.ino}`;
+    } catch {
+      // a missing source is reported on its own
+    }
+    if (id === undefined) continue;
+    const pipe = pipes.get(id) ?? { sources: [], readers: [] };
+    pipes.set(id, pipe);
+    if (!pipe.sources.includes(r.from)) pipe.sources.push(r.from);
+    pipe.readers.push(r.name);
+  }
+  const issues: Issue[] = [];
+  for (const { sources, readers } of pipes.values()) {
+    if (readers.length < 2) continue;
+    const names = (xs: string[]) => xs.map((x) => `\`${x}\``).join(', ');
+    const via = sources.length > 1 ? `sources ${names(sources)} name one FIFO (named pipe)` : `source \`${sources[0]}\` is a FIFO (named pipe)`;
+    issues.push(
+      issue.error(
+        'source-shared-fifo',
+        `${via} read by ${readers.length} mappings (${names(readers)}): a pipe can be read only once — write it to a file first, or give each mapping its own pipe`,
+        {
+          path: `/sources/${sources[0]}/path`,
+          location: mapping.positionOf(['sources', sources[0]!, 'path']),
+        },
+      ),
+    );
+  }
+  return issues;
 }

@@ -8,6 +8,7 @@ import { recordBoundsViolation } from './record-bounds.js';
 import { CareEtlError } from '../core/issues.js';
 import { isAbortError, rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
+import { findTrailingData } from './json-trailing.js';
 import { JSON_MAX_WHOLE_FILE_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 /*
@@ -185,6 +186,17 @@ async function* streamJsonArray(
       throw sourceFatal(cfg, `${recordsLabel(cfg)} is ${kind}`, { code: 'json-records', hint: RECORDS_HINT });
     }
     if (message.startsWith('Parser ')) {
+      // A FIFO cannot be read again to find where the extra text starts.
+      const trailing = opened.isFile ? await findTrailingData(cfg.path).catch(() => undefined) : undefined;
+      if (trailing) {
+        throw sourceFatal(cfg, `trailing data after the complete top-level ${trailing.after}: a JSON file holds one document`, {
+          code: 'json-syntax',
+          line: trailing.line,
+          column: trailing.column,
+          cause: err,
+          hint: 'Remove what follows the closing bracket, or, for one JSON value per line, use `format: ndjson`.',
+        });
+      }
       const where = count === 0 ? 'before the first record' : `after record ${count}`;
       throw sourceFatal(cfg, `invalid JSON ${where}: ${message.replace(/^Parser (cannot parse input: )?/, '')}`, {
         code: 'json-syntax',
@@ -257,13 +269,7 @@ async function* readJsonWithJsonata(
   } finally {
     input.destroy();
   }
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-  } catch (err) {
-    const m = err instanceof Error ? /at position (\d+)/.exec(err.message) : null;
-    throw sourceFatal(cfg, `invalid JSON${m ? ` at character ${Number(m[1]) + 1}` : ''}`, { code: 'json-syntax', cause: err });
-  }
+  const doc = parseDocument(cfg, text);
   text = '';
   let result: unknown;
   try {
@@ -289,5 +295,27 @@ async function* readJsonWithJsonata(
   for (let i = 0; i < elements.length; i++) {
     signal?.throwIfAborted();
     yield elementItem(cfg, i, elements[i]);
+  }
+}
+
+/** The whole document (`records:` as a JSONata expression); trailing data after it is named as such, at its line:col. */
+function parseDocument(cfg: SourceConfig, text: string): unknown {
+  const bom = text.charCodeAt(0) === 0xfeff ? 1 : 0;
+  try {
+    return JSON.parse(bom ? text.slice(1) : text);
+  } catch (err) {
+    const m = err instanceof Error ? /at position (\d+)/.exec(err.message) : null;
+    if (m && /non-whitespace character after JSON/.test((err as Error).message)) {
+      const before = text.slice(0, Number(m[1]) + bom);
+      const line = before.split('\n').length;
+      throw sourceFatal(cfg, 'trailing data after the complete top-level value: a JSON file holds one document', {
+        code: 'json-syntax',
+        line,
+        column: before.length - before.lastIndexOf('\n'),
+        cause: err,
+        hint: 'Remove what follows the closing bracket, or, for one JSON value per line, use `format: ndjson`.',
+      });
+    }
+    throw sourceFatal(cfg, `invalid JSON${m ? ` at character ${Number(m[1]) + 1}` : ''}`, { code: 'json-syntax', cause: err });
   }
 }

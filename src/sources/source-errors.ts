@@ -11,6 +11,8 @@ import type { Origin, SourceConfig, SourceItem } from './types.js';
 export interface FatalDetails {
   code: KnownIssueCode;
   line?: number;
+  /** 1-based, with `line` (e.g. where trailing data after a JSON document starts). */
+  column?: number;
   record?: number;
   hint?: string;
   cause?: unknown;
@@ -38,9 +40,9 @@ export function showText(s: string, max = 64): string {
 export function sourceFatal(cfg: SourceConfig, message: string, details: FatalDetails): CareEtlError {
   message = escapeControls(message);
   const issues = details.issues?.map((i) => ({ ...i, message: escapeControls(i.message) })) ?? [
-    issue.fatal(details.code, message, { location: { file: cfg.path, line: details.line, record: details.record } }),
+    issue.fatal(details.code, message, { location: { file: cfg.path, line: details.line, column: details.column, record: details.record } }),
   ];
-  const where = details.line !== undefined ? `${cfg.path}:${details.line}` : cfg.path;
+  const where = details.line !== undefined ? `${cfg.path}:${details.line}${details.column !== undefined ? `:${details.column}` : ''}` : cfg.path;
   return new CareEtlError(`Source \`${cfg.name}\`: ${where}: ${message}`, {
     issues,
     hint: details.hint,

@@ -9,6 +9,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
+import { simulatedFull, storageFailureHint } from '../core/secure-fs.js';
 
 export type EntryStatus = 'pending' | 'synced' | 'rejected';
 
@@ -340,7 +341,7 @@ export class Ledger {
     const fail = (what: string, err: unknown): never => {
       const code = (err as { code?: unknown } | null)?.code;
       if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') throw busyError(path, what, busyTimeoutMs, err);
-      throw new CareEtlError(`State file ${path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
+      throw new CareEtlError(`State file ${path}: ${what} failed: ${errorText(err)}`, { hint: storageFailureHint(err) ?? HINT, cause: err });
     };
 
     if (!memory) {
@@ -369,6 +370,7 @@ export class Ledger {
       // A write lock once now: a file nobody can write fails at open, not at the first write.
       db.exec('BEGIN IMMEDIATE; COMMIT;');
       migrate(db);
+      if (!memory && simulatedFull(path)) db.pragma(`max_page_count = ${Number(db.pragma('page_count', { simple: true }))}`); // test seam: a full disk
       if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);
     } catch (err) {
       try {
@@ -479,7 +481,13 @@ export class Ledger {
       if (err instanceof CareEtlError) throw err;
       if (!isSqliteError(err)) throw err;
       if (isBusy(err)) throw busyError(this.path, what, this.busyTimeoutMs, err);
-      throw new CareEtlError(`State file ${this.path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
+      // issue 25: a full disk or a read-only folder stops the run (exit 3); what was recorded before stays
+      const storage = storageFailureHint(err);
+      throw new CareEtlError(`State file ${this.path}: ${what} failed: ${errorText(err)}`, {
+        hint: storage ?? HINT,
+        cause: err,
+        ...(storage ? { exitCode: ExitCode.incomplete } : {}),
+      });
     }
   }
 

@@ -95,3 +95,32 @@ describe('loadEnvFiles', () => {
     }
   });
 });
+
+describe('loadEnvFiles: every line that is not KEY=value is an error naming its line (issue 25)', () => {
+  const cases: [string, string, number, RegExp][] = [
+    ['an unterminated quote', 'CARE_BASE_URL=https://x.example\nCARE_API_KEY="s3cret-value\nCARE_EMR_ID=e1\n', 2, /never closed/],
+    ['a line without =', 'CARE_BASE_URL=https://x.example\n\n# comment\ns3cret-value\nCARE_EMR_ID=e1\n', 4, /expected KEY=value/],
+    ['a binary file', 'A=1\nB=2\n\u0000\u0001s3cret-value\u0000\n', 3, /NUL byte/],
+    ['text after a closing quote', "A='s3cret-value' trailing\n", 1, /after the closing ' quote/],
+    ['a multi-line value closed by a later quote followed by text', 'A="s3cret-value\nB=2\nC="x"\n', 1, /closes on line 3/],
+  ];
+  for (const [what, text, line, reason] of cases) {
+    it(`${what}: exit 2 at line ${line}, the text never shown, nothing applied`, () => {
+      writeFileSync(join(dir, 'bad.env'), text);
+      const env: NodeJS.ProcessEnv = {};
+      const e = thrown(() => loadEnvFiles({ envFile: 'bad.env', env, cwd: dir }));
+      expect(e.exitCode).toBe(2);
+      expect(e.issues[0]).toMatchObject({ code: 'env-syntax', location: { file: 'bad.env', line } });
+      expect(e.issues[0]!.message).toMatch(reason);
+      expect(JSON.stringify({ message: e.message, issues: e.issues, hint: e.hint })).not.toContain('s3cret');
+      expect(env).toEqual({});
+    });
+  }
+
+  it('what parseEnv reads well stays accepted: quotes of each kind, multi-line, comments, export, CRLF, spaces around =', () => {
+    writeFileSync(join(dir, 'ok.env'), 'export A=\'x y\' # c\r\nB = `m\nl`\nC="q" \n  D=plain # comment\nE=a"b\n\n# end\n');
+    const env: NodeJS.ProcessEnv = {};
+    loadEnvFiles({ envFile: 'ok.env', env, cwd: dir });
+    expect(env).toEqual({ A: 'x y', B: 'm\nl', C: 'q', D: 'plain', E: 'a"b' });
+  });
+});
