@@ -44,7 +44,11 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         { type: 'none', flags: [{ name: 'out', when: async (f) => f.out === '-' }] },
       ],
     }),
-    out: flag.out({ char: 'o', description: 'output file, or - for stdout (the default; not with --json, which prints the summary there)' }),
+    out: flag.out({
+      char: 'o',
+      description:
+        'output file; a pipe or device (a FIFO, >(gzip > obs.csv.gz)) is written in place; - for stdout (the default; not with --json, which prints the summary there)',
+    }),
     columns: flag.columns(),
     format: flag.format(),
     bom: flag.bom(),

@@ -3,7 +3,7 @@ import { createReadStream, renameSync, rmSync, type WriteStream } from 'node:fs'
 import { createInterface } from 'node:readline';
 import { stringify } from 'csv-stringify/sync';
 import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
-import { createPrivateWriteStream, tempPathFor } from '../core/secure-fs.js';
+import { createPrivateWriteStream, createStreamOutput, outputKindOf, tempPathFor } from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
@@ -192,7 +192,8 @@ export interface RejectsWriterOptions {
  * content: `summaryRows`) to a temporary sibling of the summary; `commit()` renames both over the old files once
  * the run has done its work, so a run that fails before (credentials, lock, unreachable server) leaves the
  * previous run's rejects and summary — the rows the user was told to fix — byte-identical. Both are 0600: the
- * NDJSON holds patient rows, the summary their identifiers.
+ * NDJSON holds patient rows, the summary their identifiers. A pipe or a device (`outputKindOf`) is written in place,
+ * without a summary.
  */
 export class RejectsWriter {
   readonly #stream?: WriteStream;
@@ -207,6 +208,10 @@ export class RejectsWriter {
     opts: RejectsWriterOptions = {},
   ) {
     if (!path) return;
+    if (outputKindOf(path) === 'stream') {
+      this.#stream = openInPlace(path);
+      return; // nothing beside a pipe or a device (`/dev/fd/63.summary.csv`): no summary, no renames
+    }
     this.#stream = createPrivateWriteStream((this.#tmp = tempPathFor(path)));
     if (opts.summary === false) return;
     this.summaryPath = opts.summary ?? summaryPathFor(path);
@@ -242,6 +247,7 @@ export class RejectsWriter {
   async #close(): Promise<void> {
     await Promise.all(
       [this.#stream, this.#summary].map(async (s) => {
+        if (s?.errored) throw s.errored; // e.g. a pipe whose reader went away
         if (!s || s.closed) return;
         await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
       }),
@@ -271,6 +277,16 @@ export class RejectsWriter {
     renameSync(this.#tmp, kept);
     return kept;
   }
+}
+
+/**
+ * `--rejects` naming a pipe or a device (`>(gzip > rejects.ndjson.gz)`, a FIFO, /dev/null): the rejects stream there
+ * as the run goes; a failed write (the reader went away) is reported by `commit()`/`discard()` through `end()`.
+ */
+function openInPlace(path: string): WriteStream {
+  const stream = createStreamOutput(path);
+  stream.on('error', () => {}); // surfaces in #close(): end()'s callback gets the error
+  return stream;
 }
 
 /** Where a row is in its source file: its line, or its record number when it has no line (JSON). */
