@@ -108,7 +108,7 @@ export const flag = {
   'dry-run': booleanFlag({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
   rejects: Flags.custom<string>({
     description:
-      'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it',
+      'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv; none beside a pipe or device, which is written in place); --only-rejected reads it',
   }),
   report: Flags.custom<string>({
     description:

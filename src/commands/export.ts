@@ -19,10 +19,10 @@ Formula injection: text cells starting with = + - @ tab or CR are prefixed with 
 --layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)"; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
 --pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
-A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>.
+A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>. A pipe or device (>(gzip > obs.csv.gz), a FIFO) is written in place as rows come (docs/output-files.md).
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded); CARE_* variables, CI or a target: key without a base URL are refused (exit 2) unless --sandbox.
 
-Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to --out.`;
+Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to an --out file.`;
   static override examples = [
     '<%= config.bin %> export examples/clinic/mapping.yaml > observations.csv',
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
@@ -44,7 +44,11 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         { type: 'none', flags: [{ name: 'out', when: async (f) => f.out === '-' }] },
       ],
     }),
-    out: flag.out({ char: 'o', description: 'output file, or - for stdout (the default; not with --json, which prints the summary there)' }),
+    out: flag.out({
+      char: 'o',
+      description:
+        'output file; a pipe or device (a FIFO, >(gzip > obs.csv.gz)) is written in place; - for stdout (the default; not with --json, which prints the summary there)',
+    }),
     columns: flag.columns(),
     format: flag.format(),
     bom: flag.bom(),

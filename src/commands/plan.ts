@@ -38,15 +38,16 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
 
   async run(): Promise<PlanDocument | ErrorJson> {
     const { args, flags } = await this.parse(Plan);
-    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writePrivateFileAtomic }, { redactKnown }, { embeddedSandboxLine }] =
-      await Promise.all([
+    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writeOutputFile }, { redactKnown }, { embeddedSandboxLine }] = await Promise.all(
+      [
         import('../pipeline/run-pipeline.js'),
         import('../pipeline/plan.js'),
         import('../cli/plan-render.js'),
         import('../core/secure-fs.js'),
         import('../core/secret.js'),
         import('../cli/run-summary.js'),
-      ]);
+      ],
+    );
     const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress((l) => process.stderr.write(`${l}\n`));
     let doc: PlanDocument;
     let exitCode: number;
@@ -64,7 +65,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
       });
       doc = planDocument(report);
       exitCode = report.exitCode;
-      if (flags.out && !report.interrupted) writePrivateFileAtomic(flags.out, `${redactKnown(JSON.stringify(doc, null, 2))}\n`);
+      if (flags.out && !report.interrupted) await writeOutputFile(flags.out, `${redactKnown(JSON.stringify(doc, null, 2))}\n`);
     } catch (err) {
       progress?.stop();
       return this.fail(err);

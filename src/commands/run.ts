@@ -55,7 +55,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
+    const [{ runPipeline }, { createRunProgress }, { table }, { writeOutputFile }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
       await Promise.all([
         import('../pipeline/run-pipeline.js'),
         import('../cli/run-progress.js'),
@@ -102,7 +102,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     }
     progress?.stop();
     process.exitCode = report.exitCode;
-    if (flags.report) writePrivateFileAtomic(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
+    if (flags.report) await writeOutputFile(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
     if (!this.jsonEnabled()) {
       const sel = report.selection;
       const { head, rows } = summaryTable(report);
@@ -189,8 +189,11 @@ function verificationLine(checks: NonNullable<RunReport['verification']>): strin
 async function renderReportFile(file: string, report: RunReport, includeRows: boolean, redact: (s: string) => string): Promise<string> {
   const ext = file.toLowerCase().split('.').pop();
   if (ext !== 'html' && ext !== 'htm' && ext !== 'md') return `${redact(JSON.stringify(report, null, 2))}\n`;
-  const { readRejectsFile } = await import('../report/report-model.js');
-  const { rejects } = report.rejectsFile ? await readRejectsFile(report.rejectsFile, { keepRows: includeRows }) : { rejects: [] };
-  if (ext === 'md') return (await import('../report/run-report-markdown.js')).renderRunReportMarkdown({ report, rejects, includeRows });
-  return (await import('../report/run-report-html.js')).renderRunReportHtml({ report, rejects, includeRows });
+  const [{ readRejectsFile }, { outputKindOf }] = await Promise.all([import('../report/report-model.js'), import('../core/secure-fs.js')]);
+  // Rejects sent to a pipe or a device cannot be read back (a FIFO would wait for a writer forever).
+  const rejectsStreamed = report.rejectsFile !== undefined && outputKindOf(report.rejectsFile) === 'stream';
+  const { rejects } = report.rejectsFile && !rejectsStreamed ? await readRejectsFile(report.rejectsFile, { keepRows: includeRows }) : { rejects: [] };
+  const input = { report, rejects, includeRows, rejectsStreamed };
+  if (ext === 'md') return (await import('../report/run-report-markdown.js')).renderRunReportMarkdown(input);
+  return (await import('../report/run-report-html.js')).renderRunReportHtml(input);
 }

@@ -1,4 +1,5 @@
-import { createWriteStream, fchmodSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import { createWriteStream, fchmodSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeFileSync, type WriteStream } from 'node:fs';
+import { open, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { CareEtlError, ExitCode, issue } from './issues.js';
 
@@ -143,4 +144,47 @@ export function simulatedFull(path: string): boolean {
 
 function enospc(): NodeJS.ErrnoException {
   return Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
+}
+
+// ---------------------------------------------------------------- outputs that are not regular files (issue 26, pipes)
+
+/**
+ * How an output path given by the user is written: `file` (absent or a regular file: a temporary sibling, then a
+ * rename; mode 0600) or `stream` (a FIFO, a character device, a socket, or any path under /dev or /proc — `/dev/null`,
+ * `/dev/stdout`, `>(gzip > x.gz)` as `/dev/fd/63`): opened and written in place, never renamed onto, never
+ * chmod-ed — a rename would replace the device node (as root: the system's /dev/null) and a FIFO's reader would
+ * get nothing. Paths under /dev and /proc are streams whatever they point to (`/dev/stdout` redirected to a file
+ * is that file: a rename would replace the /dev/stdout link).
+ */
+export type OutputKind = 'file' | 'stream';
+
+export function outputKindOf(path: string): OutputKind {
+  if (/^\/(dev|proc)\//.test(resolve(path))) return 'stream';
+  try {
+    const st = statSync(path);
+    return st.isFIFO() || st.isCharacterDevice() || st.isSocket() ? 'stream' : 'file';
+  } catch {
+    return 'file'; // absent (or unreadable: the regular write reports why)
+  }
+}
+
+/**
+ * Opens a stream output in place for writing (`outputKindOf` = `stream`). The open is awaited off the main thread:
+ * a FIFO with no reader yet waits for one (as `cat > fifo` does) without blocking the process. A path under /dev
+ * that does not exist yet is created 0600.
+ */
+export async function openStreamOutput(path: string): Promise<WriteStream> {
+  const handle = await open(path, 'w', PHI_FILE_MODE);
+  return handle.createWriteStream();
+}
+
+/** `openStreamOutput` for a caller that cannot await: the open happens in the background, a failure is the stream's 'error' event. */
+export function createStreamOutput(path: string): WriteStream {
+  return createWriteStream(path, { flags: 'w', mode: PHI_FILE_MODE });
+}
+
+/** Writes a whole text to an output path: in place for a stream, else owner-only through a temporary sibling and a rename. */
+export async function writeOutputFile(path: string, text: string): Promise<void> {
+  if (outputKindOf(path) === 'stream') await writeFile(path, text, { mode: PHI_FILE_MODE });
+  else writePrivateFileAtomic(path, text);
 }

@@ -4,9 +4,10 @@
  * Design: docs/design/export.md.
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import { ensureDir, tempPathFor } from '../core/secure-fs.js';
+import { ensureDir, outputKindOf, tempPathFor } from '../core/secure-fs.js';
 import type { Instrument } from './wide-layout.js';
 
 export interface DictionaryEntry {
@@ -125,8 +126,8 @@ export function wideInstrumentEntry(i: Instrument, type: string): DictionaryEntr
   };
 }
 
-/** Writes the dictionary (CSV, or JSON for a `.json` path) through a temporary sibling and a rename. */
-export function writeDictionary(path: string, dict: DataDictionary): void {
+/** Writes the dictionary (CSV, or JSON for a `.json` path) through a temporary sibling and a rename; a pipe or a device in place. */
+export async function writeDictionary(path: string, dict: DataDictionary): Promise<void> {
   const text = /\.json$/i.test(path)
     ? `${JSON.stringify(dict, null, 2)}\n`
     : stringify(
@@ -139,6 +140,7 @@ export function writeDictionary(path: string, dict: DataDictionary): void {
           quoted_match: /[\u0000-\u001f\u007f]/,
         },
       );
+  if (outputKindOf(path) === 'stream') return writeFile(path, text);
   ensureDir(dirname(path));
   const tmp = tempPathFor(path);
   try {

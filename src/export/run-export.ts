@@ -7,6 +7,7 @@
  * and `<out>` keeps its previous content, if any. The watermark moves after the rename. `--dictionary FILE` is
  * written just before that rename (it holds no patient data: ordinary mode). The wide layout's spool lives in
  * the state folder (`.care-etl/` beside the mapping: already private) and is removed when the export ends.
+ * A pipe or a device as `<out>` (`>(gzip > obs.csv.gz)`, a FIFO: `outputKindOf`) is written in place as rows come.
  */
 import { createWriteStream, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -14,7 +15,7 @@ import type { Writable } from 'node:stream';
 import { CareClient, type ClientOptions } from '../api/client.js';
 import type { ConnectionInput } from '../api/connection.js';
 import { CareEtlError, ExitCode, configError as config } from '../core/issues.js';
-import { openPrivateFile } from '../core/secure-fs.js';
+import { openPrivateFile, openStreamOutput, outputKindOf } from '../core/secure-fs.js';
 import { closest } from '../mapping/closest.js';
 import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.js';
 import { loadMapping } from '../mapping/load-mapping.js';
@@ -183,13 +184,26 @@ function openOutputFile(path: string, shown: string): WriteStream {
   try {
     return createWriteStream(path, { fd: openPrivateFile(path), flush: true });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, {
-      exitCode: ExitCode.config,
-      cause: err,
-      hint: 'Choose a writable output path.',
-    });
+    throw outputError(err, shown);
   }
+}
+
+/** A pipe or a device as `--out` (`>(gzip > obs.csv.gz)`, a FIFO): rows stream into it, no `.partial`, no rename. */
+async function openOutputInPlace(path: string, shown: string): Promise<WriteStream> {
+  try {
+    return await openStreamOutput(path);
+  } catch (err) {
+    throw outputError(err, shown);
+  }
+}
+
+function outputError(err: unknown, shown: string): CareEtlError {
+  const code = (err as NodeJS.ErrnoException).code;
+  return new CareEtlError(`Cannot write the output file ${shown}${code ? ` (${code})` : ''}`, {
+    exitCode: ExitCode.config,
+    cause: err,
+    hint: 'Choose a writable output path.',
+  });
 }
 
 /** Writes the data dictionary (if asked for) and renames the partial file: the last step of a complete export. */
@@ -197,7 +211,7 @@ function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: Outpu
   return async ({ dictionary: entries, report }) => {
     if (checked.dictionary !== undefined) {
       try {
-        writeDictionary(checked.dictionary, {
+        await writeDictionary(checked.dictionary, {
           export: report.export,
           layout: report.layout,
           format: report.format,
@@ -274,7 +288,8 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
 
   const out = toStdout ? '-' : resolve(outArg);
-  const files: OutputFiles = { out, partial: toStdout ? undefined : `${out}.partial`, renamed: false };
+  const inPlace = !toStdout && outputKindOf(out) === 'stream';
+  const files: OutputFiles = { out, partial: toStdout || inPlace ? undefined : `${out}.partial`, renamed: false };
   const opened: OpenedResources = {};
   try {
     const target = (opened.target = await openTarget(mapping, { env: opts.env, connection: opts.connection, sandboxDataFile: opts.sandboxDataFile }));
@@ -288,7 +303,11 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
     const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
     opened.ledger = Ledger.open(statePath);
     const client = (opened.client = new CareClient(target.settings, { onResponse: opts.onRequest }));
-    const output = toStdout ? (opts.stdout ?? process.stdout) : openOutputFile(files.partial!, `${outArg}.partial`);
+    const output = toStdout
+      ? (opts.stdout ?? process.stdout)
+      : files.partial
+        ? openOutputFile(files.partial, `${outArg}.partial`)
+        : await openOutputInPlace(out, outArg);
     const report = await exportObservations({
       client,
       scope: opened.ledger.scope(target.scopeUrl, target.settings.tenantId),

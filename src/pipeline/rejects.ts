@@ -3,7 +3,15 @@ import { createReadStream, renameSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { stringify } from 'csv-stringify/sync';
 import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
-import { createPrivateWriteStream, endPrivateStream, tempPathFor, writeFailed, type PrivateWriteStream } from '../core/secure-fs.js';
+import {
+  createPrivateWriteStream,
+  createStreamOutput,
+  endPrivateStream,
+  outputKindOf,
+  tempPathFor,
+  writeFailed,
+  type PrivateWriteStream,
+} from '../core/secure-fs.js';
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
@@ -192,7 +200,8 @@ export interface RejectsWriterOptions {
  * content: `summaryRows`) to a temporary sibling of the summary; `commit()` renames both over the old files once
  * the run has done its work, so a run that fails before (credentials, lock, unreachable server) leaves the
  * previous run's rejects and summary — the rows the user was told to fix — byte-identical. Both are 0600: the
- * NDJSON holds patient rows, the summary their identifiers.
+ * NDJSON holds patient rows, the summary their identifiers. A pipe or a device (`outputKindOf`) is written in place,
+ * without a summary.
  */
 export class RejectsWriter {
   readonly #stream?: PrivateWriteStream;
@@ -207,6 +216,10 @@ export class RejectsWriter {
     opts: RejectsWriterOptions = {},
   ) {
     if (!path) return;
+    if (outputKindOf(path) === 'stream') {
+      this.#stream = openInPlace(path);
+      return; // nothing beside a pipe or a device (`/dev/fd/63.summary.csv`): no summary, no renames
+    }
     // Opened before the run sends anything: a folder that cannot be written is a configuration error (exit 2).
     const open = (file: string, tmp: string) => {
       try {
@@ -289,6 +302,16 @@ export class RejectsWriter {
     }
     return kept;
   }
+}
+
+/**
+ * `--rejects` naming a pipe or a device (`>(gzip > rejects.ndjson.gz)`, a FIFO, /dev/null): the rejects stream there
+ * as the run goes; a failed write (the reader went away) is reported by `commit()`/`discard()` through `end()`.
+ */
+function openInPlace(path: string): PrivateWriteStream {
+  const stream: PrivateWriteStream = createStreamOutput(path);
+  stream.on('error', (err) => (stream.failure ??= writeFailed(err, path))); // thrown by #close (a reader gone away)
+  return stream;
 }
 
 /** Where a row is in its source file: its line, or its record number when it has no line (JSON). */

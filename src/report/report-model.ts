@@ -21,6 +21,8 @@ export interface RunReportInput {
   includeRows?: boolean;
   /** Default: `care-etl run report — <folder>/<mapping file>`. */
   title?: string;
+  /** The rejects went to a pipe or a device (`--rejects /dev/fd/N`, a FIFO): not read back, so `rejects` is empty. */
+  rejectsStreamed?: boolean;
 }
 
 /** Row outcomes of a mapping, in chart order. Each row read ends in exactly one of them (a `groupBy` group: one per group; `skipped` counts rows). */
@@ -340,7 +342,9 @@ export function buildReportModel(input: RunReportInput): ReportModel {
   if (report.interrupted) notices.push(`Interrupted (SIGINT/SIGTERM): ${report.stoppedEarly ?? 'the rows not read yet are loaded by the next run'}`);
   else if (report.stoppedEarly) notices.push(`Stopped early: ${report.stoppedEarly}`);
   const rejected = report.totals?.rejected ?? 0;
-  if (input.rejects.length !== rejected) {
+  if (input.rejectsStreamed) {
+    if (rejected) notices.push(`The rejects went to ${report.rejectsFile}, a pipe or a device: not read back, so their reasons are not listed here.`);
+  } else if (input.rejects.length !== rejected) {
     notices.push(
       `The rejects file holds ${input.rejects.length} reject(s) but the run counted ${rejected}: the file was replaced or edited since, or is not this run's.`,
     );
