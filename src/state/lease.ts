@@ -83,9 +83,9 @@ function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number)
       const iso = now.toISOString();
       ledger
         .stmt(
-          `INSERT INTO leases (scope_id, token, run_id, host, pid, user, since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
+          `INSERT INTO leases (scope_id, token, run_id, host, pid, "user", since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
            ON CONFLICT (scope_id) DO UPDATE SET token = excluded.token, run_id = NULL, host = excluded.host, pid = excluded.pid,
-             user = excluded.user, since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
+             "user" = excluded."user", since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
         )
         .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
       return stale ? { token, tookOverFrom: holderOf(row) } : { token };

@@ -7,8 +7,8 @@
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
+import { SqliteDriver, type SqlDriver, type SqlStatement } from './sql-driver.js';
 
 export type EntryStatus = 'pending' | 'synced' | 'rejected';
 
@@ -214,7 +214,7 @@ const MIGRATIONS: Record<number, string> = {
       run_id       INTEGER,
       host         TEXT NOT NULL,
       pid          INTEGER NOT NULL,
-      user         TEXT,
+      "user"       TEXT,
       since        TEXT NOT NULL,
       heartbeat_at TEXT NOT NULL,
       released     INTEGER NOT NULL CHECK (released IN (0, 1))
@@ -311,11 +311,11 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-type Stmt = Database.Statement<unknown[], unknown>;
+type Stmt = SqlStatement;
 
 export class Ledger {
   readonly path: string;
-  private readonly db: Database.Database;
+  private readonly db: SqlDriver;
   private readonly now: () => Date;
   private readonly stmts = new Map<string, Stmt>();
   private readonly scopes = new Map<string, LedgerScopeImpl>();
@@ -325,7 +325,7 @@ export class Ledger {
 
   private constructor(
     path: string,
-    db: Database.Database,
+    db: SqlDriver,
     now: () => Date,
     private readonly busyTimeoutMs: number,
   ) {
@@ -356,18 +356,9 @@ export class Ledger {
     }
 
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
-    let db: Database.Database | undefined;
+    let db: SqlDriver | undefined;
     try {
-      db = new Database(path);
-      if (opts.exclusive ?? false) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
-      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      if (!memory) {
-        const mode = db.pragma('journal_mode = WAL', { simple: true });
-        if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
-      }
-      db.pragma(`synchronous = ${opts.synchronous ?? 'NORMAL'}`);
-      // A write lock once now: a file nobody can write fails at open, not at the first write.
-      db.exec('BEGIN IMMEDIATE; COMMIT;');
+      db = SqliteDriver.open(path, { memory, exclusive: opts.exclusive ?? false, busyTimeoutMs, synchronous: opts.synchronous ?? 'NORMAL' });
       migrate(db);
       if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);
     } catch (err) {
@@ -409,7 +400,7 @@ export class Ledger {
     let s = this.scopes.get(k);
     if (!s) {
       const id = this.guard('opening the scope', () => {
-        this.stmt('INSERT OR IGNORE INTO scopes (base_url, tenant_id) VALUES (?, ?)').run(base, tenantId);
+        this.stmt('INSERT INTO scopes (base_url, tenant_id) VALUES (?, ?) ON CONFLICT (base_url, tenant_id) DO NOTHING').run(base, tenantId);
         return (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number }).id;
       });
       s = new LedgerScopeImpl(this, id, base, tenantId);
@@ -423,7 +414,7 @@ export class Ledger {
     // Errors thrown by `fn` pass through untouched (our own statements already wrap theirs).
     // IMMEDIATE: the write lock at BEGIN, where busy_timeout applies (a deferred read upgraded to a write after
     // another connection's commit fails at once with SQLITE_BUSY_SNAPSHOT).
-    return this.guard('a transaction', () => this.db.transaction(fn).immediate());
+    return this.guard('a transaction', () => this.db.transaction(fn));
   }
 
   /** @internal The id of a scope of this ledger (the lease's key). */
@@ -485,7 +476,7 @@ export class Ledger {
 
   /** @internal */
   rawTransaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    return this.db.transaction(fn);
   }
 }
 
@@ -503,25 +494,19 @@ function chmodIfOwned(p: string): void {
   }
 }
 
-function migrate(db: Database.Database): void {
-  const current = Number(db.pragma('user_version', { simple: true }));
-  if (current > SCHEMA_VERSION) {
-    throw new CareEtlError(`The state file was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`, {
-      hint: `upgrade care-etl, or ${HINT}`,
-    });
-  }
-  if (current === SCHEMA_VERSION) return;
-  if (current === 0) {
-    // A non-empty file without our user_version is not ours.
-    const tables = db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
-    if (tables.n > 0) throw new Error('the file is an SQLite database but not a care-etl state file');
-  }
-  db.transaction(() => {
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
-      db.exec(MIGRATIONS[v]!);
-      db.pragma(`user_version = ${v}`);
+function migrate(db: SqlDriver): void {
+  db.migrate((current, hasOtherTables) => {
+    if (current > SCHEMA_VERSION) {
+      throw new CareEtlError(`The state was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`, {
+        hint: `upgrade care-etl, or ${HINT}`,
+      });
     }
-  }).immediate();
+    if (current === SCHEMA_VERSION) return undefined;
+    // A non-empty database without our schema version is not ours.
+    if (current === 0 && hasOtherTables) throw new Error('the database holds tables but is not a care-etl state');
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    return SCHEMA_VERSION;
+  });
 }
 
 class LedgerScopeImpl implements LedgerScope {
@@ -545,9 +530,9 @@ class LedgerScopeImpl implements LedgerScope {
   beginRun(info: { mappingFile: string; dryRun: boolean }): number {
     return this.ledger.guard('recording the run', () => {
       const r = this.ledger
-        .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?)')
-        .run(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso());
-      const runId = Number(r.lastInsertRowid);
+        .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?) RETURNING id')
+        .get(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso()) as { id: number };
+      const runId = Number(r.id);
       // The holder's run number, for the message a second run gets (no-op without a lease).
       const token = this.ledger.heldToken(this.scopeId);
       if (token !== undefined) this.ledger.stmt('UPDATE leases SET run_id = ? WHERE scope_id = ? AND token = ?').run(runId, this.scopeId, token);
@@ -741,7 +726,8 @@ class LedgerScopeImpl implements LedgerScope {
   stageDelivered(name: string, items: readonly { id: string; version: string }[]): void {
     if (items.length === 0) return;
     this.ledger.guard('recording delivered observations', () => {
-      const stmt = this.ledger.stmt('INSERT OR REPLACE INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)');
+      const stmt = this.ledger.stmt(`INSERT INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)
+         ON CONFLICT (scope_id, name, staged, resource_id) DO UPDATE SET version = excluded.version`);
       this.ledger.rawTransaction(() => {
         for (const it of items) stmt.run(this.scopeId, name, it.id, it.version);
       });

@@ -309,7 +309,7 @@ describe('Ledger file', () => {
     // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
     const out = join(dir, 'build');
     const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
-    for (const rel of ['src/state/ledger.ts', 'src/core/issues.ts', 'src/core/secret.ts']) {
+    for (const rel of ['src/state/ledger.ts', 'src/state/sql-driver.ts', 'src/core/issues.ts', 'src/core/secret.ts']) {
       const js = ts
         .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
           compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
