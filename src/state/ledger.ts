@@ -8,7 +8,10 @@ import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { SqliteDriver, type SqlDriver, type SqlStatement } from './sql-driver.js';
+import { SqliteDriver, type SqlDialect, type SqlDriver, type SqlStatement } from './sql-driver.js';
+import { PgDriver } from './postgres/pg-driver.js';
+import { BridgeError } from './postgres/sync-bridge.js';
+import { isPostgresLocation, parsePostgresLocation } from './state-location.js';
 
 export type EntryStatus = 'pending' | 'synced' | 'rejected';
 
@@ -334,8 +337,12 @@ export class Ledger {
     this.now = now;
   }
 
-  /** Opens (creating if needed) the state file. `':memory:'` gives a throw-away ledger for tests. */
+  /**
+   * Opens (creating if needed) the state file, or the PostgreSQL state of a `postgres://` URL (its schema created
+   * and migrated). `':memory:'` gives a throw-away ledger for tests.
+   */
   static open(path: string, opts: LedgerOptions = {}): Ledger {
+    if (isPostgresLocation(path)) return Ledger.openPostgres(path, opts);
     const memory = path === ':memory:' || path === '';
     const fail = (what: string, err: unknown): never => {
       const code = (err as { code?: unknown } | null)?.code;
@@ -371,6 +378,36 @@ export class Ledger {
       fail('opening', err);
     }
     return new Ledger(path, db!, opts.now ?? (() => new Date()), busyTimeoutMs);
+  }
+
+  private static openPostgres(url: string, opts: LedgerOptions): Ledger {
+    const location = parsePostgresLocation(url); // registers the password as a secret first
+    const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
+    let db: PgDriver | undefined;
+    try {
+      db = PgDriver.open(location, { lockTimeoutMs: busyTimeoutMs });
+      migrate(db);
+    } catch (err) {
+      db?.close();
+      if (err instanceof CareEtlError) throw new CareEtlError(`State ${location.display}: ${err.message}`, { hint: err.hint, cause: err, exitCode: err.exitCode });
+      throw postgresOpenError(location.display, err);
+    }
+    return new Ledger(location.display, db, opts.now ?? (() => new Date()), busyTimeoutMs);
+  }
+
+  /** Which engine holds the state. */
+  get dialect(): SqlDialect {
+    return this.db.dialect;
+  }
+
+  /** @internal A lock this connection holds until unlock or close (PostgreSQL: advisory); undefined on SQLite. */
+  tryLock(name: string): boolean | undefined {
+    return this.guard('taking a lock', () => this.db.tryLock(name));
+  }
+
+  /** @internal */
+  unlock(name: string): void {
+    this.db.unlock(name);
   }
 
   close(): void {
@@ -468,6 +505,7 @@ export class Ledger {
       return fn();
     } catch (err) {
       if (err instanceof CareEtlError) throw err;
+      if (err instanceof BridgeError) throw postgresError(this.path, what, err);
       if (!isSqliteError(err)) throw err;
       if (isBusy(err)) throw busyError(this.path, what, this.busyTimeoutMs, err);
       throw new CareEtlError(`State file ${this.path}: ${what} failed: ${errorText(err)}`, { hint: HINT, cause: err });
@@ -478,6 +516,28 @@ export class Ledger {
   rawTransaction<T>(fn: () => T): T {
     return this.db.transaction(fn);
   }
+}
+
+/** A statement of the PostgreSQL state failed: the run stops (exit 3); the message is redacted (it may echo the URL). */
+function postgresError(display: string, what: string, err: BridgeError): CareEtlError {
+  return new CareEtlError(`State ${display}: ${what} failed: ${redactKnown(errorText(err))}`, {
+    hint: err.code === '55P03' ? 'another process holds a row lock of the state; retry when it is done' : 'check the database server and the connection to it',
+    cause: err,
+    exitCode: ExitCode.incomplete,
+  });
+}
+
+/** Connecting or migrating failed. Wrong credentials or database: a configuration error (2); otherwise 3. */
+function postgresOpenError(display: string, err: unknown): CareEtlError {
+  const code = String((err as { code?: unknown } | null)?.code ?? '');
+  const config = /^(28|3D|42)/.test(code);
+  return new CareEtlError(`State ${display}: opening failed: ${redactKnown(errorText(err))}`, {
+    hint: config
+      ? 'check the user, database and password (PGPASSWORD or ~/.pgpass keep it out of the URL), and that the role may create the schema'
+      : 'check that the PostgreSQL server runs and is reachable from here',
+    cause: err,
+    exitCode: config ? ExitCode.config : ExitCode.incomplete,
+  });
 }
 
 function isSqliteError(err: unknown): boolean {
@@ -623,9 +683,7 @@ class LedgerScopeImpl implements LedgerScope {
     if (keys.length === 0) return;
     this.write(`marking ${keys.length} keys of ${mapping} as seen`, () => {
       const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
-      this.ledger.rawTransaction(() => {
-        for (const key of keys) stmt.run(runId, this.scopeId, mapping, key);
-      });
+      stmt.runMany(keys.map((key) => [runId, this.scopeId, mapping, key]));
     });
   }
 
@@ -728,9 +786,7 @@ class LedgerScopeImpl implements LedgerScope {
     this.ledger.guard('recording delivered observations', () => {
       const stmt = this.ledger.stmt(`INSERT INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)
          ON CONFLICT (scope_id, name, staged, resource_id) DO UPDATE SET version = excluded.version`);
-      this.ledger.rawTransaction(() => {
-        for (const it of items) stmt.run(this.scopeId, name, it.id, it.version);
-      });
+      this.ledger.rawTransaction(() => stmt.runMany(items.map((it) => [this.scopeId, name, it.id, it.version])));
     });
   }
 

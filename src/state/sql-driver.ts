@@ -10,6 +10,8 @@ export interface SqlStatement {
   run(...params: unknown[]): { changes: number };
   get(...params: unknown[]): unknown;
   all(...params: unknown[]): unknown[];
+  /** The statement once per parameter list, results unread (PostgreSQL: one round trip). */
+  runMany(paramLists: readonly unknown[][]): void;
 }
 
 export type SqlDialect = 'sqlite' | 'postgres';
@@ -23,6 +25,9 @@ export interface SqlDriver {
   transaction<T>(fn: () => T): T;
   /** The schema version this state holds (0: empty), and `fn` migrating it, under a lock no other process shares. */
   migrate(fn: (current: number, hasOtherTables: boolean) => number | undefined): void;
+  /** A lock held by this connection until unlock or close (PostgreSQL advisory lock); undefined: no such lock here. */
+  tryLock(name: string): boolean | undefined;
+  unlock(name: string): void;
   close(): void;
 }
 
@@ -62,6 +67,9 @@ export class SqliteDriver implements SqlDriver {
       run: (...p) => ({ changes: s.run(...p).changes }),
       get: (...p) => s.get(...p),
       all: (...p) => s.all(...p),
+      runMany: (lists) => {
+        for (const p of lists) s.run(...p);
+      },
     };
   }
 
@@ -83,6 +91,12 @@ export class SqliteDriver implements SqlDriver {
       })
       .immediate();
   }
+
+  tryLock(): undefined {
+    return undefined;
+  }
+
+  unlock(): void {}
 
   close(): void {
     this.db.close();
