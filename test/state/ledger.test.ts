@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { CareEtlError } from '../../src/core/issues.js';
 import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
 import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
@@ -13,6 +14,14 @@ import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '..', '..');
 const BASE = 'https://api.example.test/fhir';
+
+const BACKENDS = ['sqlite', 'postgres'] as const;
+let cluster: Promise<PgCluster> | undefined;
+/** One PostgreSQL cluster for this file, started by the first test that needs it. */
+const pgCluster = () => (cluster ??= startPostgres());
+afterAll(async () => {
+  if (cluster) await (await cluster).stop();
+});
 
 let dir: string;
 const open: Ledger[] = [];
@@ -30,9 +39,16 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('Ledger entries', () => {
+describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
+  let url = ':memory:';
+  beforeEach(async () => {
+    if (backend === 'postgres') url = await (await pgCluster()).createDatabase();
+  });
+  /** A fresh, empty ledger on this backend (one database per test on PostgreSQL). */
+  const fresh = (opts?: Parameters<typeof Ledger.open>[1]) => openLedger(url, opts);
+
   it('round-trips intent → synced → rejected (keeping the server id)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't1');
+    const s = fresh().scope(BASE, 't1');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     expect(s.get('patients', 'A')).toBeUndefined();
 
@@ -72,7 +88,7 @@ describe('Ledger entries', () => {
   });
 
   it('records a rejection of a never-created key without a server id', () => {
-    const s = openLedger(':memory:').scope(BASE, 't1');
+    const s = fresh().scope(BASE, 't1');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordRejected({ mapping: 'patients', key: 'B', resourceType: 'Patient', runId: run });
     expect(s.get('patients', 'B')).toMatchObject({ status: 'rejected', lastRunId: run });
@@ -81,7 +97,7 @@ describe('Ledger entries', () => {
   });
 
   it('isolates scopes: same mapping/key under two tenants and two base URLs', () => {
-    const l = openLedger(':memory:');
+    const l = fresh();
     const a = l.scope(BASE, 'tenant-a');
     const b = l.scope(BASE, 'tenant-b');
     const c = l.scope('https://other.example.test/fhir', 'tenant-a');
@@ -103,7 +119,7 @@ describe('Ledger entries', () => {
 
   it('treats base URLs differing only by a trailing slash or host case as one scope', () => {
     expect(normalizeBaseUrl('https://API.example.test/fhir/')).toBe('https://api.example.test/fhir');
-    const l = openLedger(':memory:');
+    const l = fresh();
     const s1 = l.scope('https://API.example.test/fhir/', 't');
     const run = s1.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s1.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'x', hash: 'h', runId: run });
@@ -111,7 +127,7 @@ describe('Ledger entries', () => {
   });
 
   it('re-intending a key clears its old server id (a create makes a new one)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'gone', hash: 'h', runId: run });
     s.recordIntent({ mapping: 'm', key: 'k', resourceType: 'Patient', hash: 'h2', runId: run });
@@ -121,7 +137,7 @@ describe('Ledger entries', () => {
   });
 
   it('lists pending entries per mapping and overall, and counts', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordIntent({ mapping: 'patients', key: 'p2', resourceType: 'Patient', hash: 'h', runId: run });
     s.recordIntent({ mapping: 'patients', key: 'p1', resourceType: 'Patient', hash: 'h', runId: run });
@@ -134,7 +150,7 @@ describe('Ledger entries', () => {
   });
 
   it('markSeen / notSeenSince / markEnded drive onMissing: end', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     for (const k of ['a', 'b', 'c', 'd']) {
       s.recordSynced({ mapping: 'teams', key: k, resourceType: 'CareTeam', serverId: `ct-${k}`, hash: `h-${k}`, runId: run1 });
@@ -166,21 +182,22 @@ describe('Ledger entries', () => {
     expect(s.get('teams', 'd')!.endedAt).toBeUndefined();
   });
 
-  it('marks 50,000 keys in one call', () => {
-    const s = openLedger(join(dir, 'big.db')).scope(BASE, 't');
+  it('marks 50,000 keys in one call (2,000 on PostgreSQL: a round trip per write)', () => {
+    const n = backend === 'sqlite' ? 50_000 : 2_000;
+    const s = fresh().scope(BASE, 't');
     const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
-    const keys = Array.from({ length: 50_000 }, (_, i) => `MRN-${i}`);
+    const keys = Array.from({ length: n }, (_, i) => `MRN-${i}`);
     s.transaction(() => {
       for (const k of keys) s.recordSynced({ mapping: 'patients', key: k, resourceType: 'Patient', serverId: `id-${k}`, hash: 'h', runId: run1 });
     });
     const run2 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
-    s.markSeen('patients', keys.slice(0, 49_990), run2);
-    expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(49_990).sort());
+    s.markSeen('patients', keys.slice(0, n - 10), run2);
+    expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(n - 10).sort());
     expect(s.keyOfServerId('Patient', 'id-MRN-1234')).toEqual({ mapping: 'patients', key: 'MRN-1234' });
   });
 
   it('rolls back a transaction whose function throws, and rethrows its error untouched', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     const boom = new Error('boom');
     expect(() =>
@@ -194,7 +211,7 @@ describe('Ledger entries', () => {
   });
 
   it('keeps watermarks and run history', () => {
-    const l = openLedger(':memory:', { now: () => new Date('2024-01-02T03:04:05.000Z') });
+    const l = fresh({ now: () => new Date('2024-01-02T03:04:05.000Z') });
     const s = l.scope(BASE, 't');
     expect(s.getWatermark('observations')).toBeUndefined();
     s.setWatermark('observations', '2024-01-01T00:00:00Z');
@@ -219,7 +236,7 @@ describe('Ledger entries', () => {
   });
 
   it('finds the source key of a server id (for $sourceKey in exports)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordSynced({ mapping: 'patients', key: 'MRN-9', resourceType: 'Patient', serverId: '42', hash: 'h', runId: run });
     s.recordSynced({ mapping: 'practitioners', key: 'NPI-1', resourceType: 'Practitioner', serverId: '42', hash: 'h', runId: run });
@@ -309,7 +326,16 @@ describe('Ledger file', () => {
     // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
     const out = join(dir, 'build');
     const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
-    for (const rel of ['src/state/ledger.ts', 'src/state/sql-driver.ts', 'src/core/issues.ts', 'src/core/secret.ts']) {
+    for (const rel of [
+      'src/state/ledger.ts',
+      'src/state/sql-driver.ts',
+      'src/state/state-location.ts',
+      'src/state/postgres/pg-driver.ts',
+      'src/state/postgres/dialect.ts',
+      'src/state/postgres/sync-bridge.ts',
+      'src/core/issues.ts',
+      'src/core/secret.ts',
+    ]) {
       const js = ts
         .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
           compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
