@@ -11,6 +11,7 @@ import type { BooleanFlag, OptionFlag } from '@oclif/core/interfaces';
 import { RECONCILE_POLICIES } from '../mapping/types.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
+import { registerStateSecret } from '../state/state-location.js';
 import { allowEndingFlag, durationFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
 
 const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
@@ -69,7 +70,11 @@ export const flag = {
   json: booleanFlag({ description: 'Format output as json.', helpGroup: 'GLOBAL' }),
 
   // ---------------------------------------------------------------- shared by several commands
-  state: Flags.custom<string>({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+  state: Flags.custom<string>({
+    parse: async (v) => (registerStateSecret(v), v),
+    description:
+      'state ledger: a file (default .care-etl/state.db beside the mapping), or a shared PostgreSQL state postgres://user@host:5432/db[?schema=name] (password in PGPASSWORD or ~/.pgpass); also CARE_STATE_URL, then the mapping\'s state:',
+  }),
   progress: Flags.custom<string>({ description: 'progress display (stderr)', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
   out: Flags.custom<string>({ description: 'output file' }),
   limit: integer({ description: 'entries shown at most', min: 0 }),

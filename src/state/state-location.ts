@@ -28,12 +28,22 @@ export interface StateLocationInput {
 export function resolveStateLocation(input: StateLocationInput): string {
   const fromEnv = input.env?.CARE_STATE_URL?.trim() || undefined;
   const chosen = input.flag ?? fromEnv;
-  if (chosen !== undefined) return isPostgresLocation(chosen) ? chosen.trim() : resolve(chosen);
+  if (chosen !== undefined) return isPostgresLocation(chosen) ? registered(chosen.trim()) : resolve(chosen);
   if (input.mappingState !== undefined) {
     const s = input.mappingState.trim();
-    return isPostgresLocation(s) ? s : isAbsolute(s) ? s : resolve(input.mappingDir, s);
+    return isPostgresLocation(s) ? registered(s) : isAbsolute(s) ? s : resolve(input.mappingDir, s);
   }
   return resolve(join(input.mappingDir, '.care-etl', 'state.db'));
+}
+
+/** A URL's password is a secret from the moment the URL is known (`--state`'s parse, the environment, the mapping). */
+export function registerStateSecret(location: string): void {
+  if (isPostgresLocation(location)) displayStateLocation(location);
+}
+
+function registered(url: string): string {
+  registerStateSecret(url);
+  return url;
 }
 
 export interface PostgresLocation {
