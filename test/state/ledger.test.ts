@@ -6,8 +6,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startPostgres, type PgCluster } from '../helpers/postgres.js';
-import { CareEtlError } from '../../src/core/issues.js';
+import { PG_PASSWORD, PG_PASSWORD_ROLE, startPostgres, type PgCluster } from '../helpers/postgres.js';
+import { CareEtlError, ExitCode } from '../../src/core/issues.js';
 import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
 import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 
@@ -182,8 +182,8 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     expect(s.get('teams', 'd')!.endedAt).toBeUndefined();
   });
 
-  it('marks 50,000 keys in one call (2,000 on PostgreSQL: a round trip per write)', () => {
-    const n = backend === 'sqlite' ? 50_000 : 2_000;
+  it('marks 50,000 keys in one call (1,000 on PostgreSQL: a round trip per write)', () => {
+    const n = backend === 'sqlite' ? 50_000 : 1_000;
     const s = fresh().scope(BASE, 't');
     const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     const keys = Array.from({ length: n }, (_, i) => `MRN-${i}`);
@@ -414,5 +414,85 @@ describe('contentHash', () => {
     expect(canonicalJson({ b: [1, undefined, 'x'], a: { d: null, c: new Date(0) }, e: undefined })).toBe(
       '{"a":{"c":"1970-01-01T00:00:00.000Z","d":null},"b":[1,null,"x"]}',
     );
+  });
+});
+
+describe('Ledger on PostgreSQL', () => {
+  let url: string;
+  let db: string;
+  beforeEach(async () => {
+    url = await (await pgCluster()).createDatabase();
+    db = new URL(url).pathname.slice(1);
+  });
+
+  it('keeps its tables in a schema of its own (default care_etl, or ?schema=), versioned', async () => {
+    openLedger(url).scope(BASE, 't').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    openLedger(`${url}?schema=tenant_x`).scope(BASE, 't');
+    const pg = await pgCluster();
+    const tables = await pg.query(db, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE '%' ORDER BY 1, 2");
+    const bySchema = (s: string) => tables.rows.filter((r) => r.table_schema === s).map((r) => r.table_name as string);
+    expect(bySchema('care_etl')).toEqual(['entries', 'export_delivered', 'leases', 'runs', 'schema_version', 'scopes', 'watermarks']);
+    expect(bySchema('tenant_x')).toEqual(bySchema('care_etl'));
+    expect(bySchema('public')).toEqual([]);
+    expect((await pg.query(db, 'SELECT version FROM care_etl.schema_version')).rows).toEqual([{ version: 3 }]);
+    expect((await pg.query(db, 'SELECT count(*)::int AS n FROM care_etl.runs')).rows[0].n).toBe(1);
+    expect((await pg.query(db, 'SELECT count(*)::int AS n FROM tenant_x.runs')).rows[0].n).toBe(0);
+  });
+
+  it('refuses a state of a newer schema, and a schema holding tables that are not ours', async () => {
+    openLedger(url).close();
+    const pg = await pgCluster();
+    await pg.query(db, 'UPDATE care_etl.schema_version SET version = 99');
+    expect(() => Ledger.open(url)).toThrow(/newer care-etl \(schema 99, this version knows 3\)/);
+    await pg.query(db, 'CREATE SCHEMA other; CREATE TABLE other.t (x int)');
+    expect(() => Ledger.open(`${url}?schema=other`)).toThrow(/not a care-etl state/);
+  });
+
+  it('never shows the password: not in the location, not in a failure (wrong password: exit 2 with a hint)', async () => {
+    const pg = await pgCluster();
+    const good = pg.passwordUrl(db);
+    const l = openLedger(good);
+    expect(l.path).not.toContain(PG_PASSWORD);
+    expect(l.path).toBe(`postgres://${PG_PASSWORD_ROLE}@127.0.0.1:${pg.port}/${db}`);
+    const wrong = good.replace(PG_PASSWORD, `${PG_PASSWORD}-wrong`);
+    let err: unknown;
+    try {
+      Ledger.open(wrong);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    const e = err as CareEtlError;
+    expect(e.exitCode).toBe(ExitCode.config);
+    expect(`${e.message} ${e.hint}`).toMatch(/password authentication failed/);
+    expect(`${e.message} ${e.hint}`).not.toContain(PG_PASSWORD);
+    expect(e.hint).toMatch(/PGPASSWORD or ~\/\.pgpass/);
+  });
+
+  it('a server that does not answer is exit 3, naming the state without its password', () => {
+    let err: unknown;
+    try {
+      Ledger.open(`postgres://someone:${PG_PASSWORD}@127.0.0.1:1/db`);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    expect((err as CareEtlError).exitCode).toBe(ExitCode.incomplete);
+    expect((err as CareEtlError).message).toMatch(/^State postgres:\/\/someone@127\.0\.0\.1:1\/db: opening failed: .*ECONNREFUSED/);
+    expect((err as CareEtlError).message).not.toContain(PG_PASSWORD);
+  });
+
+  it('reads PGPASSWORD when the URL has no password', async () => {
+    const pg = await pgCluster();
+    const bare = pg.passwordUrl(db).replace(`:${PG_PASSWORD}@`, '@');
+    const saved = process.env.PGPASSWORD;
+    process.env.PGPASSWORD = PG_PASSWORD;
+    try {
+      openLedger(bare).scope(BASE, 't').setWatermark('w', 'v');
+      expect(openLedger(bare).scope(BASE, 't').getWatermark('w')).toBe('v');
+    } finally {
+      if (saved === undefined) delete process.env.PGPASSWORD;
+      else process.env.PGPASSWORD = saved;
+    }
   });
 });
