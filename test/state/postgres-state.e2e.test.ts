@@ -7,6 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
@@ -17,7 +18,7 @@ import { countBy, duplicates, identifierValue, listAll, until } from '../sync/he
 let sb: Sandbox;
 let pg: PgCluster;
 beforeAll(async () => {
-  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill'], observationsPerPatient: 0 }), startPostgres()]);
+  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill'], observationsPerPatient: 1 }), startPostgres()]);
   sb.setFaults({ latencyMs: 20 });
 });
 afterAll(async () => {
@@ -34,8 +35,8 @@ async function sharedState(): Promise<string> {
 }
 
 /** The built CLI in the background. */
-function start(args: string[], tenant: string) {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...cleanEnv(), ...env(tenant) }, stdio: ['ignore', 'pipe', 'pipe'] });
+function start(args: string[], tenant: string, extraEnv: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...cleanEnv(), ...env(tenant), ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d) => (stdout += d));
@@ -48,9 +49,16 @@ function start(args: string[], tenant: string) {
   return { child, done, exited: () => exited };
 }
 
-/** A run of a fresh copy of the clinic (its own folder, so nothing local is shared) on the shared state. */
-const clinicRun = (state: string, tenant: string, ...extra: string[]) =>
-  start(['run', join(copyTree('examples/clinic'), 'mapping.yaml'), '--state', state, '--concurrency', '1', '--progress', 'none', ...extra], tenant);
+/**
+ * A run of a fresh copy of the clinic (its own folder, so nothing local is shared) on the shared state, named by
+ * `--state`, by CARE_STATE_URL, or by the mapping's `state:` key (`${STATE}`: the password stays out of the file).
+ */
+function clinicRun(state: string, tenant: string, extra: string[] = [], via: 'flag' | 'env' | 'mapping' = 'flag') {
+  const mapping = join(copyTree('examples/clinic'), 'mapping.yaml');
+  if (via === 'mapping') writeFileSync(mapping, readFileSync(mapping, 'utf8').replace(/^version: 1$/m, 'version: 1\nstate: ${STATE}'));
+  const args = ['run', mapping, ...(via === 'flag' ? ['--state', state] : []), '--concurrency', '1', '--progress', 'none', ...extra];
+  return start(args, tenant, via === 'env' ? { CARE_STATE_URL: state } : via === 'mapping' ? { STATE: state } : {});
+}
 
 async function expectEachOnce(tenant: string): Promise<void> {
   for (const type of ['Patient', 'Practitioner'] as const) expect(duplicates(countBy(await listAll(sb, tenant, type), identifierValue)), type).toEqual([]);
@@ -83,17 +91,39 @@ describe('a shared PostgreSQL state', () => {
     expectNoPassword(runs);
     expect(runs.code, runs.stderr).toBe(0);
     expect(runs.stdout).toContain('care_pw@127.0.0.1'); // the state as shown: the URL without its password
+    expect((JSON.parse(runs.stdout) as { runs: unknown[] }).runs).toHaveLength(2); // the refused run recorded nothing
+
+    // plan and state check read the shared state from any folder: nothing left to create.
+    const elsewhere = join(copyTree('examples/clinic'), 'mapping.yaml');
+    const [plan, check] = await Promise.all(
+      [['plan', elsewhere, '--json'], ['state', 'check', elsewhere]].map((a) => runCli([...a, '--state', state, '--progress', 'none'], { env: env('t-race') })),
+    );
+    expectNoPassword(plan, check);
+    expect(plan.stdout).toMatch(/"changes": false/);
+    expect(check.code, check.stderr).not.toBe(3);
+
+    // export --since last: the watermark and delivered ids are shared, so a second runner's export has nothing new.
+    const exportLast = (folder: string) =>
+      runCli(['export', join(folder, 'mapping.yaml'), '--since', 'last', '--out', join(folder, 'obs.csv'), '--state', state, '--json'], { env: env('t-race') });
+    const first = await exportLast(copyTree('examples/clinic'));
+    const second = await exportLast(copyTree('examples/clinic'));
+    expectNoPassword(first, second);
+    expect(first.code, first.stderr).toBe(0);
+    expect(second.code, second.stderr).toBe(0);
+    expect(first.stdout).toMatch(/"rows":\s*[1-9]/);
+    expect(second.stdout).toMatch(/"rows":\s*0/);
   }, 120_000);
 
   it('with --wait-for-lock the second run waits for the first, then writes nothing', async () => {
     const state = await sharedState();
-    const first = clinicRun(state, 't-wait');
+    const first = clinicRun(state, 't-wait', [], 'mapping');
     await until(() => first.exited() || count('t-wait') >= 2, 20);
-    const second = clinicRun(state, 't-wait', '--wait-for-lock', '2m');
+    const second = clinicRun(state, 't-wait', ['--wait-for-lock', '2m'], 'env');
     const [r1, r2] = await Promise.all([first.done, second.done]);
     expectNoPassword(r1, r2);
     expect(r1.code, r1.stderr).toBe(1);
     expect(r2.code, r2.stderr).toBe(1);
+    expect(r2.stderr).toMatch(/waiting for the lease: run \d+ on host/);
     expect(r2.stdout).toMatch(/^patient\s+\d+\s+0\s/m); // created 0: the first run made them all
     await expectEachOnce('t-wait');
   }, 120_000);
