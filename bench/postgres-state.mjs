@@ -15,9 +15,19 @@ import { startPostgresCluster } from './_postgres-cluster.mjs';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 async function cliRun(mapping, state, connection) {
-  const env = { ...process.env, CARE_BASE_URL: connection.baseUrl, CARE_API_KEY: connection.apiKey, CARE_EMR_ID: connection.emrId, CARE_TENANT_ID: connection.tenantId };
+  const env = {
+    ...process.env,
+    CARE_BASE_URL: connection.baseUrl,
+    CARE_API_KEY: connection.apiKey,
+    CARE_EMR_ID: connection.emrId,
+    CARE_TENANT_ID: connection.tenantId,
+  };
   delete env.CI;
-  const child = spawn(process.execPath, ['bin/run.js', 'run', mapping, '--state', state, '--json', '--progress', 'none'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['bin/run.js', 'run', mapping, '--state', state, '--json', '--progress', 'none'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   const [code] = await once(child, 'exit');

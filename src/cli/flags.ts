@@ -73,7 +73,7 @@ export const flag = {
   state: Flags.custom<string>({
     parse: async (v) => (registerStateSecret(v), v),
     description:
-      'state ledger: a file (default .care-etl/state.db beside the mapping), or a shared PostgreSQL state postgres://user@host:5432/db[?schema=name] (password in PGPASSWORD or ~/.pgpass); also CARE_STATE_URL, then the mapping\'s state:',
+      "state ledger: a file (default .care-etl/state.db beside the mapping), or a shared PostgreSQL state postgres://user@host:5432/db[?schema=name] (password in PGPASSWORD or ~/.pgpass); also CARE_STATE_URL, then the mapping's state:",
   }),
   progress: Flags.custom<string>({ description: 'progress display (stderr)', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
   out: Flags.custom<string>({ description: 'output file' }),

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
 import { parse as parseYaml } from 'yaml';

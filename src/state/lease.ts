@@ -86,8 +86,7 @@ function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number)
       ledger.rawTransaction((): Attempt => {
         const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
         // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
-        const stale =
-          row !== undefined && row.released === 0 && (locked === true || now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
+        const stale = row !== undefined && row.released === 0 && (locked === true || now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
         if (row && row.released === 0 && !stale) return { heldBy: holderOf(row) };
         if (locked === false && !stale) return { heldBy: startingHolder(row, now) };
         const token = (row?.token ?? 0) + 1;

@@ -389,7 +389,8 @@ export class Ledger {
       migrate(db);
     } catch (err) {
       db?.close();
-      if (err instanceof CareEtlError) throw new CareEtlError(`State ${location.display}: ${err.message}`, { hint: err.hint, cause: err, exitCode: err.exitCode });
+      if (err instanceof CareEtlError)
+        throw new CareEtlError(`State ${location.display}: ${err.message}`, { hint: err.hint, cause: err, exitCode: err.exitCode });
       throw postgresOpenError(location.display, err);
     }
     return new Ledger(location.display, db, opts.now ?? (() => new Date()), busyTimeoutMs);

@@ -144,16 +144,19 @@ describe.each(BACKENDS)('run lease (%s)', (backend) => {
     expect(fresh.tookOverFrom?.pid).toBe(Number(gone));
   });
 
-  it.runIf(backend === 'postgres')('a holder whose connection closed without releasing (kill -9) leaves its lease free at once, fresh heartbeat or not', async () => {
-    const a = connect();
-    await lease(a, 't1');
-    const runId = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
-    a.close(); // the connection goes, its advisory lock with it; the row still says "held", heartbeat fresh
-    const lines: string[] = [];
-    const next = await lease(connect(), 't1', { onNotice: (l) => lines.push(l) });
-    expect(next.tookOverFrom?.runId).toBe(runId);
-    expect(lines[0]).toMatch(/^took over a stale lease: run \d+ .* last seen 0 s ago/);
-  });
+  it.runIf(backend === 'postgres')(
+    'a holder whose connection closed without releasing (kill -9) leaves its lease free at once, fresh heartbeat or not',
+    async () => {
+      const a = connect();
+      await lease(a, 't1');
+      const runId = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+      a.close(); // the connection goes, its advisory lock with it; the row still says "held", heartbeat fresh
+      const lines: string[] = [];
+      const next = await lease(connect(), 't1', { onNotice: (l) => lines.push(l) });
+      expect(next.tookOverFrom?.runId).toBe(runId);
+      expect(lines[0]).toMatch(/^took over a stale lease: run \d+ .* last seen 0 s ago/);
+    },
+  );
 });
 
 describe('run lease (sqlite file)', () => {

@@ -96,7 +96,10 @@ describe('a shared PostgreSQL state', () => {
     // plan and state check read the shared state from any folder: nothing left to create.
     const elsewhere = join(copyTree('examples/clinic'), 'mapping.yaml');
     const [plan, check] = await Promise.all(
-      [['plan', elsewhere, '--json'], ['state', 'check', elsewhere]].map((a) => runCli([...a, '--state', state, '--progress', 'none'], { env: env('t-race') })),
+      [
+        ['plan', elsewhere, '--json'],
+        ['state', 'check', elsewhere],
+      ].map((a) => runCli([...a, '--state', state, '--progress', 'none'], { env: env('t-race') })),
     );
     expectNoPassword(plan, check);
     expect(plan.stdout).toMatch(/"changes": false/);

@@ -56,7 +56,11 @@ export class PgDriver implements SqlDriver {
       get: (...p) => this.send([q(p)]).rows[0],
       all: (...p) => this.send([q(p)]).rows,
       runMany: (lists) => {
-        if (lists.length > 0) this.sendMany(text, lists.map((l) => l.map(toParam)));
+        if (lists.length > 0)
+          this.sendMany(
+            text,
+            lists.map((l) => l.map(toParam)),
+          );
       },
     };
   }
