@@ -139,7 +139,10 @@ export interface LedgerScope {
 }
 
 export interface LedgerOptions {
-  /** 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss. */
+  /**
+   * 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss (PostgreSQL:
+   * `synchronous_commit` off / on — off survives care-etl's crashes, not the database server's last ~0.6 s).
+   */
   synchronous?: 'NORMAL' | 'FULL';
   /** Hold an exclusive lock on the file while open (default false: the run lease keeps one run per scope). */
   exclusive?: boolean;
@@ -324,6 +327,8 @@ export class Ledger {
   private readonly scopes = new Map<string, LedgerScopeImpl>();
   /** Scope id → the lease token this process holds on it: the fence of that scope's writes. */
   private readonly leases = new Map<number, number>();
+  /** PostgreSQL: the scope whose fence was last queued (its failure surfaces with the write's round trip). */
+  private fencing: number | undefined;
   private closed = false;
 
   private constructor(
@@ -385,7 +390,7 @@ export class Ledger {
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
     let db: PgDriver | undefined;
     try {
-      db = PgDriver.open(location, { lockTimeoutMs: busyTimeoutMs });
+      db = PgDriver.open(location, { lockTimeoutMs: busyTimeoutMs, synchronousCommit: opts.synchronous === 'FULL' });
       migrate(db);
     } catch (err) {
       db?.close();
@@ -474,11 +479,26 @@ export class Ledger {
   checkFence(scopeId: number): void {
     const token = this.leases.get(scopeId);
     if (token === undefined) return;
-    const row = this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
-      { token: number; released: number; host: string; pid: number; since: string } | undefined;
+    if (this.db.dialect === 'postgres') {
+      // Sent with the write it guards (one round trip): a division by zero fails the transaction unless the token is current.
+      this.stmt('SELECT 1 / (SELECT count(*) FROM leases WHERE scope_id = ? AND token = ? AND released = 0) AS fenced').run(scopeId, token);
+      this.fencing = scopeId;
+      return;
+    }
+    const row = this.leaseRow(scopeId);
     if (row && row.token === token && row.released === 0) return;
+    throw this.lostLease(row, token);
+  }
+
+  private leaseRow(scopeId: number): { token: number; released: number; host: string; pid: number; since: string } | undefined {
+    return this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
+      | { token: number; released: number; host: string; pid: number; since: string }
+      | undefined;
+  }
+
+  private lostLease(row: { token: number; host: string; pid: number; since: string } | undefined, token?: number): CareEtlError {
     const by = row && row.token !== token ? `: host ${row.host} (pid ${row.pid}) took it over at ${row.since}` : '';
-    throw new CareEtlError(`This run lost its lease on state file ${this.path}${by}; it stopped before its next write.`, {
+    return new CareEtlError(`This run lost its lease on state ${this.path}${by}; it stopped before its next write.`, {
       hint: 'its heartbeat stopped for longer than the stale limit (60 s): a suspended process or a frozen machine; run again once the other run is done',
       exitCode: ExitCode.incomplete,
     });
@@ -506,6 +526,10 @@ export class Ledger {
       return fn();
     } catch (err) {
       if (err instanceof CareEtlError) throw err;
+      if (err instanceof BridgeError && err.code === '22012' && this.fencing !== undefined) {
+        // the fence (checkFence) failed: the transaction is rolled back; say who holds the lease now
+        throw this.lostLease(this.leaseRow(this.fencing), this.leases.get(this.fencing));
+      }
       if (err instanceof BridgeError) throw postgresError(this.path, what, err);
       if (!isSqliteError(err)) throw err;
       if (isBusy(err)) throw busyError(this.path, what, this.busyTimeoutMs, err);

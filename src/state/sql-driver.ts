@@ -7,7 +7,8 @@
 import Database from 'better-sqlite3';
 
 export interface SqlStatement {
-  run(...params: unknown[]): { changes: number };
+  /** No result: inside a transaction PostgreSQL sends it with the next statement or the COMMIT (its error surfaces there). */
+  run(...params: unknown[]): void;
   get(...params: unknown[]): unknown;
   all(...params: unknown[]): unknown[];
   /** The statement once per parameter list, results unread (PostgreSQL: one round trip). */
@@ -64,7 +65,7 @@ export class SqliteDriver implements SqlDriver {
   prepare(sql: string): SqlStatement {
     const s = this.db.prepare(sql);
     return {
-      run: (...p) => ({ changes: s.run(...p).changes }),
+      run: (...p) => void s.run(...p),
       get: (...p) => s.get(...p),
       all: (...p) => s.all(...p),
       runMany: (lists) => {
