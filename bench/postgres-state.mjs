@@ -1,7 +1,8 @@
 // Shared PostgreSQL state (issue 24 items 1+2), in one run: (a) the load throughput of a run whose ledger is on
 // PostgreSQL, as a ratio to the same run on the local SQLite file — same generated clinic, a fresh sandbox child
 // (20 ms latency) per run, the built CLI as the loader; (b) the run lease's overhead on each backend: acquire +
-// release, and one heartbeat, in µs (median of many, in process). PostgreSQL: a throw-away local cluster (fsync on).
+// release, one heartbeat and one statement's round trip, in µs (median of many, in process). PostgreSQL: a
+// throw-away local cluster (fsync on; the ledger's default commits with synchronous_commit off).
 // Usage: npm run build && node bench/postgres-state.mjs [N] [ROUNDS]   (defaults 1000 2)
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -68,7 +69,15 @@ async function leaseCost(location, n) {
       beat.push(Number(process.hrtime.bigint() - t) / 1000);
     }
     held.release();
-    return { acquireReleaseUs: Math.round(median(cycle)), heartbeatUs: Math.round(median(beat)) };
+    // one statement's round trip (PostgreSQL: main thread → worker → server → back)
+    const trip = [];
+    const one = ledger.stmt('SELECT 1 AS one');
+    for (let i = 0; i < n; i++) {
+      const t = process.hrtime.bigint();
+      one.get();
+      trip.push(Number(process.hrtime.bigint() - t) / 1000);
+    }
+    return { acquireReleaseUs: Math.round(median(cycle)), heartbeatUs: Math.round(median(beat)), statementUs: Math.round(median(trip)) };
   } finally {
     ledger.close();
   }
