@@ -68,6 +68,7 @@ function holderOf(r: LeaseRow): LeaseHolder {
 export function describeHolder(h: LeaseHolder, now: Date): string {
   const ago = Math.max(0, Math.round((now.getTime() - Date.parse(h.heartbeatAt)) / 1000));
   const run = h.runId !== undefined ? `run ${h.runId}` : 'a run (starting)';
+  if (h.pid === 0) return `a run (starting) of another process, its lock taken at ${h.since.replace(/\.\d{3}Z$/, 'Z')}`;
   return `${run} on host ${h.host} (pid ${h.pid}) since ${h.since.replace(/\.\d{3}Z$/, 'Z')}, last seen ${ago} s ago`;
 }
 
@@ -113,7 +114,7 @@ const lockName = (scopeId: number) => `lease:${scopeId}`;
 
 /** The advisory lock is held but its holder has not written its row yet (or left a released one). */
 function startingHolder(row: LeaseRow | undefined, now: Date): LeaseHolder {
-  return { token: row?.token ?? 0, host: 'another host or process', pid: 0, since: now.toISOString(), heartbeatAt: now.toISOString() };
+  return { token: row?.token ?? 0, host: '', pid: 0, since: now.toISOString(), heartbeatAt: now.toISOString() };
 }
 
 function heldError(h: LeaseHolder, now: Date, waitedMs: number): CareEtlError {

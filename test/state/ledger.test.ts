@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PG_PASSWORD, PG_PASSWORD_ROLE, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { CareEtlError, ExitCode } from '../../src/core/issues.js';
 import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
+import { SyncBridge } from '../../src/state/postgres/sync-bridge.js';
 import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -493,6 +494,22 @@ describe('Ledger on PostgreSQL', () => {
     } finally {
       if (saved === undefined) delete process.env.PGPASSWORD;
       else process.env.PGPASSWORD = saved;
+    }
+  });
+});
+
+describe('the synchronous bridge to PostgreSQL', () => {
+  it('bounds each call (a clear error, the connection closed after), and passes SQLSTATE codes through', async () => {
+    const url = await (await pgCluster()).createDatabase();
+    const bridge = new SyncBridge(300);
+    try {
+      bridge.connect({ connectionString: url }, []);
+      expect(bridge.query([{ text: 'SELECT $1::int + 1 AS n', values: [41] }], 'adding')[0]!.rows).toEqual([{ n: 42 }]);
+      expect(() => bridge.query([{ text: 'SELECT * FROM no_such_table' }], 'reading')).toThrow(expect.objectContaining({ code: '42P01' }));
+      expect(() => bridge.query([{ text: 'SELECT pg_sleep(5)' }], 'sleeping')).toThrow(/no answer from the database in 300 ms while sleeping; the connection is closed/);
+      expect(() => bridge.query([{ text: 'SELECT 1' }], 'again')).toThrow(/closed/);
+    } finally {
+      bridge.close();
     }
   });
 });

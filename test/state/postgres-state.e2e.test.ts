@@ -78,7 +78,7 @@ describe('a shared PostgreSQL state', () => {
     const [loaded, refused] = a.code === 3 ? [b, a] : [a, b];
     expect(loaded.code, loaded.stderr).toBe(1); // the example's rows with errors
     expect(refused.code, refused.stderr).toBe(3);
-    expect(refused.stderr).toMatch(/another run holds this state: (run \d+|a run \(starting\)) on host .* since \d{4}-\d\d-\d\dT[\d:]+Z/);
+    expect(refused.stderr).toMatch(/another run holds this state: (run \d+|a run \(starting\)) (on host .* since|of another process, its lock taken at) \d{4}-\d\d-\d\dT[\d:]+Z/);
     await expectEachOnce('t-race');
 
     const later = await clinicRun(state, 't-race').done;

@@ -128,7 +128,8 @@ export class SyncBridge {
     if (Atomics.wait(this.flag, 0, 0, timeoutMs) === 'timed-out') {
       this.closed = true;
       void this.worker.terminate();
-      throw new BridgeError(`no answer from the database in ${Math.round(timeoutMs / 1000)} s while ${what}`, 'ETIMEDOUT');
+      const waited = timeoutMs >= 1000 ? `${Math.round(timeoutMs / 1000)} s` : `${timeoutMs} ms`;
+      throw new BridgeError(`no answer from the database in ${waited} while ${what}; the connection is closed`, 'ETIMEDOUT');
     }
     const got = receiveMessageOnPort(this.port)?.message as { ok: boolean; results?: BridgeResult[]; message?: string; code?: string } | undefined;
     if (!got) throw new BridgeError(`the database worker gave no answer while ${what}`);
