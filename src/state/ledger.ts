@@ -492,8 +492,7 @@ export class Ledger {
 
   private leaseRow(scopeId: number): { token: number; released: number; host: string; pid: number; since: string } | undefined {
     return this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
-      | { token: number; released: number; host: string; pid: number; since: string }
-      | undefined;
+      { token: number; released: number; host: string; pid: number; since: string } | undefined;
   }
 
   private lostLease(row: { token: number; host: string; pid: number; since: string } | undefined, token?: number): CareEtlError {

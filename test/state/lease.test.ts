@@ -36,6 +36,7 @@ afterEach(() => {
 /** A second process's view: its own connection to the same file. */
 function connect(now?: () => Date): Ledger {
   const l = Ledger.open(path, now ? { now } : {});
+  expect(l.dialect).toBe(path.startsWith('postgres://') ? 'postgres' : 'sqlite');
   open.push(l);
   return l;
 }

@@ -46,7 +46,11 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     if (backend === 'postgres') url = await (await pgCluster()).createDatabase();
   });
   /** A fresh, empty ledger on this backend (one database per test on PostgreSQL). */
-  const fresh = (opts?: Parameters<typeof Ledger.open>[1]) => openLedger(url, opts);
+  const fresh = (opts?: Parameters<typeof Ledger.open>[1]) => {
+    const l = openLedger(url, opts);
+    expect(l.dialect).toBe(backend); // a postgres:// URL is never taken for a file name
+    return l;
+  };
 
   it('round-trips intent → synced → rejected (keeping the server id)', () => {
     const s = fresh().scope(BASE, 't1');
@@ -506,7 +510,9 @@ describe('the synchronous bridge to PostgreSQL', () => {
       bridge.connect({ connectionString: url }, []);
       expect(bridge.query([{ text: 'SELECT $1::int + 1 AS n', values: [41] }], 'adding')[0]!.rows).toEqual([{ n: 42 }]);
       expect(() => bridge.query([{ text: 'SELECT * FROM no_such_table' }], 'reading')).toThrow(expect.objectContaining({ code: '42P01' }));
-      expect(() => bridge.query([{ text: 'SELECT pg_sleep(5)' }], 'sleeping')).toThrow(/no answer from the database in 300 ms while sleeping; the connection is closed/);
+      expect(() => bridge.query([{ text: 'SELECT pg_sleep(5)' }], 'sleeping')).toThrow(
+        /no answer from the database in 300 ms while sleeping; the connection is closed/,
+      );
       expect(() => bridge.query([{ text: 'SELECT 1' }], 'again')).toThrow(/closed/);
     } finally {
       bridge.close();

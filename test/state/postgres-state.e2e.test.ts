@@ -78,7 +78,9 @@ describe('a shared PostgreSQL state', () => {
     const [loaded, refused] = a.code === 3 ? [b, a] : [a, b];
     expect(loaded.code, loaded.stderr).toBe(1); // the example's rows with errors
     expect(refused.code, refused.stderr).toBe(3);
-    expect(refused.stderr).toMatch(/another run holds this state: (run \d+|a run \(starting\)) (on host .* since|of another process, its lock taken at) \d{4}-\d\d-\d\dT[\d:]+Z/);
+    expect(refused.stderr).toMatch(
+      /another run holds this state: (run \d+|a run \(starting\)) (on host .* since|of another process, its lock taken at) \d{4}-\d\d-\d\dT[\d:]+Z/,
+    );
     await expectEachOnce('t-race');
 
     const later = await clinicRun(state, 't-race').done;
@@ -119,10 +121,16 @@ describe('a shared PostgreSQL state', () => {
 
   it('with --wait-for-lock the second run waits for the first, then writes nothing', async () => {
     const state = await sharedState();
-    const first = clinicRun(state, 't-wait', [], 'mapping');
-    await until(() => first.exited() || count('t-wait') >= 2, 20);
-    const second = clinicRun(state, 't-wait', ['--wait-for-lock', '2m'], 'env');
-    const [r1, r2] = await Promise.all([first.done, second.done]);
+    sb.setFaults({ latencyMs: 100 }); // the first run lasts long enough for the second to start and wait
+    let r1: CliResult, r2: CliResult;
+    try {
+      const first = clinicRun(state, 't-wait', [], 'mapping');
+      await until(() => first.exited() || count('t-wait') >= 2, 20);
+      const second = clinicRun(state, 't-wait', ['--wait-for-lock', '2m'], 'env');
+      [r1, r2] = await Promise.all([first.done, second.done]);
+    } finally {
+      sb.setFaults({ latencyMs: 20 });
+    }
     expectNoPassword(r1, r2);
     expect(r1.code, r1.stderr).toBe(1);
     expect(r2.code, r2.stderr).toBe(1);
