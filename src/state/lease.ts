@@ -72,7 +72,9 @@ export function describeHolder(h: LeaseHolder, now: Date): string {
   return `${run} on host ${h.host} (pid ${h.pid}) since ${h.since.replace(/\.\d{3}Z$/, 'Z')}, last seen ${ago} s ago`;
 }
 
-type Attempt = { token: number; tookOverFrom?: LeaseHolder } | { heldBy: LeaseHolder };
+/** `lockMissing`: a PostgreSQL lease taken from a frozen holder that still holds the advisory lock. */
+type Acquired = { token: number; tookOverFrom?: LeaseHolder; lockMissing?: boolean };
+type Attempt = Acquired | { heldBy: LeaseHolder };
 
 /**
  * One try, in one IMMEDIATE transaction: free, released or stale → ours with the next token. On PostgreSQL the
@@ -99,7 +101,7 @@ function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number)
                "user" = excluded."user", since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
           )
           .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
-        return stale ? { token, tookOverFrom: holderOf(row) } : { token };
+        return stale ? { token, tookOverFrom: holderOf(row), lockMissing: locked === false } : { token };
       }),
     );
     if ('heldBy' in got && locked === true) ledger.unlock(lockName(scopeId));
@@ -148,13 +150,16 @@ export async function acquireLease(ledger: Ledger, scopeId: number, opts: LeaseO
   }
 }
 
-function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFrom?: LeaseHolder }, opts: LeaseOptions): HeldLease {
+function hold(ledger: Ledger, scopeId: number, got: Acquired, opts: LeaseOptions): HeldLease {
   const now = opts.now ?? (() => new Date());
   if (got.tookOverFrom) opts.onNotice?.(`took over a stale lease: ${describeHolder(got.tookOverFrom, now())} (its process is gone or its heartbeat stopped)`);
   ledger.holdLease(scopeId, got.token);
+  let lockMissing = got.lockMissing === true;
   const beat = setInterval(() => {
     try {
       ledger.stmt('UPDATE leases SET heartbeat_at = ? WHERE scope_id = ? AND token = ? AND released = 0').run(now().toISOString(), scopeId, got.token);
+      // Taken from a frozen holder: its advisory lock is ours once its connection goes, so a third run cannot take the row.
+      if (lockMissing && ledger.tryLock(lockName(scopeId))) lockMissing = false;
     } catch {
       // a busy or closed file: the fence stops the run at its next write if the lease is really gone
     }

@@ -97,9 +97,9 @@ export class SyncBridge {
     this.port.unref();
   }
 
-  /** Connects, then runs `setup` (e.g. SET search_path) in the same round trip. */
+  /** Connects, then runs `setup` (e.g. SET search_path) in the same round trip; bounded by 20 s (the worker starts too). */
   connect(config: object, setup: BridgeQuery[]): void {
-    this.call({ connect: config, queries: setup }, 'connecting');
+    this.call({ connect: config, queries: setup }, 'connecting', Math.max(this.timeoutMs, 20_000));
   }
 
   /**
