@@ -57,7 +57,7 @@ const intent = (runId: number) => ({ mapping: 'patient', key: 'p1', resourceType
 
 describe.each(BACKENDS)('run lease (%s)', (backend) => {
   beforeEach(async () => {
-    if (backend === 'postgres') path = await (await pgCluster()).createDatabase();
+    if (backend === 'postgres') path = await (await pgCluster()).freshState();
   });
 
   it('refuses a second holder at once, naming run, host, pid and since (exit 3); free again after release, token bumped', async () => {

@@ -43,7 +43,7 @@ afterEach(() => {
 describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
   let url = ':memory:';
   beforeEach(async () => {
-    if (backend === 'postgres') url = await (await pgCluster()).createDatabase();
+    if (backend === 'postgres') url = await (await pgCluster()).freshState();
   });
   /** A fresh, empty ledger on this backend (one database per test on PostgreSQL). */
   const fresh = (opts?: Parameters<typeof Ledger.open>[1]) => {
