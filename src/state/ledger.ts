@@ -437,17 +437,23 @@ export class Ledger {
     return rows.map(runInfo);
   }
 
-  scope(baseUrl: string, tenantId: string): LedgerScope {
+  /**
+   * `lookupOnly` (a plan on a shared state): a scope the state does not know yet is not created — an empty scope
+   * (id -1: no row matches), only to be read.
+   */
+  scope(baseUrl: string, tenantId: string, opts: { lookupOnly?: boolean } = {}): LedgerScope {
     const base = normalizeBaseUrl(baseUrl);
     const k = `${base}\u0000${tenantId}`;
     let s = this.scopes.get(k);
     if (!s) {
       const id = this.guard('opening the scope', () => {
+        const find = () => (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number } | undefined)?.id;
+        if (opts.lookupOnly) return find() ?? -1;
         this.stmt('INSERT INTO scopes (base_url, tenant_id) VALUES (?, ?) ON CONFLICT (base_url, tenant_id) DO NOTHING').run(base, tenantId);
-        return (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number }).id;
+        return find()!;
       });
       s = new LedgerScopeImpl(this, id, base, tenantId);
-      this.scopes.set(k, s);
+      if (id !== -1) this.scopes.set(k, s);
     }
     return s;
   }

@@ -444,6 +444,13 @@ describe('Ledger on PostgreSQL', () => {
     expect((await pg.query(db, 'SELECT count(*)::int AS n FROM tenant_x.runs')).rows[0].n).toBe(0);
   });
 
+  it('a lookup-only scope (a plan) of a server and tenant the state does not know writes nothing and reads empty', async () => {
+    const s = openLedger(url).scope(BASE, 'unknown-tenant', { lookupOnly: true });
+    expect(s.get('patients', 'A')).toBeUndefined();
+    expect(s.counts()).toEqual({ pending: 0, synced: 0, rejected: 0 });
+    expect((await (await pgCluster()).query(db, 'SELECT count(*)::int AS n FROM care_etl.scopes')).rows[0].n).toBe(0);
+  });
+
   it('refuses a state of a newer schema, and a schema holding tables that are not ours', async () => {
     openLedger(url).close();
     const pg = await pgCluster();
