@@ -12,6 +12,7 @@ import { RECONCILE_POLICIES } from '../mapping/types.js';
 import { VERIFY_POLICIES } from '../load/duplicate-check.js';
 // Both are small and dependency-free: the flags' help needs their defaults before `run()`.
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
+import { registerStateSecret } from '../state/state-location.js';
 import { allowEndingFlag, durationFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
 
 const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
@@ -74,7 +75,11 @@ export const flag = {
   json: booleanFlag({ description: 'Format output as json.', helpGroup: 'GLOBAL' }),
 
   // ---------------------------------------------------------------- shared by several commands
-  state: Flags.custom<string>({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
+  state: Flags.custom<string>({
+    parse: async (v) => (registerStateSecret(v), v),
+    description:
+      "state ledger: a file (default .care-etl/state.db beside the mapping), or a shared PostgreSQL state postgres://user@host:5432/db[?schema=name] (password in PGPASSWORD or ~/.pgpass); also CARE_STATE_URL, then the mapping's state:",
+  }),
   progress: Flags.custom<string>({ description: 'progress display (stderr)', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
   out: Flags.custom<string>({ description: 'output file' }),
   limit: integer({ description: 'entries shown at most', min: 0 }),

@@ -21,6 +21,7 @@ import { compileMapping, type CompiledExport } from '../mapping/compile-mapping.
 import { loadMapping } from '../mapping/load-mapping.js';
 import { openTarget, type Target } from '../target/open-target.js';
 import { Ledger } from '../state/ledger.js';
+import { displayStateLocation, isPostgresLocation, resolveStateLocation } from '../state/state-location.js';
 import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
 import { writeDictionary } from './dictionary.js';
@@ -300,8 +301,9 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       dataFile: target.dataFile,
     };
     opts.onTarget?.(info);
-    const statePath = resolve(opts.statePath ?? join(mapping.dir, '.care-etl', 'state.db'));
-    opened.ledger = Ledger.open(statePath);
+    const location = resolveStateLocation({ flag: opts.statePath, env, mappingState: mapping.state, mappingDir: mapping.dir });
+    const statePath = displayStateLocation(location); // a URL without its password
+    opened.ledger = Ledger.open(location);
     const client = (opened.client = new CareClient(target.settings, { onResponse: opts.onRequest }));
     const output = toStdout
       ? (opts.stdout ?? process.stdout)
@@ -320,7 +322,7 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       layout,
       pseudonymizer,
       keepFreeText: opts.keepFreeText,
-      tempDir: dirname(statePath),
+      tempDir: isPostgresLocation(location) ? join(mapping.dir, '.care-etl') : dirname(location),
       columnSources: (columns as { sources?: Map<string, ColumnSource> }).sources,
       since: opts.since,
       overlapMs: checked.overlapSeconds * 1000,

@@ -89,6 +89,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
   });
   const resources = readResources(data.resources, ctx);
   const exportsCfg = readExports(data.exports, ctx);
+  const state = typeof data.state === 'string' ? ctx.interp(data.state, ['state']) : undefined;
   ctx.issues.push(...limitIssues);
 
   if (ctx.issues.length) {
@@ -104,6 +105,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
     lookups,
     resources,
     ...(exportsCfg ? { exports: exportsCfg } : {}),
+    ...(state?.ok ? { state: state.value } : {}),
     limits,
     warnings,
     positionOf: ctx.positionOf,

@@ -96,6 +96,8 @@ export interface LoadedMapping {
   dir: string;
   version: 1;
   target: TargetConfig;
+  /** `state:` — the state ledger's file or postgres:// URL (src/state/state-location.ts; below --state and CARE_STATE_URL). */
+  state?: string;
   sources: Record<string, SourceConfig>;
   /** Tables from `lookups:`, bound as `$<name>` in every expression and read with `$lookup`. */
   lookups: Record<string, LookupTable>;

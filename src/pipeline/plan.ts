@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { IndexBuild } from '../load/server-index.js';
 import { Ledger, type LedgerScope } from '../state/ledger.js';
+import { isPostgresLocation } from '../state/state-location.js';
 import type { MappingPlan, PlanCounts, RunReport } from './run-report.js';
 
 /**
@@ -121,6 +122,8 @@ export function readOnlyScope(scope: LedgerScope): LedgerScope {
  * an empty in-memory ledger (nothing is created).
  */
 export async function openLedgerSnapshot(path: string, opts: { busyTimeoutMs?: number } = {}): Promise<{ ledger: Ledger; dispose(): void }> {
+  // PostgreSQL: the shared state itself, read live (behind the read-only view); only a new scope's row is written.
+  if (isPostgresLocation(path)) return { ledger: Ledger.open(path, opts), dispose() {} };
   if (!existsSync(path)) return { ledger: Ledger.open(':memory:'), dispose() {} };
   const { default: Database } = await import('better-sqlite3');
   const dir = mkdtempSync(join(tmpdir(), 'care-etl-plan-'));

@@ -4,10 +4,13 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
+import { parse as parseYaml } from 'yaml';
+import { interpolate } from '../mapping/interpolate.js';
 import { Ledger, normalizeBaseUrl, type RunInfo } from '../state/ledger.js';
+import { displayStateLocation, isPostgresLocation, resolveStateLocation } from '../state/state-location.js';
 
 /** care-etl's own version (package.json two folders up from src/ and dist/). */
 const VERSION = ((): string | undefined => {
@@ -39,14 +42,20 @@ export interface RunHistory {
 }
 
 export function readRunHistory(opts: RunHistoryOptions): RunHistory {
-  const statePath = resolve(opts.statePath ?? join(opts.mappingFile ? dirname(resolve(opts.mappingFile)) : process.cwd(), '.care-etl', 'state.db'));
-  if (!existsSync(statePath)) {
+  const location = resolveStateLocation({
+    flag: opts.statePath,
+    env: process.env,
+    mappingState: opts.mappingFile ? mappingStateKey(opts.mappingFile) : undefined,
+    mappingDir: opts.mappingFile ? dirname(resolve(opts.mappingFile)) : process.cwd(),
+  });
+  const statePath = displayStateLocation(location); // a URL without its password
+  if (!isPostgresLocation(location) && !existsSync(location)) {
     throw new CareEtlError(`No state file at ${statePath}: no run has been recorded there`, {
       exitCode: ExitCode.config,
       hint: 'Name the mapping file (its .care-etl/state.db is read) or the state file with --state.',
     });
   }
-  const ledger = Ledger.open(statePath, { busyTimeoutMs: 2000 });
+  const ledger = Ledger.open(location, { busyTimeoutMs: 2000 });
   try {
     const runs = filterRuns(ledger, opts);
     if (opts.id !== undefined && runs.length === 0) {
@@ -66,6 +75,18 @@ function filterRuns(ledger: Ledger, opts: RunHistoryOptions): RunInfo[] {
     .runs({ limit: Number.MAX_SAFE_INTEGER })
     .filter((r) => (opts.tenant === undefined || r.tenantId === opts.tenant) && (server === undefined || normalizeBaseUrl(r.baseUrl ?? '') === server))
     .slice(0, opts.limit ?? DEFAULT_RUNS_LISTED);
+}
+
+/** The mapping's `state:` key, read without loading the mapping (its sources need not exist to list runs). */
+function mappingStateKey(mappingFile: string): string | undefined {
+  try {
+    const data = parseYaml(readFileSync(mappingFile, 'utf8')) as { state?: unknown } | null;
+    if (typeof data?.state !== 'string') return undefined;
+    const r = interpolate(data.state, process.env);
+    return r.problems.length === 0 ? r.value : undefined;
+  } catch {
+    return undefined; // an unreadable mapping: the default location, whose absence is reported
+  }
 }
 
 /** What a run's ledger entry keeps: flags, counts, exit code, who and where — never a secret, never row content. */

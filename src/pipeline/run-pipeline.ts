@@ -16,6 +16,7 @@ import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import type { RetryOptions } from '../core/retry.js';
 import { checkSource } from '../sources/open-source.js';
 import type { Ledger, LedgerScope } from '../state/ledger.js';
+import { displayStateLocation, resolveStateLocation } from '../state/state-location.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { runSummary } from './run-history.js';
 import { sharedFifoIssues } from './validate-mapping.js';
@@ -109,7 +110,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry, opts.signal);
-      const opened = await openRunState(mode, report, target, opts, careDir);
+      const opened = await openRunState(mode, report, target, opts, stateLocationOf(mapping, opts));
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
       if (mode.recordsRun) {
@@ -170,11 +171,16 @@ function checkRunOptions(opts: RunOptions): void {
   }
 }
 
+/** `--state`, then CARE_STATE_URL, then the mapping's `state:`, then `.care-etl/state.db` beside the mapping. */
+function stateLocationOf(mapping: { state?: string; dir: string }, opts: RunOptions): string {
+  return resolveStateLocation({ flag: opts.statePath, env: opts.env ?? process.env, mappingState: mapping.state, mappingDir: mapping.dir });
+}
+
 /** The state as the mode opens it, under the run lease if the mode takes one; a stale lease taken over is a warning. */
-async function openRunState(mode: RunMode, report: RunReport, target: Target, opts: RunOptions, careDir: string): Promise<OpenedState> {
-  report.statePath = resolve(opts.statePath ?? join(careDir, 'state.db'));
+async function openRunState(mode: RunMode, report: RunReport, target: Target, opts: RunOptions, location: string): Promise<OpenedState> {
+  report.statePath = displayStateLocation(location); // a URL without its password
   const lease = { waitMs: opts.waitForLockMs, onNotice: opts.onLockNotice, signal: opts.signal };
-  const opened = await mode.openState(report.statePath, target.scopeUrl, target.settings.tenantId, lease);
+  const opened = await mode.openState(location, target.scopeUrl, target.settings.tenantId, lease);
   if (opened.warning) report.warnings.push(opened.warning);
   return opened;
 }

@@ -2,7 +2,9 @@
  * The run lease on one (server, tenant) of a state file: one row per scope holding who runs (run number, host,
  * pid, user, since), a heartbeat, and a fencing token bumped on every acquisition. A run that lost its lease
  * (its token no longer current) is stopped by the ledger before its next write. Different scopes lease
- * independently, so two tenants share one state file in parallel. Design: docs/design/ledger.md.
+ * independently, so two tenants share one state file in parallel. On PostgreSQL a session advisory lock of the scope,
+ * held by the run's connection, comes first: a killed holder's lease is free the moment its connection closes.
+ * Design: docs/design/ledger.md, docs/state.md.
  */
 import { hostname, userInfo } from 'node:os';
 import { CareEtlError, ExitCode } from '../core/issues.js';
@@ -66,31 +68,55 @@ function holderOf(r: LeaseRow): LeaseHolder {
 export function describeHolder(h: LeaseHolder, now: Date): string {
   const ago = Math.max(0, Math.round((now.getTime() - Date.parse(h.heartbeatAt)) / 1000));
   const run = h.runId !== undefined ? `run ${h.runId}` : 'a run (starting)';
+  if (h.pid === 0) return `a run (starting) of another process, its lock taken at ${h.since.replace(/\.\d{3}Z$/, 'Z')}`;
   return `${run} on host ${h.host} (pid ${h.pid}) since ${h.since.replace(/\.\d{3}Z$/, 'Z')}, last seen ${ago} s ago`;
 }
 
-type Attempt = { token: number; tookOverFrom?: LeaseHolder } | { heldBy: LeaseHolder };
+/** `lockMissing`: a PostgreSQL lease taken from a frozen holder that still holds the advisory lock. */
+type Acquired = { token: number; tookOverFrom?: LeaseHolder; lockMissing?: boolean };
+type Attempt = Acquired | { heldBy: LeaseHolder };
 
-/** One try, in one IMMEDIATE transaction: free, released or stale → ours with the next token. */
+/**
+ * One try, in one IMMEDIATE transaction: free, released or stale → ours with the next token. On PostgreSQL the
+ * session advisory lock of the scope comes first: held by another connection → held (unless its row is stale: a
+ * frozen holder, fenced off by the new token); ours → the row is ours too, at once (a killed holder's connection
+ * closed, releasing its lock).
+ */
 function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number): Attempt {
-  return ledger.guard('taking the run lease', () =>
-    ledger.rawTransaction(() => {
-      const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
-      // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
-      const stale = row !== undefined && row.released === 0 && (now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
-      if (row && row.released === 0 && !stale) return { heldBy: holderOf(row) };
-      const token = (row?.token ?? 0) + 1;
-      const iso = now.toISOString();
-      ledger
-        .stmt(
-          `INSERT INTO leases (scope_id, token, run_id, host, pid, user, since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
-           ON CONFLICT (scope_id) DO UPDATE SET token = excluded.token, run_id = NULL, host = excluded.host, pid = excluded.pid,
-             user = excluded.user, since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
-        )
-        .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
-      return stale ? { token, tookOverFrom: holderOf(row) } : { token };
-    }),
-  );
+  const locked = ledger.tryLock(lockName(scopeId));
+  try {
+    const got = ledger.guard('taking the run lease', () =>
+      ledger.rawTransaction((): Attempt => {
+        const row = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
+        // Stale: no heartbeat for `staleMs`, or its holder on this host is gone (SIGKILL): no need to wait then.
+        const stale = row !== undefined && row.released === 0 && (locked === true || now.getTime() - Date.parse(row.heartbeat_at) > staleMs || deadHere(row));
+        if (row && row.released === 0 && !stale) return { heldBy: holderOf(row) };
+        if (locked === false && !stale) return { heldBy: startingHolder(row, now) };
+        const token = (row?.token ?? 0) + 1;
+        const iso = now.toISOString();
+        ledger
+          .stmt(
+            `INSERT INTO leases (scope_id, token, run_id, host, pid, "user", since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
+             ON CONFLICT (scope_id) DO UPDATE SET token = excluded.token, run_id = NULL, host = excluded.host, pid = excluded.pid,
+               "user" = excluded."user", since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
+          )
+          .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
+        return stale ? { token, tookOverFrom: holderOf(row), lockMissing: locked === false } : { token };
+      }),
+    );
+    if ('heldBy' in got && locked === true) ledger.unlock(lockName(scopeId));
+    return got;
+  } catch (err) {
+    if (locked === true) ledger.unlock(lockName(scopeId));
+    throw err;
+  }
+}
+
+const lockName = (scopeId: number) => `lease:${scopeId}`;
+
+/** The advisory lock is held but its holder has not written its row yet (or left a released one). */
+function startingHolder(row: LeaseRow | undefined, now: Date): LeaseHolder {
+  return { token: row?.token ?? 0, host: '', pid: 0, since: now.toISOString(), heartbeatAt: now.toISOString() };
 }
 
 function heldError(h: LeaseHolder, now: Date, waitedMs: number): CareEtlError {
@@ -124,13 +150,16 @@ export async function acquireLease(ledger: Ledger, scopeId: number, opts: LeaseO
   }
 }
 
-function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFrom?: LeaseHolder }, opts: LeaseOptions): HeldLease {
+function hold(ledger: Ledger, scopeId: number, got: Acquired, opts: LeaseOptions): HeldLease {
   const now = opts.now ?? (() => new Date());
   if (got.tookOverFrom) opts.onNotice?.(`took over a stale lease: ${describeHolder(got.tookOverFrom, now())} (its process is gone or its heartbeat stopped)`);
   ledger.holdLease(scopeId, got.token);
+  let lockMissing = got.lockMissing === true;
   const beat = setInterval(() => {
     try {
       ledger.stmt('UPDATE leases SET heartbeat_at = ? WHERE scope_id = ? AND token = ? AND released = 0').run(now().toISOString(), scopeId, got.token);
+      // Taken from a frozen holder: its advisory lock is ours once its connection goes, so a third run cannot take the row.
+      if (lockMissing && ledger.tryLock(lockName(scopeId))) lockMissing = false;
     } catch {
       // a busy or closed file: the fence stops the run at its next write if the lease is really gone
     }
@@ -146,8 +175,9 @@ function hold(ledger: Ledger, scopeId: number, got: { token: number; tookOverFro
       clearInterval(beat);
       try {
         ledger.stmt('UPDATE leases SET released = 1 WHERE scope_id = ? AND token = ?').run(scopeId, got.token);
+        ledger.unlock(lockName(scopeId));
       } catch {
-        // closed or busy: the heartbeat stops, the lease goes stale and is taken over
+        // closed or busy: the heartbeat stops, the lease goes stale and is taken over (PostgreSQL: the lock goes with the connection)
       }
     },
   };

@@ -7,9 +7,12 @@
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { simulatedFull, storageFailureHint } from '../core/secure-fs.js';
+import { SqliteDriver, type SqlDialect, type SqlDriver, type SqlStatement } from './sql-driver.js';
+import { PgDriver } from './postgres/pg-driver.js';
+import { BridgeError } from './postgres/sync-bridge.js';
+import { isPostgresLocation, parsePostgresLocation } from './state-location.js';
 
 export type EntryStatus = 'pending' | 'synced' | 'rejected';
 
@@ -137,7 +140,10 @@ export interface LedgerScope {
 }
 
 export interface LedgerOptions {
-  /** 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss. */
+  /**
+   * 'NORMAL' (default) survives process crashes/kills; 'FULL' also survives OS crashes / power loss (PostgreSQL:
+   * `synchronous_commit` off / on — off survives care-etl's crashes, not the database server's last ~0.6 s).
+   */
   synchronous?: 'NORMAL' | 'FULL';
   /** Hold an exclusive lock on the file while open (default false: the run lease keeps one run per scope). */
   exclusive?: boolean;
@@ -215,7 +221,7 @@ const MIGRATIONS: Record<number, string> = {
       run_id       INTEGER,
       host         TEXT NOT NULL,
       pid          INTEGER NOT NULL,
-      user         TEXT,
+      "user"       TEXT,
       since        TEXT NOT NULL,
       heartbeat_at TEXT NOT NULL,
       released     INTEGER NOT NULL CHECK (released IN (0, 1))
@@ -312,21 +318,23 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-type Stmt = Database.Statement<unknown[], unknown>;
+type Stmt = SqlStatement;
 
 export class Ledger {
   readonly path: string;
-  private readonly db: Database.Database;
+  private readonly db: SqlDriver;
   private readonly now: () => Date;
   private readonly stmts = new Map<string, Stmt>();
   private readonly scopes = new Map<string, LedgerScopeImpl>();
   /** Scope id → the lease token this process holds on it: the fence of that scope's writes. */
   private readonly leases = new Map<number, number>();
+  /** PostgreSQL: the scope whose fence was last queued (its failure surfaces with the write's round trip). */
+  private fencing: number | undefined;
   private closed = false;
 
   private constructor(
     path: string,
-    db: Database.Database,
+    db: SqlDriver,
     now: () => Date,
     private readonly busyTimeoutMs: number,
   ) {
@@ -335,8 +343,12 @@ export class Ledger {
     this.now = now;
   }
 
-  /** Opens (creating if needed) the state file. `':memory:'` gives a throw-away ledger for tests. */
+  /**
+   * Opens (creating if needed) the state file, or the PostgreSQL state of a `postgres://` URL (its schema created
+   * and migrated). `':memory:'` gives a throw-away ledger for tests.
+   */
   static open(path: string, opts: LedgerOptions = {}): Ledger {
+    if (isPostgresLocation(path)) return Ledger.openPostgres(path, opts);
     const memory = path === ':memory:' || path === '';
     const fail = (what: string, err: unknown): never => {
       const code = (err as { code?: unknown } | null)?.code;
@@ -357,20 +369,11 @@ export class Ledger {
     }
 
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
-    let db: Database.Database | undefined;
+    let db: SqlDriver | undefined;
     try {
-      db = new Database(path);
-      if (opts.exclusive ?? false) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
-      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      if (!memory) {
-        const mode = db.pragma('journal_mode = WAL', { simple: true });
-        if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
-      }
-      db.pragma(`synchronous = ${opts.synchronous ?? 'NORMAL'}`);
-      // A write lock once now: a file nobody can write fails at open, not at the first write.
-      db.exec('BEGIN IMMEDIATE; COMMIT;');
+      db = SqliteDriver.open(path, { memory, exclusive: opts.exclusive ?? false, busyTimeoutMs, synchronous: opts.synchronous ?? 'NORMAL' });
       migrate(db);
-      if (!memory && simulatedFull(path)) db.pragma(`max_page_count = ${Number(db.pragma('page_count', { simple: true }))}`); // test seam: a full disk
+      if (!memory && simulatedFull(path) && db instanceof SqliteDriver) db.capAtCurrentSize(); // test seam: a full disk
       if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);
     } catch (err) {
       try {
@@ -382,6 +385,37 @@ export class Ledger {
       fail('opening', err);
     }
     return new Ledger(path, db!, opts.now ?? (() => new Date()), busyTimeoutMs);
+  }
+
+  private static openPostgres(url: string, opts: LedgerOptions): Ledger {
+    const location = parsePostgresLocation(url); // registers the password as a secret first
+    const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
+    let db: PgDriver | undefined;
+    try {
+      db = PgDriver.open(location, { lockTimeoutMs: busyTimeoutMs, synchronousCommit: opts.synchronous === 'FULL' });
+      migrate(db);
+    } catch (err) {
+      db?.close();
+      if (err instanceof CareEtlError)
+        throw new CareEtlError(`State ${location.display}: ${err.message}`, { hint: err.hint, cause: err, exitCode: err.exitCode });
+      throw postgresOpenError(location.display, err);
+    }
+    return new Ledger(location.display, db, opts.now ?? (() => new Date()), busyTimeoutMs);
+  }
+
+  /** Which engine holds the state. */
+  get dialect(): SqlDialect {
+    return this.db.dialect;
+  }
+
+  /** @internal A lock this connection holds until unlock or close (PostgreSQL: advisory); undefined on SQLite. */
+  tryLock(name: string): boolean | undefined {
+    return this.guard('taking a lock', () => this.db.tryLock(name));
+  }
+
+  /** @internal */
+  unlock(name: string): void {
+    this.db.unlock(name);
   }
 
   close(): void {
@@ -405,17 +439,23 @@ export class Ledger {
     return rows.map(runInfo);
   }
 
-  scope(baseUrl: string, tenantId: string): LedgerScope {
+  /**
+   * `lookupOnly` (a plan on a shared state): a scope the state does not know yet is not created — an empty scope
+   * (id -1: no row matches), only to be read.
+   */
+  scope(baseUrl: string, tenantId: string, opts: { lookupOnly?: boolean } = {}): LedgerScope {
     const base = normalizeBaseUrl(baseUrl);
     const k = `${base}\u0000${tenantId}`;
     let s = this.scopes.get(k);
     if (!s) {
       const id = this.guard('opening the scope', () => {
-        this.stmt('INSERT OR IGNORE INTO scopes (base_url, tenant_id) VALUES (?, ?)').run(base, tenantId);
-        return (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number }).id;
+        const find = () => (this.stmt('SELECT id FROM scopes WHERE base_url = ? AND tenant_id = ?').get(base, tenantId) as { id: number } | undefined)?.id;
+        if (opts.lookupOnly) return find() ?? -1;
+        this.stmt('INSERT INTO scopes (base_url, tenant_id) VALUES (?, ?) ON CONFLICT (base_url, tenant_id) DO NOTHING').run(base, tenantId);
+        return find()!;
       });
       s = new LedgerScopeImpl(this, id, base, tenantId);
-      this.scopes.set(k, s);
+      if (id !== -1) this.scopes.set(k, s);
     }
     return s;
   }
@@ -425,7 +465,7 @@ export class Ledger {
     // Errors thrown by `fn` pass through untouched (our own statements already wrap theirs).
     // IMMEDIATE: the write lock at BEGIN, where busy_timeout applies (a deferred read upgraded to a write after
     // another connection's commit fails at once with SQLITE_BUSY_SNAPSHOT).
-    return this.guard('a transaction', () => this.db.transaction(fn).immediate());
+    return this.guard('a transaction', () => this.db.transaction(fn));
   }
 
   /** @internal The id of a scope of this ledger (the lease's key). */
@@ -447,11 +487,25 @@ export class Ledger {
   checkFence(scopeId: number): void {
     const token = this.leases.get(scopeId);
     if (token === undefined) return;
-    const row = this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
-      { token: number; released: number; host: string; pid: number; since: string } | undefined;
+    if (this.db.dialect === 'postgres') {
+      // Sent with the write it guards (one round trip): a division by zero fails the transaction unless the token is current.
+      this.stmt('SELECT 1 / (SELECT count(*) FROM leases WHERE scope_id = ? AND token = ? AND released = 0) AS fenced').run(scopeId, token);
+      this.fencing = scopeId;
+      return;
+    }
+    const row = this.leaseRow(scopeId);
     if (row && row.token === token && row.released === 0) return;
+    throw this.lostLease(row, token);
+  }
+
+  private leaseRow(scopeId: number): { token: number; released: number; host: string; pid: number; since: string } | undefined {
+    return this.stmt('SELECT token, released, host, pid, since FROM leases WHERE scope_id = ?').get(scopeId) as
+      { token: number; released: number; host: string; pid: number; since: string } | undefined;
+  }
+
+  private lostLease(row: { token: number; host: string; pid: number; since: string } | undefined, token?: number): CareEtlError {
     const by = row && row.token !== token ? `: host ${row.host} (pid ${row.pid}) took it over at ${row.since}` : '';
-    throw new CareEtlError(`This run lost its lease on state file ${this.path}${by}; it stopped before its next write.`, {
+    return new CareEtlError(`This run lost its lease on state ${this.path}${by}; it stopped before its next write.`, {
       hint: 'its heartbeat stopped for longer than the stale limit (60 s): a suspended process or a frozen machine; run again once the other run is done',
       exitCode: ExitCode.incomplete,
     });
@@ -479,6 +533,11 @@ export class Ledger {
       return fn();
     } catch (err) {
       if (err instanceof CareEtlError) throw err;
+      if (err instanceof BridgeError && err.code === '22012' && this.fencing !== undefined) {
+        // the fence (checkFence) failed: the transaction is rolled back; say who holds the lease now
+        throw this.lostLease(this.leaseRow(this.fencing), this.leases.get(this.fencing));
+      }
+      if (err instanceof BridgeError) throw postgresError(this.path, what, err);
       if (!isSqliteError(err)) throw err;
       if (isBusy(err)) throw busyError(this.path, what, this.busyTimeoutMs, err);
       // issue 25: a full disk or a read-only folder stops the run (exit 3); what was recorded before stays
@@ -493,8 +552,30 @@ export class Ledger {
 
   /** @internal */
   rawTransaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    return this.db.transaction(fn);
   }
+}
+
+/** A statement of the PostgreSQL state failed: the run stops (exit 3); the message is redacted (it may echo the URL). */
+function postgresError(display: string, what: string, err: BridgeError): CareEtlError {
+  return new CareEtlError(`State ${display}: ${what} failed: ${redactKnown(errorText(err))}`, {
+    hint: err.code === '55P03' ? 'another process holds a row lock of the state; retry when it is done' : 'check the database server and the connection to it',
+    cause: err,
+    exitCode: ExitCode.incomplete,
+  });
+}
+
+/** Connecting or migrating failed. Wrong credentials or database: a configuration error (2); otherwise 3. */
+function postgresOpenError(display: string, err: unknown): CareEtlError {
+  const code = String((err as { code?: unknown } | null)?.code ?? '');
+  const config = /^(28|3D|42)/.test(code);
+  return new CareEtlError(`State ${display}: opening failed: ${redactKnown(errorText(err))}`, {
+    hint: config
+      ? 'check the user, database and password (PGPASSWORD or ~/.pgpass keep it out of the URL), and that the role may create the schema'
+      : 'check that the PostgreSQL server runs and is reachable from here',
+    cause: err,
+    exitCode: config ? ExitCode.config : ExitCode.incomplete,
+  });
 }
 
 function isSqliteError(err: unknown): boolean {
@@ -511,25 +592,19 @@ function chmodIfOwned(p: string): void {
   }
 }
 
-function migrate(db: Database.Database): void {
-  const current = Number(db.pragma('user_version', { simple: true }));
-  if (current > SCHEMA_VERSION) {
-    throw new CareEtlError(`The state file was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`, {
-      hint: `upgrade care-etl, or ${HINT}`,
-    });
-  }
-  if (current === SCHEMA_VERSION) return;
-  if (current === 0) {
-    // A non-empty file without our user_version is not ours.
-    const tables = db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
-    if (tables.n > 0) throw new Error('the file is an SQLite database but not a care-etl state file');
-  }
-  db.transaction(() => {
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
-      db.exec(MIGRATIONS[v]!);
-      db.pragma(`user_version = ${v}`);
+function migrate(db: SqlDriver): void {
+  db.migrate((current, hasOtherTables) => {
+    if (current > SCHEMA_VERSION) {
+      throw new CareEtlError(`The state was written by a newer care-etl (schema ${current}, this version knows ${SCHEMA_VERSION}).`, {
+        hint: `upgrade care-etl, or ${HINT}`,
+      });
     }
-  }).immediate();
+    if (current === SCHEMA_VERSION) return undefined;
+    // A non-empty database without our schema version is not ours.
+    if (current === 0 && hasOtherTables) throw new Error('the database holds tables but is not a care-etl state');
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    return SCHEMA_VERSION;
+  });
 }
 
 class LedgerScopeImpl implements LedgerScope {
@@ -553,9 +628,9 @@ class LedgerScopeImpl implements LedgerScope {
   beginRun(info: { mappingFile: string; dryRun: boolean }): number {
     return this.ledger.guard('recording the run', () => {
       const r = this.ledger
-        .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?)')
-        .run(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso());
-      const runId = Number(r.lastInsertRowid);
+        .stmt('INSERT INTO runs (scope_id, mapping_file, dry_run, started_at) VALUES (?, ?, ?, ?) RETURNING id')
+        .get(this.scopeId, info.mappingFile, info.dryRun ? 1 : 0, this.ledger.nowIso()) as { id: number };
+      const runId = Number(r.id);
       // The holder's run number, for the message a second run gets (no-op without a lease).
       const token = this.ledger.heldToken(this.scopeId);
       if (token !== undefined) this.ledger.stmt('UPDATE leases SET run_id = ? WHERE scope_id = ? AND token = ?').run(runId, this.scopeId, token);
@@ -646,9 +721,7 @@ class LedgerScopeImpl implements LedgerScope {
     if (keys.length === 0) return;
     this.write(`marking ${keys.length} keys of ${mapping} as seen`, () => {
       const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
-      this.ledger.rawTransaction(() => {
-        for (const key of keys) stmt.run(runId, this.scopeId, mapping, key);
-      });
+      stmt.runMany(keys.map((key) => [runId, this.scopeId, mapping, key]));
     });
   }
 
@@ -749,10 +822,9 @@ class LedgerScopeImpl implements LedgerScope {
   stageDelivered(name: string, items: readonly { id: string; version: string }[]): void {
     if (items.length === 0) return;
     this.ledger.guard('recording delivered observations', () => {
-      const stmt = this.ledger.stmt('INSERT OR REPLACE INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)');
-      this.ledger.rawTransaction(() => {
-        for (const it of items) stmt.run(this.scopeId, name, it.id, it.version);
-      });
+      const stmt = this.ledger.stmt(`INSERT INTO export_delivered (scope_id, name, staged, resource_id, version) VALUES (?, ?, 1, ?, ?)
+         ON CONFLICT (scope_id, name, staged, resource_id) DO UPDATE SET version = excluded.version`);
+      this.ledger.rawTransaction(() => stmt.runMany(items.map((it) => [this.scopeId, name, it.id, it.version])));
     });
   }
 

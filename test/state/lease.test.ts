@@ -1,15 +1,23 @@
-/** The run lease (src/state/lease.ts) on a real SQLite file: acquire, refuse, wait, heartbeat, fencing, stale takeover. */
+/** The run lease (src/state/lease.ts) on a real SQLite file and a real PostgreSQL: acquire, refuse, wait, heartbeat, fencing, stale takeover. */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { CareEtlError, ExitCode } from '../../src/core/issues.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { acquireLease, type HeldLease } from '../../src/state/lease.js';
 
 const BASE = 'https://care.example.org/api';
+const BACKENDS = ['sqlite', 'postgres'] as const;
+let cluster: Promise<PgCluster> | undefined;
+/** One PostgreSQL cluster for this file, started by the first test that needs it. */
+const pgCluster = () => (cluster ??= startPostgres());
+afterAll(async () => {
+  if (cluster) await (await cluster).stop();
+});
 let dir: string;
 let path: string;
 const open: Ledger[] = [];
@@ -28,6 +36,7 @@ afterEach(() => {
 /** A second process's view: its own connection to the same file. */
 function connect(now?: () => Date): Ledger {
   const l = Ledger.open(path, now ? { now } : {});
+  expect(l.dialect).toBe(path.startsWith('postgres://') ? 'postgres' : 'sqlite');
   open.push(l);
   return l;
 }
@@ -46,7 +55,11 @@ async function refusal(p: Promise<unknown>): Promise<CareEtlError> {
 }
 const intent = (runId: number) => ({ mapping: 'patient', key: 'p1', resourceType: 'Patient', hash: 'h', runId });
 
-describe('run lease', () => {
+describe.each(BACKENDS)('run lease (%s)', (backend) => {
+  beforeEach(async () => {
+    if (backend === 'postgres') path = await (await pgCluster()).freshState();
+  });
+
   it('refuses a second holder at once, naming run, host, pid and since (exit 3); free again after release, token bumped', async () => {
     const a = connect();
     const first = await lease(a, 't1');
@@ -92,15 +105,11 @@ describe('run lease', () => {
   it('the heartbeat keeps the lease fresh', async () => {
     const a = connect();
     await lease(a, 't1', { heartbeatMs: 20 });
-    const raw = new Database(path);
-    try {
-      const beat = () => (raw.prepare('SELECT heartbeat_at FROM leases').get() as { heartbeat_at: string }).heartbeat_at;
-      const before = beat();
-      for (let i = 0; i < 200 && beat() === before; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(beat() > before).toBe(true);
-    } finally {
-      raw.close();
-    }
+    const other = connect();
+    const beat = () => (other.stmt('SELECT heartbeat_at FROM leases').get() as { heartbeat_at: string }).heartbeat_at;
+    const before = beat();
+    for (let i = 0; i < 200 && beat() === before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(beat() > before).toBe(true);
   });
 
   it('takes over a lease whose heartbeat is older than the stale limit, and fences the old holder off its next write', async () => {
@@ -136,6 +145,22 @@ describe('run lease', () => {
     expect(fresh.tookOverFrom?.pid).toBe(Number(gone));
   });
 
+  it.runIf(backend === 'postgres')(
+    'a holder whose connection closed without releasing (kill -9) leaves its lease free at once, fresh heartbeat or not',
+    async () => {
+      const a = connect();
+      await lease(a, 't1');
+      const runId = a.scope(BASE, 't1').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+      a.close(); // the connection goes, its advisory lock with it; the row still says "held", heartbeat fresh
+      const lines: string[] = [];
+      const next = await lease(connect(), 't1', { onNotice: (l) => lines.push(l) });
+      expect(next.tookOverFrom?.runId).toBe(runId);
+      expect(lines[0]).toMatch(/^took over a stale lease: run \d+ .* last seen [1-5]?\d s ago/); // fresh: well inside the 60 s stale limit
+    },
+  );
+});
+
+describe('run lease (sqlite file)', () => {
   it('a write blocked by another connection past the busy timeout is a clear error (exit 3), not a silent wait', () => {
     const l = Ledger.open(path, { busyTimeoutMs: 50 });
     open.push(l);

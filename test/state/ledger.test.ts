@@ -5,14 +5,24 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CareEtlError } from '../../src/core/issues.js';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PG_PASSWORD, PG_PASSWORD_ROLE, startPostgres, type PgCluster } from '../helpers/postgres.js';
+import { CareEtlError, ExitCode } from '../../src/core/issues.js';
 import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
+import { SyncBridge } from '../../src/state/postgres/sync-bridge.js';
 import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '..', '..');
 const BASE = 'https://api.example.test/fhir';
+
+const BACKENDS = ['sqlite', 'postgres'] as const;
+let cluster: Promise<PgCluster> | undefined;
+/** One PostgreSQL cluster for this file, started by the first test that needs it. */
+const pgCluster = () => (cluster ??= startPostgres());
+afterAll(async () => {
+  if (cluster) await (await cluster).stop();
+});
 
 let dir: string;
 const open: Ledger[] = [];
@@ -30,9 +40,20 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('Ledger entries', () => {
+describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
+  let url = ':memory:';
+  beforeEach(async () => {
+    if (backend === 'postgres') url = await (await pgCluster()).freshState();
+  });
+  /** A fresh, empty ledger on this backend (one database per test on PostgreSQL). */
+  const fresh = (opts?: Parameters<typeof Ledger.open>[1]) => {
+    const l = openLedger(url, opts);
+    expect(l.dialect).toBe(backend); // a postgres:// URL is never taken for a file name
+    return l;
+  };
+
   it('round-trips intent → synced → rejected (keeping the server id)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't1');
+    const s = fresh().scope(BASE, 't1');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     expect(s.get('patients', 'A')).toBeUndefined();
 
@@ -72,7 +93,7 @@ describe('Ledger entries', () => {
   });
 
   it('records a rejection of a never-created key without a server id', () => {
-    const s = openLedger(':memory:').scope(BASE, 't1');
+    const s = fresh().scope(BASE, 't1');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordRejected({ mapping: 'patients', key: 'B', resourceType: 'Patient', runId: run });
     expect(s.get('patients', 'B')).toMatchObject({ status: 'rejected', lastRunId: run });
@@ -81,7 +102,7 @@ describe('Ledger entries', () => {
   });
 
   it('isolates scopes: same mapping/key under two tenants and two base URLs', () => {
-    const l = openLedger(':memory:');
+    const l = fresh();
     const a = l.scope(BASE, 'tenant-a');
     const b = l.scope(BASE, 'tenant-b');
     const c = l.scope('https://other.example.test/fhir', 'tenant-a');
@@ -103,7 +124,7 @@ describe('Ledger entries', () => {
 
   it('treats base URLs differing only by a trailing slash or host case as one scope', () => {
     expect(normalizeBaseUrl('https://API.example.test/fhir/')).toBe('https://api.example.test/fhir');
-    const l = openLedger(':memory:');
+    const l = fresh();
     const s1 = l.scope('https://API.example.test/fhir/', 't');
     const run = s1.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s1.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'x', hash: 'h', runId: run });
@@ -111,7 +132,7 @@ describe('Ledger entries', () => {
   });
 
   it('re-intending a key clears its old server id (a create makes a new one)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordSynced({ mapping: 'm', key: 'k', resourceType: 'Patient', serverId: 'gone', hash: 'h', runId: run });
     s.recordIntent({ mapping: 'm', key: 'k', resourceType: 'Patient', hash: 'h2', runId: run });
@@ -121,7 +142,7 @@ describe('Ledger entries', () => {
   });
 
   it('lists pending entries per mapping and overall, and counts', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordIntent({ mapping: 'patients', key: 'p2', resourceType: 'Patient', hash: 'h', runId: run });
     s.recordIntent({ mapping: 'patients', key: 'p1', resourceType: 'Patient', hash: 'h', runId: run });
@@ -134,7 +155,7 @@ describe('Ledger entries', () => {
   });
 
   it('markSeen / notSeenSince / markEnded drive onMissing: end', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     for (const k of ['a', 'b', 'c', 'd']) {
       s.recordSynced({ mapping: 'teams', key: k, resourceType: 'CareTeam', serverId: `ct-${k}`, hash: `h-${k}`, runId: run1 });
@@ -166,21 +187,22 @@ describe('Ledger entries', () => {
     expect(s.get('teams', 'd')!.endedAt).toBeUndefined();
   });
 
-  it('marks 50,000 keys in one call', () => {
-    const s = openLedger(join(dir, 'big.db')).scope(BASE, 't');
+  it('marks 50,000 keys in one call (1,000 on PostgreSQL: a round trip per write)', () => {
+    const n = backend === 'sqlite' ? 50_000 : 1_000;
+    const s = fresh().scope(BASE, 't');
     const run1 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
-    const keys = Array.from({ length: 50_000 }, (_, i) => `MRN-${i}`);
+    const keys = Array.from({ length: n }, (_, i) => `MRN-${i}`);
     s.transaction(() => {
       for (const k of keys) s.recordSynced({ mapping: 'patients', key: k, resourceType: 'Patient', serverId: `id-${k}`, hash: 'h', runId: run1 });
     });
     const run2 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
-    s.markSeen('patients', keys.slice(0, 49_990), run2);
-    expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(49_990).sort());
-    expect(s.keyOfServerId('Patient', 'id-MRN-1234')).toEqual({ mapping: 'patients', key: 'MRN-1234' });
+    s.markSeen('patients', keys.slice(0, n - 10), run2);
+    expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(n - 10).sort());
+    expect(s.keyOfServerId('Patient', 'id-MRN-567')).toEqual({ mapping: 'patients', key: 'MRN-567' });
   });
 
   it('rolls back a transaction whose function throws, and rethrows its error untouched', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     const boom = new Error('boom');
     expect(() =>
@@ -194,7 +216,7 @@ describe('Ledger entries', () => {
   });
 
   it('keeps watermarks and run history', () => {
-    const l = openLedger(':memory:', { now: () => new Date('2024-01-02T03:04:05.000Z') });
+    const l = fresh({ now: () => new Date('2024-01-02T03:04:05.000Z') });
     const s = l.scope(BASE, 't');
     expect(s.getWatermark('observations')).toBeUndefined();
     s.setWatermark('observations', '2024-01-01T00:00:00Z');
@@ -219,7 +241,7 @@ describe('Ledger entries', () => {
   });
 
   it('finds the source key of a server id (for $sourceKey in exports)', () => {
-    const s = openLedger(':memory:').scope(BASE, 't');
+    const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.recordSynced({ mapping: 'patients', key: 'MRN-9', resourceType: 'Patient', serverId: '42', hash: 'h', runId: run });
     s.recordSynced({ mapping: 'practitioners', key: 'NPI-1', resourceType: 'Practitioner', serverId: '42', hash: 'h', runId: run });
@@ -309,7 +331,17 @@ describe('Ledger file', () => {
     // Build the real module (ledger.ts + issues.ts) to plain ESM in a temp folder for the child.
     const out = join(dir, 'build');
     const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
-    for (const rel of ['src/state/ledger.ts', 'src/core/issues.ts', 'src/core/secret.ts', 'src/core/secure-fs.ts']) {
+    for (const rel of [
+      'src/state/ledger.ts',
+      'src/state/sql-driver.ts',
+      'src/state/state-location.ts',
+      'src/state/postgres/pg-driver.ts',
+      'src/state/postgres/dialect.ts',
+      'src/state/postgres/sync-bridge.ts',
+      'src/core/issues.ts',
+      'src/core/secret.ts',
+      'src/core/secure-fs.ts',
+    ]) {
       const js = ts
         .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
           compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
@@ -388,5 +420,110 @@ describe('contentHash', () => {
     expect(canonicalJson({ b: [1, undefined, 'x'], a: { d: null, c: new Date(0) }, e: undefined })).toBe(
       '{"a":{"c":"1970-01-01T00:00:00.000Z","d":null},"b":[1,null,"x"]}',
     );
+  });
+});
+
+describe('Ledger on PostgreSQL', () => {
+  let url: string;
+  let db: string;
+  beforeEach(async () => {
+    url = await (await pgCluster()).createDatabase();
+    db = new URL(url).pathname.slice(1);
+  });
+
+  it('keeps its tables in a schema of its own (default care_etl, or ?schema=), versioned', async () => {
+    openLedger(url).scope(BASE, 't').beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    openLedger(`${url}?schema=tenant_x`).scope(BASE, 't');
+    const pg = await pgCluster();
+    const tables = await pg.query(db, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE '%' ORDER BY 1, 2");
+    const bySchema = (s: string) => tables.rows.filter((r) => r.table_schema === s).map((r) => r.table_name as string);
+    expect(bySchema('care_etl')).toEqual(['entries', 'export_delivered', 'leases', 'runs', 'schema_version', 'scopes', 'watermarks']);
+    expect(bySchema('tenant_x')).toEqual(bySchema('care_etl'));
+    expect(bySchema('public')).toEqual([]);
+    expect((await pg.query(db, 'SELECT version FROM care_etl.schema_version')).rows).toEqual([{ version: 3 }]);
+    expect((await pg.query(db, 'SELECT count(*)::int AS n FROM care_etl.runs')).rows[0].n).toBe(1);
+    expect((await pg.query(db, 'SELECT count(*)::int AS n FROM tenant_x.runs')).rows[0].n).toBe(0);
+  });
+
+  it('a lookup-only scope (a plan) of a server and tenant the state does not know writes nothing and reads empty', async () => {
+    const s = openLedger(url).scope(BASE, 'unknown-tenant', { lookupOnly: true });
+    expect(s.get('patients', 'A')).toBeUndefined();
+    expect(s.counts()).toEqual({ pending: 0, synced: 0, rejected: 0 });
+    expect((await (await pgCluster()).query(db, 'SELECT count(*)::int AS n FROM care_etl.scopes')).rows[0].n).toBe(0);
+  });
+
+  it('refuses a state of a newer schema, and a schema holding tables that are not ours', async () => {
+    openLedger(url).close();
+    const pg = await pgCluster();
+    await pg.query(db, 'UPDATE care_etl.schema_version SET version = 99');
+    expect(() => Ledger.open(url)).toThrow(/newer care-etl \(schema 99, this version knows 3\)/);
+    await pg.query(db, 'CREATE SCHEMA other; CREATE TABLE other.t (x int)');
+    expect(() => Ledger.open(`${url}?schema=other`)).toThrow(/not a care-etl state/);
+  });
+
+  it('never shows the password: not in the location, not in a failure (wrong password: exit 2 with a hint)', async () => {
+    const pg = await pgCluster();
+    const good = pg.passwordUrl(db);
+    const l = openLedger(good);
+    expect(l.path).not.toContain(PG_PASSWORD);
+    expect(l.path).toBe(`postgres://${PG_PASSWORD_ROLE}@127.0.0.1:${pg.port}/${db}`);
+    const wrong = good.replace(PG_PASSWORD, `${PG_PASSWORD}-wrong`);
+    let err: unknown;
+    try {
+      Ledger.open(wrong);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    const e = err as CareEtlError;
+    expect(e.exitCode).toBe(ExitCode.config);
+    expect(`${e.message} ${e.hint}`).toMatch(/password authentication failed/);
+    expect(`${e.message} ${e.hint}`).not.toContain(PG_PASSWORD);
+    expect(e.hint).toMatch(/PGPASSWORD or ~\/\.pgpass/);
+  });
+
+  it('a server that does not answer is exit 3, naming the state without its password', () => {
+    let err: unknown;
+    try {
+      Ledger.open(`postgres://someone:${PG_PASSWORD}@127.0.0.1:1/db`);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(CareEtlError);
+    expect((err as CareEtlError).exitCode).toBe(ExitCode.incomplete);
+    expect((err as CareEtlError).message).toMatch(/^State postgres:\/\/someone@127\.0\.0\.1:1\/db: opening failed: .*ECONNREFUSED/);
+    expect((err as CareEtlError).message).not.toContain(PG_PASSWORD);
+  });
+
+  it('reads PGPASSWORD when the URL has no password', async () => {
+    const pg = await pgCluster();
+    const bare = pg.passwordUrl(db).replace(`:${PG_PASSWORD}@`, '@');
+    const saved = process.env.PGPASSWORD;
+    process.env.PGPASSWORD = PG_PASSWORD;
+    try {
+      openLedger(bare).scope(BASE, 't').setWatermark('w', 'v');
+      expect(openLedger(bare).scope(BASE, 't').getWatermark('w')).toBe('v');
+    } finally {
+      if (saved === undefined) delete process.env.PGPASSWORD;
+      else process.env.PGPASSWORD = saved;
+    }
+  });
+});
+
+describe('the synchronous bridge to PostgreSQL', () => {
+  it('bounds each call (a clear error, the connection closed after), and passes SQLSTATE codes through', async () => {
+    const url = await (await pgCluster()).createDatabase();
+    const bridge = new SyncBridge(300);
+    try {
+      bridge.connect({ connectionString: url }, []);
+      expect(bridge.query([{ text: 'SELECT $1::int + 1 AS n', values: [41] }], 'adding')[0]!.rows).toEqual([{ n: 42 }]);
+      expect(() => bridge.query([{ text: 'SELECT * FROM no_such_table' }], 'reading')).toThrow(expect.objectContaining({ code: '42P01' }));
+      expect(() => bridge.query([{ text: 'SELECT pg_sleep(5)' }], 'sleeping')).toThrow(
+        /no answer from the database in 300 ms while sleeping; the connection is closed/,
+      );
+      expect(() => bridge.query([{ text: 'SELECT 1' }], 'again')).toThrow(/closed/);
+    } finally {
+      bridge.close();
+    }
   });
 });

@@ -24,11 +24,12 @@ export const planMode: RunMode = {
   keepsBodies: true,
   foundIdsFirst: true,
   async openState(statePath, scopeUrl, tenantId) {
-    // A copy: the real state file is never written, not even the scope row of a new server or tenant.
+    // A copy: the real state file is never written, not even the scope row of a new server or tenant (PostgreSQL:
+    // the state itself, its scope looked up only).
     const { ledger, dispose } = await openLedgerSnapshot(statePath);
     try {
       // The copy's ledger closed before its folder goes.
-      return { ledger, scope: readOnlyScope(ledger.scope(scopeUrl, tenantId)), dispose: () => (ledger.close(), dispose()) };
+      return { ledger, scope: readOnlyScope(ledger.scope(scopeUrl, tenantId, { lookupOnly: true })), dispose: () => (ledger.close(), dispose()) };
     } catch (err) {
       ledger.close();
       dispose();

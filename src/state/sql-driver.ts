@@ -1,0 +1,110 @@
+/**
+ * The SQL execution under the ledger: one small synchronous interface, two implementations — SQLite
+ * (better-sqlite3, below) and PostgreSQL (postgres/pg-driver.ts, through a synchronous bridge). The ledger's SQL
+ * is written once in a portable subset (`?` placeholders, `INSERT … ON CONFLICT`, `RETURNING`); each driver
+ * translates what its engine needs (postgres/dialect.ts).
+ */
+import Database from 'better-sqlite3';
+
+export interface SqlStatement {
+  /** No result: inside a transaction PostgreSQL sends it with the next statement or the COMMIT (its error surfaces there). */
+  run(...params: unknown[]): void;
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  /** The statement once per parameter list, results unread (PostgreSQL: one round trip). */
+  runMany(paramLists: readonly unknown[][]): void;
+}
+
+export type SqlDialect = 'sqlite' | 'postgres';
+
+export interface SqlDriver {
+  readonly dialect: SqlDialect;
+  prepare(sql: string): SqlStatement;
+  /** One or more statements without parameters (migrations). */
+  exec(sql: string): void;
+  /** Runs `fn` in one write transaction (SQLite: IMMEDIATE); nested calls become savepoints. */
+  transaction<T>(fn: () => T): T;
+  /** The schema version this state holds (0: empty), and `fn` migrating it, under a lock no other process shares. */
+  migrate(fn: (current: number, hasOtherTables: boolean) => number | undefined): void;
+  /** A lock held by this connection until unlock or close (PostgreSQL advisory lock); undefined: no such lock here. */
+  tryLock(name: string): boolean | undefined;
+  unlock(name: string): void;
+  close(): void;
+}
+
+export interface SqliteDriverOptions {
+  memory: boolean;
+  exclusive: boolean;
+  busyTimeoutMs: number;
+  synchronous: 'NORMAL' | 'FULL';
+}
+
+export class SqliteDriver implements SqlDriver {
+  readonly dialect = 'sqlite';
+  private constructor(private readonly db: Database.Database) {}
+
+  static open(path: string, opts: SqliteDriverOptions): SqliteDriver {
+    const db = new Database(path);
+    try {
+      if (opts.exclusive) db.pragma('locking_mode = EXCLUSIVE'); // before WAL: no -shm file
+      db.pragma(`busy_timeout = ${opts.busyTimeoutMs}`);
+      if (!opts.memory) {
+        const mode = db.pragma('journal_mode = WAL', { simple: true });
+        if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
+      }
+      db.pragma(`synchronous = ${opts.synchronous}`);
+      // A write lock once now: a file nobody can write fails at open, not at the first write.
+      db.exec('BEGIN IMMEDIATE; COMMIT;');
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    return new SqliteDriver(db);
+  }
+
+  prepare(sql: string): SqlStatement {
+    const s = this.db.prepare(sql);
+    return {
+      run: (...p) => void s.run(...p),
+      get: (...p) => s.get(...p),
+      all: (...p) => s.all(...p),
+      runMany: (lists) => {
+        for (const p of lists) s.run(...p);
+      },
+    };
+  }
+
+  exec(sql: string): void {
+    this.db.exec(sql);
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  migrate(fn: (current: number, hasOtherTables: boolean) => number | undefined): void {
+    this.db
+      .transaction(() => {
+        const current = Number(this.db.pragma('user_version', { simple: true }));
+        const tables = current === 0 ? (this.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number }).n : 0;
+        const next = fn(current, tables > 0);
+        if (next !== undefined) this.db.pragma(`user_version = ${next}`);
+      })
+      .immediate();
+  }
+
+  /** Test seam (CARE_ETL_TEST_ENOSPC): the file may grow no more, as on a full disk — SQLite's own SQLITE_FULL. */
+  capAtCurrentSize(): void {
+    this.db.pragma(`max_page_count = ${Number(this.db.pragma('page_count', { simple: true }))}`);
+  }
+
+  tryLock(): undefined {
+    return undefined;
+  }
+
+  unlock(): void {}
+
+  close(): void {
+    this.db.close();
+  }
+}
