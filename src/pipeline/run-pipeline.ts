@@ -16,7 +16,7 @@ import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import type { RetryOptions } from '../core/retry.js';
 import { checkSource } from '../sources/open-source.js';
 import type { Ledger, LedgerScope } from '../state/ledger.js';
-import { displayStateLocation, resolveStateLocation } from '../state/state-location.js';
+import { displayStateLocation, isPostgresLocation, resolveStateLocation } from '../state/state-location.js';
 import { KeyIndex } from '../transform/key-index.js';
 import { runSummary } from './run-history.js';
 import { sharedFifoIssues } from './validate-mapping.js';
@@ -76,7 +76,9 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const dryRun = mode.loads && (opts.dryRun ?? false);
   // A refused target (CARE_* or `target:` without a base URL) fails before any source is read or file written.
   if (!dryRun) usesEmbeddedSandbox(mapping, opts);
-  const matchDigest = dryRun ? undefined : stateMatchDigest(opts.env ?? process.env, opts.statePath); // no secret for a shared state: exit 2
+  const stateLocation = stateLocationOf(mapping, opts);
+  const sharedState = isPostgresLocation(stateLocation); // one writer per tenant under its lease: exactly once
+  const matchDigest = dryRun ? undefined : stateMatchDigest(opts.env ?? process.env, sharedState); // no secret for a shared state: exit 2
   // Every source opened and checked before any side effect (target, ledger, rejects, dry-run output).
   await checkSources(compiled, opts.signal);
   await checkColumnContract(mapping, compiled.order);
@@ -110,7 +112,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
       await preflight(client, opts.retry, opts.signal);
-      const opened = await openRunState(mode, report, target, opts, stateLocationOf(mapping, opts));
+      const opened = await openRunState(mode, report, target, opts, stateLocation);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
       if (mode.recordsRun) {
@@ -118,7 +120,16 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
         report.runId = runId;
       }
     }
-    await runPhases(compiled, { ...opts, dryRun, concurrency, now }, report, { client, scope, runId, rejects, dryOut, mode, selection, matchDigest });
+    await runPhases(compiled, { ...opts, dryRun, concurrency, now, sharedState: opts.sharedState ?? sharedState }, report, {
+      client,
+      scope,
+      runId,
+      rejects,
+      dryOut,
+      mode,
+      selection,
+      matchDigest,
+    });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
     for (const s of dryOut.values()) await endPrivateStream(s); // a dry-run file the disk could not hold fails the run
     await rejects.commit();

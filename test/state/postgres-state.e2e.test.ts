@@ -25,7 +25,15 @@ afterAll(async () => {
   await Promise.all([sb?.close(), pg?.stop()]);
 });
 
-const env = (tenant: string) => ({ CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: tenant });
+// A shared state keys its match digests with CARE_STATE_SECRET (src/load/match-digest.ts): required on PostgreSQL.
+const STATE_SECRET = 'e2e-state-secret-0123456789abcdef';
+const env = (tenant: string) => ({
+  CARE_BASE_URL: sb.url,
+  CARE_API_KEY: sb.credentials.apiKey,
+  CARE_EMR_ID: sb.credentials.emrId,
+  CARE_TENANT_ID: tenant,
+  CARE_STATE_SECRET: STATE_SECRET,
+});
 const count = (tenant: string, type = 'Patient'): number => sb.stats().resources[tenant]?.[type] ?? 0;
 
 /** A fresh database, as the URL of the password-protected role (password in the URL: the redaction is tested). */

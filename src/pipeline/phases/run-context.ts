@@ -149,10 +149,10 @@ export async function openLeasedLedger(statePath: string, scopeUrl: string, tena
 
 /**
  * How the run keeps match values in its state: keyed by CARE_STATE_SECRET; a shared state without it is exit 2
- * before anything is sent. `sharedState`: a postgres:// state (to be said by the state backend itself once it exists).
+ * before anything is sent. `sharedState`: the state is PostgreSQL (`isPostgresLocation`: flag, CARE_STATE_URL or the mapping's `state:`).
  */
-export function stateMatchDigest(env: NodeJS.ProcessEnv, statePath: string | undefined): MatchDigest {
-  return matchDigestFor({ secret: stateSecretFromEnv(env), sharedState: /^postgres(ql)?:\/\//i.test(statePath ?? '') });
+export function stateMatchDigest(env: NodeJS.ProcessEnv, sharedState: boolean): MatchDigest {
+  return matchDigestFor({ secret: stateSecretFromEnv(env), sharedState });
 }
 
 /** 3 interrupted; 5 an ending refused; 1 rows rejected or stopped early; 0 otherwise. */
