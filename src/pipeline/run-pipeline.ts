@@ -27,6 +27,7 @@ import { openMappingPhase, stateMatchDigest, type OpenedState, type RunContext, 
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
+import { parseRejectThreshold, rejectThresholdError } from './reject-threshold.js';
 
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
@@ -86,6 +87,8 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     throw new CareEtlError(`Expected \`--index-page-size\` to be an integer ≥ 0, got \`${opts.indexPageSize}\``, { exitCode: ExitCode.config });
   }
   resolveAllowEnding(opts.allowEnding); // a bad --allow-ending is a usage error before anything is read
+  if (opts.failOnRejects !== undefined && !parseRejectThreshold(opts.failOnRejects))
+    throw new CareEtlError(rejectThresholdError(opts.failOnRejects), { exitCode: ExitCode.config });
   const mapping = await loadMapping(mappingFile, { env: opts.env ?? process.env });
   const compiled = compileMapping(mapping);
   const dryRun = mode.loads && (opts.dryRun ?? false);
@@ -103,6 +106,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   const selectionFile = mode.loads && opts.onlyRejected ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
   const selection = selectionFile ? await readRejectSelection(selectionFile) : undefined;
   const report = newRunReport(compiled, mode, { mappingFile, dryRun, started, rejectsFile, selection, selectionFile });
+  if (mode.loads && opts.failOnRejects !== undefined) report.failOnRejects = opts.failOnRejects;
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
