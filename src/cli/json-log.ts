@@ -7,7 +7,7 @@
 import type { RunEvent, RunReport } from '../pipeline/run-report.js';
 import type { Issue } from '../core/issues.js';
 
-export type LogLevelName = 'debug' | 'info' | 'warn' | 'error';
+type LogLevelName = 'debug' | 'info' | 'warn' | 'error';
 
 export interface JsonLog {
   write(level: LogLevelName, event: string, fields?: Record<string, unknown>): void;
@@ -22,7 +22,10 @@ export interface JsonLog {
 
 /** `Patient` from `/base/Patient/123?identifier=…`: the first segment named like a resource type. */
 export function requestType(path: string): string | undefined {
-  return path.split('?')[0]!.split('/').find((seg) => /^[A-Z][A-Za-z]+$/.test(seg));
+  return path
+    .split('?')[0]!
+    .split('/')
+    .find((seg) => /^[A-Z][A-Za-z]+$/.test(seg));
 }
 
 /** What a reject says in a log: where, which key and column, which code — its message only when it is care-etl's own. */

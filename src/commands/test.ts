@@ -52,7 +52,7 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
       return this.fail(err);
     }
     if (flags.reporter === 'junit') await writeJunit(report, flags.out);
-    if (junitOnStdout) process.stderr.write(`${formatSummary(report)}\n`);
+    if (junitOnStdout) this.info(formatSummary(report));
     else if (!json) {
       this.log('');
       this.log(formatSummary(report, { color }));

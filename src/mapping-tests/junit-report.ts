@@ -9,12 +9,11 @@ import { formatDiff } from './structural-diff.js';
 import type { CaseResult, FileResult, TestReport } from './types.js';
 
 // Control characters, lone surrogates and U+FFFE/U+FFFF: not allowed in an XML 1.0 document, even escaped.
-// eslint-disable-next-line no-control-regex
 const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
 
 /** Text for an attribute value or element content. */
-export function xmlText(s: string): string {
+function xmlText(s: string): string {
   return s.replace(NOT_XML, '').replace(/[&<>"']/g, (c) => ENTITIES[c]!);
 }
 
@@ -60,14 +59,23 @@ function testsuite(f: FileResult, cwd: string): string {
     ].join('\n');
   }
   const counts = { tests: f.cases.length, failures: count('failed'), errors: count('error'), skipped: count('skipped') };
-  return [`  <testsuite${attrs({ name, ...counts, time: seconds(f.durationMs), file: name })}>`, ...f.cases.map((c) => testcase(c, name, cwd)), '  </testsuite>'].join(
-    '\n',
-  );
+  return [
+    `  <testsuite${attrs({ name, ...counts, time: seconds(f.durationMs), file: name })}>`,
+    ...f.cases.map((c) => testcase(c, name, cwd)),
+    '  </testsuite>',
+  ].join('\n');
 }
 
 export function renderJunit(report: TestReport, opts: { cwd?: string } = {}): string {
   const cwd = opts.cwd ?? process.cwd();
   const t = report.totals;
-  const root = attrs({ name: 'care-etl test', tests: t.cases + t.brokenFiles, failures: t.failed, errors: t.errors + t.brokenFiles, skipped: t.skipped, time: seconds(report.durationMs) });
+  const root = attrs({
+    name: 'care-etl test',
+    tests: t.cases + t.brokenFiles,
+    failures: t.failed,
+    errors: t.errors + t.brokenFiles,
+    skipped: t.skipped,
+    time: seconds(report.durationMs),
+  });
   return ['<?xml version="1.0" encoding="UTF-8"?>', `<testsuites${root}>`, ...report.files.map((f) => testsuite(f, cwd)), '</testsuites>', ''].join('\n');
 }

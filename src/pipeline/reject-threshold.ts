@@ -2,7 +2,9 @@
  * `--fail-on-rejects N|P%` (dbt's `error_if`): how many rejected rows a run may have and still exit 0. A count, or a
  * percentage of the source rows read. Without it any reject is exit 1; the rejects are reported either way.
  */
-export type RejectThreshold = { count: number } | { percent: number };
+import { CareEtlError, ExitCode } from '../core/issues.js';
+
+type RejectThreshold = { count: number } | { percent: number };
 
 /** `7` or `0.5%` / `5 %`; undefined for anything else (a negative, a fraction of a row, over 100%). */
 export function parseRejectThreshold(input: string | number): RejectThreshold | undefined {
@@ -15,6 +17,12 @@ export function parseRejectThreshold(input: string | number): RejectThreshold | 
 /** The p-queue-style message for a bad `--fail-on-rejects` value. */
 export function rejectThresholdError(input: unknown): string {
   return `Expected \`--fail-on-rejects\` to be a count ≥ 0 or a percentage like 5%, got \`${String(input)}\``;
+}
+
+/** The threshold as given, refused (exit 2) when it is neither a count nor a percentage. */
+export function checkedRejectThreshold(input: string | undefined): string | undefined {
+  if (input !== undefined && !parseRejectThreshold(input)) throw new CareEtlError(rejectThresholdError(input), { exitCode: ExitCode.config });
+  return input;
 }
 
 /** At or below the threshold: the run's rejects do not fail it. */

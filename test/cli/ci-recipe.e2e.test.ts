@@ -36,7 +36,12 @@ function workspace(vars: Record<string, unknown>): { dir: string; env: Record<st
 function bash(script: string, dir: string, env: Record<string, string | undefined>, pipefail: boolean): number {
   const file = join(dir, `.step-${Math.random().toString(36).slice(2)}.sh`);
   writeFileSync(file, script);
-  const r = spawnSync('bash', ['--noprofile', '--norc', '-e', ...(pipefail ? ['-o', 'pipefail'] : []), file], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync('bash', ['--noprofile', '--norc', '-e', ...(pipefail ? ['-o', 'pipefail'] : []), file], {
+    cwd: dir,
+    env,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   return r.status ?? -1;
 }
 
@@ -60,13 +65,20 @@ describe('docs/ci.md recipes, their shell steps under bash -e on the example cli
     expect(status).toEqual({ 'Mapping tests': 0, Load: 1, 'Job summary': 0 });
     expect(readFileSync(env.GITHUB_STEP_SUMMARY, 'utf8')).toContain('## care-etl run report');
     const upload = job.steps.find((s) => String(s.uses).startsWith('actions/upload-artifact'))!;
-    const paths = String((upload.with as { path: string }).path).trim().split('\n');
+    const paths = String((upload.with as { path: string }).path)
+      .trim()
+      .split('\n');
     for (const p of paths) expect(existsSync(join(dir, p)), p).toBe(true);
     expect(readFileSync(join(dir, 'clinic/.care-etl/rejects.summary.csv'), 'utf8').trim().split('\n')).toHaveLength(10); // header + 9
   });
 
   it('GitLab CI: the script exits 1, after_script runs, the artifacts and the JUnit report exist', () => {
-    const job = recipe('gitlab')['care-etl-load'] as { variables: Record<string, unknown>; script: string[]; after_script: string[]; artifacts: { paths: string[]; reports: { junit: string } } };
+    const job = recipe('gitlab')['care-etl-load'] as {
+      variables: Record<string, unknown>;
+      script: string[];
+      after_script: string[];
+      artifacts: { paths: string[]; reports: { junit: string } };
+    };
     const { dir, env } = workspace(job.variables);
     // GitLab's bash runs the script lines as one script under `set -eo pipefail`, after_script in a shell of its own.
     expect(bash(job.script.join('\n'), dir, env, true)).toBe(1);

@@ -9,7 +9,10 @@ import { ROOT, runCli } from '../helpers/cli.js';
  * The XML is read back by a parser this project did not write: Python's xml.etree (expat), strict — an unescaped
  * `<` or `&`, or a control character, is a parse error. It prints what it read as JSON.
  */
-function readJunit(xml: string): { root: Record<string, string>; suites: { attrs: Record<string, string>; cases: { attrs: Record<string, string>; kind?: string; message?: string; text?: string }[] }[] } {
+function readJunit(xml: string): {
+  root: Record<string, string>;
+  suites: { attrs: Record<string, string>; cases: { attrs: Record<string, string>; kind?: string; message?: string; text?: string }[] }[];
+} {
   const py = `
 import sys, json, xml.etree.ElementTree as ET
 root = ET.fromstring(sys.stdin.buffer.read())

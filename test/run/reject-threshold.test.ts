@@ -16,3 +16,11 @@ describe('--fail-on-rejects thresholds', () => {
     expect(withinRejectThreshold({ count: 0 }, 0, 0)).toBe(true);
   });
 });
+
+describe('the pipeline option', () => {
+  it('a bad threshold from a library caller is a usage error (exit 2)', async () => {
+    const { checkedRejectThreshold } = await import('../../src/pipeline/reject-threshold.js');
+    expect(checkedRejectThreshold('5%')).toBe('5%');
+    expect(() => checkedRejectThreshold('five')).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('got `five`') }));
+  });
+});
