@@ -146,7 +146,8 @@ export abstract class CareCommand<T> extends Command {
         process.stderr.write(`${sig} again: exiting without bookkeeping (creates whose outcome is unknown stay pending: the next run reconciles them)\n`);
         dieBy(sig);
       }
-      if (!this.jsonEnabled())
+      if (this.jsonLog) this.jsonLog.write('warn', 'cancel', { signal: sig });
+      else if (!this.jsonEnabled())
         process.stderr.write(
           `${sig}: cancelling — waits and requests in flight are abandoned, then the rejects file, report and run history are written (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
         );

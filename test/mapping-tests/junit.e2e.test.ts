@@ -71,8 +71,14 @@ describe('care-etl test --reporter junit', () => {
     expect([doc.root.tests, doc.root.failures, doc.root.skipped]).toEqual(['5', '0', '1']);
   });
 
-  it('--json with the XML on stdout is refused (exit 2)', async () => {
+  it('--json with the XML on stdout is refused (exit 2); with --out both are written', async () => {
     const r = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json']);
     expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout).error.message).toContain('--json=true cannot also be provided when using --reporter');
+    const out = join(mkdtempSync(join(tmpdir(), 'care-etl-junit-')), 'junit.xml');
+    const both = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json', '--out', out]);
+    expect(both.code, both.stderr).toBe(0);
+    expect(JSON.parse(both.stdout).totals.passed).toBe(4);
+    expect(readJunit(readFileSync(out, 'utf8')).root.tests).toBe('5');
   });
 });
