@@ -13,6 +13,7 @@ import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown, registerProxySecrets, registerSecret } from '../core/secret.js';
 import { describeError, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
+import { createJsonLog, type JsonLog } from './json-log.js';
 
 export type LogLevel = 'quiet' | 'normal' | 'verbose';
 export type ProgressMode = 'bar' | 'lines' | 'none';
@@ -67,6 +68,12 @@ function registerArgvSecrets(argv: string[]): void {
   });
 }
 
+/** `--log-format json` straight from argv: a parse error is rendered as a JSON line too. */
+function argvLogFormat(argv: string[]): string | undefined {
+  const i = argv.lastIndexOf('--log-format');
+  return i >= 0 ? argv[i + 1] : argv.findLast((a) => a.startsWith('--log-format='))?.slice('--log-format='.length);
+}
+
 /** oclif's argument/flag errors (missing argument, unknown flag, a flag's own parse error) as a usage error. */
 class UsageError extends CareEtlError {
   constructor(err: unknown, command: string, flags: Record<string, { description?: string }>) {
@@ -112,9 +119,12 @@ function endAfterGrace(sig: NodeJS.Signals): void {
 
 export abstract class CareCommand<T> extends Command {
   static override enableJsonFlag = true;
-  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), dotenv: flag.dotenv() };
+  static override baseFlags = { verbose: flag.verbose(), quiet: flag.quiet(), dotenv: flag.dotenv(), 'log-format': flag['log-format']() };
 
   protected logLevel: LogLevel = 'normal';
+  /** `--log-format json`: stderr as JSON lines (src/cli/json-log.ts); undefined for text. */
+  protected jsonLog?: JsonLog;
+  #nodeWarnings = false;
   /** Aborted on the first SIGINT/SIGTERM: the library stops reading, finishes its bookkeeping and returns. */
   protected readonly abort = new AbortController();
   #signals?: () => void;
@@ -127,6 +137,7 @@ export abstract class CareCommand<T> extends Command {
 
   override async init(): Promise<void> {
     registerArgvSecrets(this.argv);
+    this.setLogFormat(argvLogFormat(this.argv));
     registerSecret(process.env.CARE_API_KEY);
     registerProxySecrets(process.env);
     redactProcessOutput();
@@ -136,7 +147,8 @@ export abstract class CareCommand<T> extends Command {
         process.stderr.write(`${sig} again: exiting without bookkeeping (creates whose outcome is unknown stay pending: the next run reconciles them)\n`);
         dieBy(sig);
       }
-      if (!this.jsonEnabled())
+      if (this.jsonLog) this.jsonLog.write('warn', 'cancel', { signal: sig });
+      else if (!this.jsonEnabled())
         process.stderr.write(
           `${sig}: cancelling — waits and requests in flight are abandoned, then the rejects file, report and run history are written (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
         );
@@ -162,7 +174,7 @@ export abstract class CareCommand<T> extends Command {
       const declared = { ...this.ctor.baseFlags, ...(options ?? this.ctor).flags };
       throw new UsageError(err, `${this.config.bin} ${this.id?.replace(/:/g, ' ') ?? ''}`.trim(), declared);
     }
-    const flags = out.flags as { verbose?: boolean; quiet?: boolean; dotenv?: string; 'api-key'?: string };
+    const flags = out.flags as { verbose?: boolean; quiet?: boolean; dotenv?: string; 'api-key'?: string; 'log-format'?: string };
     const args = out.args as { mapping?: string };
     registerSecret(flags['api-key']);
     const { loadEnvFiles } = await import('./env-file.js');
@@ -171,12 +183,25 @@ export abstract class CareCommand<T> extends Command {
     registerSecret(process.env.CARE_STATE_SECRET); // the key of the state's match digests (src/load/match-digest.ts)
     registerProxySecrets(process.env);
     this.logLevel = flags.quiet ? 'quiet' : flags.verbose ? 'verbose' : 'normal';
+    this.setLogFormat(flags['log-format']);
     return out;
+  }
+
+  /** JSON lines at the log level's threshold (`--quiet`: errors and the verdict; `--verbose`: requests too). */
+  private setLogFormat(format: string | undefined): void {
+    const minLevel = this.logLevel === 'quiet' ? 'error' : this.logLevel === 'verbose' ? 'debug' : 'info';
+    this.jsonLog = format === 'json' ? createJsonLog({ write: (l) => process.stderr.write(l), minLevel }) : undefined;
+    // Node's own warnings would be a text line among the JSON ones: they become events.
+    if (this.jsonLog && !this.#nodeWarnings) {
+      this.#nodeWarnings = true;
+      process.removeAllListeners('warning');
+      process.on('warning', (w) => this.jsonLog?.write('warn', 'node-warning', { name: w.name, message: w.message }));
+    }
   }
 
   /** `auto` → a bar on a TTY, plain lines otherwise, nothing under `--json` or `--quiet`. */
   protected progressMode(flag: string | undefined): ProgressMode {
-    if (flag === 'none' || this.logLevel === 'quiet') return 'none';
+    if (flag === 'none' || this.logLevel === 'quiet' || this.jsonLog) return 'none';
     if (flag === 'bar' || flag === 'lines') return flag;
     if (flag === 'tty') return 'bar';
     return this.jsonEnabled() ? 'none' : process.stderr.isTTY ? 'bar' : 'lines';
@@ -196,13 +221,15 @@ export abstract class CareCommand<T> extends Command {
 
   /** Informational stderr line (not under `--json` or `--quiet`). */
   protected info(line: string): void {
-    if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
+    if (this.jsonLog) this.jsonLog.write('info', 'message', { message: line });
+    else if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
   }
 
   /** A summary line that must never be silent: stdout with the summary, stderr under `--json` or `--quiet`. */
   notice(line: string | undefined): void {
     if (line === undefined) return;
-    if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(`${line}\n`);
+    if (this.jsonLog && (this.jsonEnabled() || this.logLevel === 'quiet')) this.jsonLog.write('warn', 'notice', { message: line });
+    else if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(`${line}\n`);
     else this.log(line);
   }
 
@@ -214,6 +241,7 @@ export abstract class CareCommand<T> extends Command {
   /** `--verbose` request log: method, path, status, time — never headers or bodies. */
   protected get requestLog(): ((r: { method: string; path: string; status: number | 'error'; ms: number }) => void) | undefined {
     if (this.logLevel !== 'verbose') return undefined;
+    if (this.jsonLog) return this.jsonLog.onRequest;
     return (r) => process.stderr.write(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms\n`);
   }
 
@@ -222,13 +250,22 @@ export abstract class CareCommand<T> extends Command {
     const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
     process.exitCode = body.exitCode;
+    this.logErrorLine(body);
     if (this.jsonEnabled()) this.logJson(body);
-    else {
+    else if (!this.jsonLog) {
       process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
     }
   }
 
+  /** `--log-format json`: the error as one line (its issues by code and place), then the verdict. */
+  private logErrorLine(body: ErrorJson): void {
+    const { name, message, hint, issues } = body.error;
+    const where = issues.map((i) => ({ code: i.code, message: i.message, path: i.path, location: i.location }));
+    this.jsonLog?.write('error', 'error', { name, message, hint, issues: where, exitCode: body.exitCode });
+  }
+
   override async finally(err: Error | undefined): Promise<void> {
+    if (this.jsonLog && !this.jsonLog.verdictWritten) this.jsonLog.verdict({ command: this.id, exitCode: process.exitCode ?? 0 });
     this.#signals?.();
     await super.finally(err);
   }
@@ -246,7 +283,8 @@ export abstract class CareCommand<T> extends Command {
   protected fail(thrown: unknown): ErrorJson {
     const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);
-    if (!this.jsonEnabled()) process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
+    this.logErrorLine(body);
+    if (!this.jsonEnabled() && !this.jsonLog) process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
     process.exitCode = body.exitCode;
     return body;
   }

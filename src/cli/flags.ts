@@ -14,6 +14,7 @@ import { VERIFY_POLICIES } from '../load/duplicate-check.js';
 import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
 import { registerStateSecret } from '../state/state-location.js';
 import { allowEndingFlag, durationFlag, nonNegativeFlag, positiveIntFlag, rateFlag } from './number-flags.js';
+import { parseRejectThreshold, rejectThresholdError } from '../pipeline/reject-threshold.js';
 
 const { DEFAULT_MAX_CONCURRENCY, DISCOVERY_START } = AdaptiveLimiter;
 
@@ -69,6 +70,13 @@ export const flag = {
     description:
       'read variables (CARE_API_KEY, …) from this file of KEY=value lines; default: a .env file beside the mapping, if any. Variables already set win. Alias: --env-file',
     aliases: ['env-file'],
+    helpGroup: 'OUTPUT',
+  }),
+  // issue 26 (ci): JSON lines on stderr, one per event (src/cli/json-log.ts).
+  'log-format': Flags.custom<string>({
+    description: 'stderr as text (progress, messages) or json: one JSON object per line and event (phase, progress, reject, request with --verbose, verdict)',
+    options: ['text', 'json'],
+    default: 'text',
     helpGroup: 'OUTPUT',
   }),
   /** oclif's own `--json` (enableJsonFlag), for a command that declares what it excludes. */
@@ -135,6 +143,15 @@ export const flag = {
     'like 30s, 10m or 1h',
   ),
   'max-errors': integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
+  // issue 26 (ci): dbt's error_if for rejects.
+  'fail-on-rejects': Flags.custom<string>({
+    description:
+      'exit 0 when the rejected rows are at most this many, or this percentage of the rows read (e.g. 7 or 0.5%); they are still reported. Default: any reject is exit 1',
+    parse: async (input) => {
+      if (!parseRejectThreshold(input)) throw new Error(rejectThresholdError(input));
+      return input.trim();
+    },
+  }),
   'only-rejected': booleanFlag({
     description:
       'send only the rows the last run rejected (its rejects file: --rejects, default .care-etl/rejects.ndjson), read from the current source: by key, or by file and line for rows rejected before their key was known; the other rows are read but not sent, onMissing: end is skipped',
@@ -150,6 +167,13 @@ export const flag = {
     dependsOn: ['sample'],
   }),
   grep: Flags.custom<string>({ char: 'g', description: 'only run the cases whose name contains this text' }),
+  // issue 26 (ci): CI systems read JUnit XML (GitLab's reports:junit, GitHub test-report actions).
+  reporter: Flags.custom<string>({
+    description: 'text: the case list on stdout; junit: JUnit XML, to --out or else on stdout (the summary then on stderr)',
+    options: ['text', 'junit'],
+    default: 'text',
+    relationships: [{ type: 'none', flags: [{ name: 'json', when: async (f) => f.reporter === 'junit' && f.out === undefined }] }],
+  }),
   from: Flags.custom<string>({ description: 'an export file (CSV, JSON or NDJSON); repeat for several', required: true, multiple: true }),
   force: booleanFlag({ description: 'overwrite the output file if it exists' }),
 

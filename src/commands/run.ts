@@ -24,7 +24,7 @@ Rows that fail are written to the rejects file (NDJSON, mode 0600, the rows kept
 With no target configured (flags, CARE_* variables or the mapping's target:), the run loads into an embedded sandbox kept in .care-etl/ beside the mapping — unless CARE_* variables, CI, a connection flag or a target: key suggest a server without a base URL (exit 2); --sandbox uses the sandbox all the same.
 Ctrl+C / SIGTERM: the run stops within 5 s — no further row is read, waits and requests in flight are abandoned (a create whose answer is lost stays pending, reconciled by the next run), then the state, the rejects file, the report and the run history are written (exit 3); a second one quits at once (exit 130, SIGTERM 143).
 
-Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
+Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some rows rejected (above --fail-on-rejects; or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
     '<%= config.bin %> run mapping.yaml --dry-run --out out/',
@@ -42,6 +42,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     concurrency: flag.concurrency(),
     'max-concurrency': flag['max-concurrency'](),
     'max-errors': flag['max-errors'](),
+    'fail-on-rejects': flag['fail-on-rejects'](),
     'only-rejected': flag['only-rejected'](),
     reconcile: flag.reconcile(),
     'verify-after-load': flag['verify-after-load'](),
@@ -85,14 +86,15 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         concurrency: flags.concurrency,
         maxConcurrency: flags['max-concurrency'],
         maxErrors: flags['max-errors'],
+        failOnRejects: flags['fail-on-rejects'],
         onlyRejected: flags['only-rejected'],
         reconcile: flags.reconcile as ReconcilePolicy | undefined,
         verifyAfterLoad: flags['verify-after-load'] as VerifyPolicy | undefined,
         indexPageSize: flags['index-page-size'],
         allowEnding: flags['allow-ending'],
         waitForLockMs: flags['wait-for-lock'],
-        onLockNotice: (l) => process.stderr.write(`${l}\n`),
-        onEvent: progress?.onEvent,
+        onLockNotice: (l) => (this.jsonLog ? this.jsonLog.write('info', 'message', { message: l }) : process.stderr.write(`${l}\n`)),
+        onEvent: this.jsonLog?.onRunEvent ?? progress?.onEvent,
         onRequest: this.requestLog,
         signal: this.signal,
       });
@@ -103,6 +105,10 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     progress?.stop();
     process.exitCode = report.exitCode;
     if (flags.report) await writeOutputFile(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
+    if (this.jsonLog) {
+      for (const w of report.warnings) this.jsonLog.write('warn', 'warning', { message: w });
+      this.jsonLog.verdict((await import('../cli/json-log.js')).runVerdict(report));
+    }
     if (!this.jsonEnabled()) {
       const sel = report.selection;
       const { head, rows } = summaryTable(report);
@@ -136,7 +142,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     this.notice(cancelledLine(report));
     // A refused ending is never silent: the summary lists it among the warnings; --quiet and --json still get it on stderr.
     if (this.jsonEnabled() || this.logLevel === 'quiet') {
-      for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) process.stderr.write(`warning: ${g.message}\n`);
+      for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) this.notice(`warning: ${g.message}`);
     }
     return report;
   }

@@ -17,6 +17,7 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
     '<%= config.bin %> test mappings/synthea/mapping.yaml',
     '<%= config.bin %> test mappings examples --json',
     '<%= config.bin %> test mapping.test.yaml --grep careteam',
+    '<%= config.bin %> test --reporter junit --out junit.xml',
   ];
   static override strict = false;
   static override args = {
@@ -27,6 +28,8 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
   };
   static override flags = {
     grep: flag.grep(),
+    reporter: flag.reporter(),
+    out: flag.out({ description: '--reporter junit: write the XML to this file (mode 0600); the case list stays on stdout' }),
   };
 
   async run(): Promise<TestReport | ErrorJson> {
@@ -36,21 +39,33 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
       import('../mapping-tests/format-report.js'),
     ]);
     const json = this.jsonEnabled();
-    const color = !json && process.stdout.isTTY === true && !process.env.NO_COLOR;
+    // JUnit XML on stdout: the case list is left out, the summary goes to stderr.
+    const junitOnStdout = flags.reporter === 'junit' && flags.out === undefined;
+    const color = !json && !junitOnStdout && process.stdout.isTTY === true && !process.env.NO_COLOR;
     let report: TestReport;
     try {
       report = await runMappingTests(argv as string[], {
         grep: flags.grep,
-        onFile: json ? undefined : (r) => this.log(formatFile(r, { color }).join('\n')),
+        onFile: json || junitOnStdout ? undefined : (r) => this.log(formatFile(r, { color }).join('\n')),
       });
     } catch (err) {
       return this.fail(err);
     }
-    if (!json) {
+    if (flags.reporter === 'junit') await writeJunit(report, flags.out);
+    if (junitOnStdout) this.info(formatSummary(report));
+    else if (!json) {
       this.log('');
       this.log(formatSummary(report, { color }));
     }
     process.exitCode = report.exitCode;
     return report;
   }
+}
+
+/** JUnit XML to `out` (mode 0600, replaced whole), or stdout. */
+async function writeJunit(report: TestReport, out: string | undefined): Promise<void> {
+  const [{ renderJunit }, { writeOutputFile }] = await Promise.all([import('../mapping-tests/junit-report.js'), import('../core/secure-fs.js')]);
+  const xml = renderJunit(report);
+  if (out) await writeOutputFile(out, xml);
+  else process.stdout.write(xml);
 }

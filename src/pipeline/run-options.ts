@@ -31,6 +31,11 @@ export interface RunOptions {
   /** Stop once this many rows were rejected (≥ 1). */
   maxErrors?: number;
   /**
+   * `--fail-on-rejects N|P%`: rejected rows up to this count, or this percentage of the rows read, still exit 0
+   * (a warning says so); default: any reject is exit 1. See src/pipeline/reject-threshold.ts.
+   */
+  failOnRejects?: string;
+  /**
    * Re-process only the rows the previous run rejected (its rejects file: `rejectsFile`, else
    * `.care-etl/rejects.ndjson` — also for a dry run), from the current source: by key when the key was known,
    * else by file and line; plus the keys the state holds as refused by the server. Every other row is read (keys

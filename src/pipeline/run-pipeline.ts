@@ -29,6 +29,7 @@ import { openMappingPhase, stateMatchDigest, type OpenedState, type RunContext, 
 import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
+import { checkedRejectThreshold } from './reject-threshold.js';
 
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
@@ -89,7 +90,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   // --only-rejected: the rows the last real run rejected (a dry run previews what the real one would re-process).
   const selectionFile = mode.loads && opts.onlyRejected ? resolve(opts.rejectsFile ?? join(careDir, 'rejects.ndjson')) : undefined;
   const selection = selectionFile ? await readRejectSelection(selectionFile) : undefined;
-  const report = newRunReport(compiled, mode, { mappingFile, dryRun, started, rejectsFile, selection, selectionFile });
+  const report = newRunReport(compiled, mode, { mappingFile, dryRun, started, rejectsFile, selection, selectionFile, failOnRejects: opts.failOnRejects });
 
   let target: Target | undefined;
   let ledger: Ledger | undefined;
@@ -208,7 +209,15 @@ function openDryRunFiles(compiled: CompiledMapping, outDir: string, dryOut: Map<
 function newRunReport(
   compiled: CompiledMapping,
   mode: RunMode,
-  start: { mappingFile: string; dryRun: boolean; started: Date; rejectsFile?: string; selection?: RejectSelection; selectionFile?: string },
+  start: {
+    mappingFile: string;
+    dryRun: boolean;
+    started: Date;
+    rejectsFile?: string;
+    selection?: RejectSelection;
+    selectionFile?: string;
+    failOnRejects?: string;
+  },
 ): RunReport {
   const report: RunReport = {
     mappingFile: start.mappingFile,
@@ -220,6 +229,7 @@ function newRunReport(
     mappings: Object.fromEntries(compiled.order.map((n) => [n, emptyCounts()])),
     totals: emptyCounts(),
     rejectsFile: start.rejectsFile,
+    failOnRejects: mode.loads ? checkedRejectThreshold(start.failOnRejects) : undefined, // a bad one: exit 2, nothing sent yet
     ended: [],
     warnings: compiled.mapping.warnings.map((w) => w.message),
     indexes: [],

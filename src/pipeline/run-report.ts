@@ -92,6 +92,8 @@ export interface RunReport {
    * median while requests were queued or running); `max`: the largest window; `maxInFlight`: most requests at once.
    */
   concurrency?: { mode: 'pinned' | 'discovered'; settled: number; max: number; maxInFlight: number; ceiling: number };
+  /** `--fail-on-rejects` as given: rejects up to it do not fail the run (exit 0, with a warning). */
+  failOnRejects?: string;
   /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */
   exitCode: number;
 }

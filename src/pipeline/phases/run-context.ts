@@ -23,6 +23,7 @@ import type { RejectRecord } from '../../transform/reject-record.js';
 import { resolveAllowEnding, type EndingSetting } from '../ending-settings.js';
 import type { RejectSelection, RejectsWriter } from '../rejects.js';
 import type { PhaseOptions } from '../run-options.js';
+import { parseRejectThreshold, withinRejectThreshold, withinThresholdWarning } from '../reject-threshold.js';
 import type { MappingCounts, RunReport } from '../run-report.js';
 
 /** The state ledger a mode works on, and what to release after the run. */
@@ -155,11 +156,18 @@ export function stateMatchDigest(env: NodeJS.ProcessEnv, sharedState: boolean): 
   return matchDigestFor({ secret: stateSecretFromEnv(env), sharedState });
 }
 
-/** 3 interrupted; 5 an ending refused; 1 rows rejected or stopped early; 0 otherwise. */
+/** 3 interrupted; 5 an ending refused; 1 rows rejected (above `--fail-on-rejects`, which adds its warning) or stopped early; 0 otherwise. */
 export function runExitCode(report: RunReport): number {
   if (report.interrupted) return ExitCode.incomplete;
   if (Object.values(report.endingGuard ?? {}).some((g) => !g.allowed)) return ExitCode.endingRefused;
-  return report.totals.rejected > 0 || report.stoppedEarly ? ExitCode.rejected : ExitCode.ok;
+  if (report.stoppedEarly) return ExitCode.rejected;
+  const { rejected, read } = report.totals;
+  const threshold = report.failOnRejects === undefined ? undefined : parseRejectThreshold(report.failOnRejects);
+  if (rejected > 0 && threshold && withinRejectThreshold(threshold, rejected, read)) {
+    report.warnings.push(withinThresholdWarning(report.failOnRejects!, rejected, read));
+    return ExitCode.ok;
+  }
+  return rejected > 0 ? ExitCode.rejected : ExitCode.ok;
 }
 
 export function openMappingPhase(name: string, run: RunContext): MappingPhase {
