@@ -3,8 +3,6 @@
  * flag, the environment or the mapping's `target:` — never appears in any output or file; every exit code of
  * the README's table comes from a real scenario (the sandbox, a hostile server, a dead port); a failed run
  * leaves the previous rejects file byte-identical; files holding patient rows are 0600 whatever they were.
- * The tests run side by side (each on its own tenant, state file or server): much of their time is the CLI's
- * retry back-off against unreachable servers.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -24,7 +22,7 @@ let echo400: HostileServer;
 let dead: number;
 
 beforeAll(async () => {
-  sb = await startSandbox({ apiKey: KEY, emrId: EMR, tenants: ['t-shell', 't-ok', 't-keep', 't-modes', 't-int'] });
+  sb = await startSandbox({ apiKey: KEY, emrId: EMR, tenants: ['t-shell', 't-keep', 't-modes', 't-int'] });
   echo500 = await startEchoServer({ status: 500, failReads: true });
   echo400 = await startEchoServer({ status: 400 });
   dead = await deadPort();
@@ -175,7 +173,7 @@ function holdLease(state: string, tenant: string): Ledger {
   return ledger;
 }
 
-describe.concurrent('the API key never leaves the process', () => {
+describe('the API key never leaves the process', () => {
   it(`holds for ${SCENARIOS.length} error paths: stdout, stderr and every file written`, async () => {
     expect(SCENARIOS.length).toBeGreaterThanOrEqual(20);
     const results = new Map<Scenario, { dir: string; args: string[]; res: CliResult }>();
@@ -244,10 +242,10 @@ describe.concurrent('the API key never leaves the process', () => {
   });
 });
 
-describe.concurrent('exit codes (README table)', () => {
+describe('exit codes (README table)', () => {
   it('0: every row loaded — --verbose logs each request without secrets, --quiet prints nothing', async () => {
     const dir = copyTree('test/fixtures/run/clean');
-    const env = { ...target(sb.url, 't-ok'), CARE_API_KEY: KEY };
+    const env = { ...target(sb.url, 't-shell'), CARE_API_KEY: KEY };
     const res = await runCli(['run', m(dir), '--verbose'], { env });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stderr).toMatch(/^\[http\] GET \/Patient\?_count=1 → 200 \d+ ms$/m);
@@ -325,7 +323,7 @@ describe.concurrent('exit codes (README table)', () => {
   }, 60_000);
 });
 
-describe.concurrent('a failed run destroys nothing', () => {
+describe('a failed run destroys nothing', () => {
   it('a second run failing on credentials, the lock or an unreachable server — and a dry run — leave the rejects file byte-identical', async () => {
     const dir = copyTree('examples/clinic');
     const env = { ...target(sb.url, 't-keep'), CARE_API_KEY: KEY };
