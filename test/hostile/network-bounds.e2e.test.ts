@@ -5,6 +5,7 @@
  * --max-response-bytes, next links past --max-pages or not progressing); for create answers that cannot be
  * believed, the rows are reconciled (exit 0) or rejected and left pending (exit 1), and the ledger never holds
  * a synced entry without a valid id. No timing is asserted: the test's own time-out bounds each case.
+ * The cases run side by side (each has its own server and folder): most of their time is waiting on time-outs.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -96,7 +97,7 @@ const UNREADABLE: Case[] = [
   { name: 'new next links to the same resource forever', mode: { kind: 'endless-next', entries: 'same' }, bounds: [], message: /next links do not progress/ },
 ];
 
-describe('a server that cannot be read: the command ends with exit 3', () => {
+describe.concurrent('a server that cannot be read: the command ends with exit 3', () => {
   for (const c of UNREADABLE) {
     it(
       `run: ${c.name}`,
@@ -135,7 +136,7 @@ function ledgerEntries(state: string, url: string) {
   }
 }
 
-describe('create answers that cannot be believed (run): never a synced entry without a valid id', () => {
+describe.concurrent('create answers that cannot be believed (run): never a synced entry without a valid id', () => {
   for (const answer of ['no-id', 'unsafe-id', 'wrong-type', 'same-id'] as const) {
     it(
       `${answer}, the server lists nothing: rows rejected as outcome-unknown, keys pending (exit 1)`,

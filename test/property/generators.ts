@@ -27,7 +27,7 @@
  *    it starts; `record` = its 1-based number among data records (rejected ones included); a source reject's
  *    `raw` = the record's text without its line break.
  *  - Delimiters `,` `;` tab `|`; encodings UTF-8 and latin1 (`csv.encoding`). UTF-16LE is only in the known-bug
- *    property (see run-invariants.test.ts).
+ *    property (see run-invariants-harness.ts).
  * NDJSON
  *  - Lines split at LF or CRLF; a BOM at the start of the file is dropped. A line of only spaces, tabs, CR
  *    and BOMs is blank and skipped (not a record). Every other line is one record: a JSON object → data;
@@ -36,7 +36,7 @@
  *  - The records are the elements of the top-level array (or of `records: data.patients` / `$.data.patients`);
  *    element i is record i+1: an object → data, anything else → `not-object`. Duplicate object keys: the last
  *    value wins (at the first key's position). Lone surrogates arrive as `\udXXX` escapes. A non-object's `raw`
- *    is the element re-serialised. No `"__proto__"` keys here (known bug, see run-invariants.test.ts).
+ *    is the element re-serialised. No `"__proto__"` keys here (known bug, see run-invariants-mixed.test.ts).
  *  - Fatal (CareEtlError json-syntax / json-records): a syntax error anywhere, an empty file, trailing text after
  *    the array, a top-level value that is not an array (without `records`), a `records` path that is missing.
  */
@@ -1235,7 +1235,7 @@ export function model(spec: MappingSpec, records: ExpectedRecord[]): ModelResult
 /**
  * Records some of which carry a `"__proto__"` member holding an object (hostile JSON; a valid JSON key). JSON.parse
  * (NDJSON) makes it an own property; the streamed JSON reader (stream-json's Assembler assigns `obj[key] = value`)
- * turns it into the record's *prototype* — see the `it.fails` property in run-invariants.test.ts.
+ * turns it into the record's *prototype* — see the `it.fails` property in run-invariants-mixed.test.ts.
  */
 export const protoRecords: fc.Arbitrary<JVal[]> = fc
   .array(

@@ -3,6 +3,8 @@
  * README writes it — stays exactly-once under server faults, under `kill -9` of the built CLI at several
  * points, and when the state is lost between kills. The default CareTeam identity (subject + members) is what
  * finds a create whose answer was lost. Real HTTP to the sandbox on 127.0.0.1. Needs `npm run build`.
+ * The two scenarios run side by side, each on its own sandbox (faults are set per sandbox): most of their time is
+ * waiting on the rate limit and the server's latency.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -15,16 +17,20 @@ import { startSandbox, type FaultOptions, type Sandbox } from '../../src/sandbox
 import { BIN, ROOT } from '../helpers/cli.js';
 import { countBy, duplicates, identifierValue, listAll, makeClinic, run, until } from './helpers.js';
 
-let sb: Sandbox;
-beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-ct-faults', 't-ct-kill'], observationsPerPatient: 0 });
-});
-afterAll(async () => {
-  await sb.close();
-});
+/** A sandbox of its own for the scenarios of one `describe` (faults are set per sandbox). */
+function useSandbox(tenant: string): { readonly sb: Sandbox } {
+  const holder = {} as { sb: Sandbox };
+  beforeAll(async () => {
+    holder.sb = await startSandbox({ tenants: [tenant], observationsPerPatient: 0 });
+  });
+  afterAll(async () => {
+    await holder.sb?.close();
+  });
+  return holder;
+}
 
 /** One key per care team on the server: `MRN-NPI` read back through the patients and practitioners. */
-async function teamKeys(tenant: string): Promise<string[]> {
+async function teamKeys(sb: Sandbox, tenant: string): Promise<string[]> {
   const mrnOf = new Map((await listAll(sb, tenant, 'Patient')).map((p) => [`Patient/${p.id}`, identifierValue(p)]));
   const npiOf = new Map((await listAll(sb, tenant, 'Practitioner')).map((p) => [`Practitioner/${p.id}`, identifierValue(p)]));
   return (await listAll(sb, tenant, 'CareTeam')).map((t: Resource) => {
@@ -38,8 +44,10 @@ function expectExactlyOnce(keys: string[], expected: string[]): void {
   expect(keys.sort()).toEqual([...expected].sort());
 }
 
-describe('care teams without match: under faults', () => {
+describe.concurrent('care teams without match: under faults', () => {
+  const box = useSandbox('t-ct-faults');
   it('15 % 503, 5 % resets, 3 % ambiguous creates, 50 req/s: every care team exactly once, exit 0', async () => {
+    const sb = box.sb;
     const clinic = makeClinic(100, 8, 'care-etl-ct-faults-', 'clinic-per-row-mapping.yaml');
     sb.setFaults({ error503Rate: 0.15, dropRate: 0.05, ambiguousCreateRate: 0.03, rateLimitPerSecond: 50, seed: 21 });
     let report: RunReport;
@@ -56,22 +64,23 @@ describe('care teams without match: under faults', () => {
     expect(report.exitCode).toBe(0);
     expect(report.mappings.careteam).toMatchObject({ created: clinic.assignments.length, rejected: 0 });
     expectExactlyOnce(
-      await teamKeys('t-ct-faults'),
+      await teamKeys(sb, 't-ct-faults'),
       clinic.assignments.map((a) => `${a.mrn}-${a.npi}`),
     );
   }, 120_000);
 });
 
-describe('care teams without match: kill -9 and a lost state', () => {
+describe.concurrent('care teams without match: kill -9 and a lost state', () => {
+  const box = useSandbox('t-ct-kill');
   const clinic = makeClinic(150, 8, 'care-etl-ct-kill-', 'clinic-per-row-mapping.yaml');
   const expected = clinic.assignments.map((a) => `${a.mrn}-${a.npi}`);
-  const count = (type: string) => sb.stats().resources['t-ct-kill']?.[type] ?? 0;
+  const count = (type: string) => box.sb.stats().resources['t-ct-kill']?.[type] ?? 0;
 
   function spawnRun(): { child: ReturnType<typeof spawn>; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; stdout: string }> } {
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARE_')));
     const child = spawn(process.execPath, [BIN, 'run', clinic.mapping, '--progress', 'none', '--json'], {
       cwd: ROOT,
-      env: { ...base, CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: 't-ct-kill' },
+      env: { ...base, CARE_BASE_URL: box.sb.url, CARE_API_KEY: box.sb.credentials.apiKey, CARE_EMR_ID: box.sb.credentials.emrId, CARE_TENANT_ID: 't-ct-kill' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -85,7 +94,7 @@ describe('care teams without match: kill -9 and a lost state', () => {
   }
 
   async function killWhen(cond: () => boolean, faults: FaultOptions): Promise<void> {
-    sb.setFaults(faults);
+    box.sb.setFaults(faults);
     try {
       const { child, done } = spawnRun();
       let exited = false;
@@ -97,7 +106,7 @@ describe('care teams without match: kill -9 and a lost state', () => {
       // Let the server finish what the dead client left in flight.
       await new Promise((r) => setTimeout(r, 300));
     } finally {
-      sb.setFaults(undefined);
+      box.sb.setFaults(undefined);
     }
   }
 
@@ -107,15 +116,15 @@ describe('care teams without match: kill -9 and a lost state', () => {
     await killWhen(() => count('CareTeam') >= 90, { ...faults, seed: 32 });
     rmSync(dirname(clinic.state), { recursive: true, force: true }); // a fresh runner: no state at all
     await killWhen(() => count('CareTeam') >= 150, { ...faults, seed: 33 });
-    expect(duplicates(countBy(await teamKeys('t-ct-kill'), (k) => k))).toEqual([]);
+    expect(duplicates(countBy(await teamKeys(box.sb, 't-ct-kill'), (k) => k))).toEqual([]);
 
     const { done } = spawnRun();
     const r = await done;
     expect(r.code, r.out).toBe(0);
     const report = JSON.parse(r.stdout) as RunReport;
     expect(report.totals.rejected).toBe(0);
-    expectExactlyOnce(await teamKeys('t-ct-kill'), expected);
-    expect(duplicates(countBy(await listAll(sb, 't-ct-kill', 'Patient'), identifierValue))).toEqual([]);
+    expectExactlyOnce(await teamKeys(box.sb, 't-ct-kill'), expected);
+    expect(duplicates(countBy(await listAll(box.sb, 't-ct-kill', 'Patient'), identifierValue))).toEqual([]);
     expect(count('Patient')).toBe(150);
     expect(count('Practitioner')).toBe(8);
   }, 120_000);
