@@ -172,8 +172,8 @@ function forTheClinic(issue: Issue, opts: HandOverOptions): HandedOverIssue {
   if (label) message = `${label}: ${message}`;
   // a position with a column is the expression's in the mapping file; a row's own place is the summary's line
   const inMapping = issue.location?.file !== undefined && issue.location.column !== undefined;
+  if (tag) jargon.push(`[${tag[1]}]`);
   if (inMapping) jargon.push(`at ${shortLocation(issue)}`);
   else if (issue.path) jargon.push(`resource field ${issue.path}`);
-  if (tag) jargon.push(`[${tag[1]}]`);
   return { ...issue, message, detail: jargon.join(', ') };
 }
