@@ -118,7 +118,7 @@ const OWNER_PREFIX = /^((?:[a-z]+ `[^`\n]*` ?)+(?:[A-Za-z]+)?): /;
 const JSONATA_TAG = / \[([A-Z]\d{4})\]$/;
 
 /** Hints in the mapping's terms (JSONata to write), moved to the detail line. */
-const HINTS: readonly RegExp[] = [/; (add it or pass a default: .*)$/, / \((use `groupBy` to merge rows)\)$/, / \((not in its source, skipped by .*)\)$/];
+const HINTS: readonly RegExp[] = [/; (add it or pass a default: .*)$/, / \((use `groupBy` to merge rows)\)$/, / \((not in its source, skipped by .*)\)$/, / \((pattern \^.*\$)\)$/];
 
 /** Phrases reworded for the clinic (the full message in the rejects file keeps the mapping's terms). */
 function plainWords(message: string, issue: Issue, opts: HandOverOptions): string {
