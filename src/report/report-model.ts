@@ -252,6 +252,13 @@ interface GroupAcc {
   rowsMore: number;
 }
 
+/** A reason's detail beside its mapping and position, shown apart: without the mapping's name and the `at …` position. */
+function reportDetail(detail: string | undefined, mapping: string): string | undefined {
+  const owner = `mapping \`${mapping}\``;
+  const rest = (detail?.startsWith(owner) ? detail.slice(owner.length).trim() : detail)?.replace(/(^|, )at [^,]*$/, '').replace(/^, |, $/g, '');
+  return rest || undefined;
+}
+
 const refKey = (mapping: unknown, key: unknown): string => JSON.stringify([String(mapping), String(key)]);
 
 /**
@@ -282,7 +289,7 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
           reason: message,
           path: first?.path,
           at: mappingLocation(r, first) ? formatLocation({ ...first!.location, file: displayPath(first!.location!.file!, opts.baseDir) }) : undefined,
-          detail: first?.detail?.replace(/(^|, )at [^,]*$/, '').replace(/, $/, '') || undefined,
+          detail: reportDetail(first?.detail, String(r.mapping)),
           count: 0,
           places: [],
           keys: { items: [], more: 0 },

@@ -119,9 +119,9 @@ svg.chart text.in.light{fill:var(--fg)}
 table.rejects{table-layout:fixed}
 table.rejects col.c-id{width:3.5em}
 table.rejects col.c-rows{width:4em}
-table.rejects col.c-reason{width:50%}
-table.rejects col.c-where{width:22%}
-table.rejects td.keys,table.rejects .file{white-space:normal;overflow-wrap:anywhere;word-break:break-all}
+table.rejects col.c-reason{width:52%}
+table.rejects col.c-where{width:20%}
+table.rejects td.keys,table.rejects .file{white-space:normal;overflow-wrap:anywhere}
 .cause{font-weight:600}
 details{margin:6px 0}
 summary{cursor:pointer;font-weight:600}
