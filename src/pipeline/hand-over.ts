@@ -118,7 +118,12 @@ const OWNER_PREFIX = /^((?:[a-z]+ `[^`\n]*` ?)+(?:[A-Za-z]+)?): /;
 const JSONATA_TAG = / \[([A-Z]\d{4})\]$/;
 
 /** Hints in the mapping's terms (JSONata to write), moved to the detail line. */
-const HINTS: readonly RegExp[] = [/; (add it or pass a default: .*)$/, / \((use `groupBy` to merge rows)\)$/, / \((not in its source, skipped by .*)\)$/, / \((pattern \^.*\$)\)$/];
+const HINTS: readonly RegExp[] = [
+  /; (add it or pass a default: .*)$/,
+  / \((use `groupBy` to merge rows)\)$/,
+  / \((not in its source, skipped by .*)\)$/,
+  / \((pattern \^.*\$)\)$/,
+];
 
 /** Phrases reworded for the clinic (the full message in the rejects file keeps the mapping's terms). */
 function plainWords(message: string, issue: Issue, opts: HandOverOptions): string {
@@ -128,14 +133,20 @@ function plainWords(message: string, issue: Issue, opts: HandOverOptions): strin
     return `rejected because ${mapping} \`${key}\` was rejected${place ? ` (${place})` : ''}: fix that row first`;
   }
   if (issue.code === 'key-missing' || issue.code === 'key-invalid') {
-    return message.replace(/^the (group key|key) `[^`\n]*` (is empty or missing in this record)$/, (_, what: string) => `empty or missing: it is the row's ${what}`);
+    return message.replace(
+      /^the (group key|key) `[^`\n]*` (is empty or missing in this record)$/,
+      (_, what: string) => `empty or missing: it is the row's ${what}`,
+    );
   }
   if (issue.code === 'csv-ragged') {
     const m = /^expected (\d+) fields \(([^)]*)\), got (\d+)$/.exec(message);
     if (m) return `${m[3]} values for ${m[1]} columns (${m[2]}): a value holding the delimiter or a quote must be quoted`;
   }
   if (issue.code === 'duplicate-key') {
-    return message.replace(/^key (`[^`\n]*`) was already used by (line|record) (\d+) of this source; a key must identify one resource$/, 'the same key $1 as $2 $3: each row needs its own key');
+    return message.replace(
+      /^key (`[^`\n]*`) was already used by (line|record) (\d+) of this source; a key must identify one resource$/,
+      'the same key $1 as $2 $3: each row needs its own key',
+    );
   }
   return message
     .replace(/^the value is not a valid (date|date-time) in format `([^`\n]*)`/, 'not a $1 in the format $2')

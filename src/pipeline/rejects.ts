@@ -145,7 +145,10 @@ export function describeReject(r: RejectRecord, rejectsFile?: string): string {
   const inMapping = loc?.file && loc.file !== r.file && loc.column !== undefined ? `${formatLocation({ ...loc, file: short(loc.file) })}` : '';
   const detail = [r.stage, first?.detail?.replace(/(^|, )at [^,]*$/, '$1').replace(/, $/, ''), inMapping].filter(Boolean).join(', ');
   // Source text (keys, messages quoting header names) never reaches a terminal raw.
-  return escapeControls(`${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${first ? first.message : 'rejected'}${more}`) + `\n    ${escapeControls(detail)}`;
+  return (
+    escapeControls(`${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${first ? first.message : 'rejected'}${more}`) +
+    `\n    ${escapeControls(detail)}`
+  );
 }
 
 const causeKey = (mapping: string, key: string): string => JSON.stringify([mapping, key]);

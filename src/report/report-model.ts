@@ -268,7 +268,8 @@ const refKey = (mapping: unknown, key: unknown): string => JSON.stringify([Strin
 export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; includeRows?: boolean; rejectsFile?: string }): RejectGroup[] {
   const accs = new Map<string, GroupAcc>();
   const places = new Map<string, string>();
-  for (const r of rejects) if (r.key !== undefined && r.key !== null && !places.has(refKey(r.mapping, r.key))) places.set(refKey(r.mapping, r.key), rejectPlace(r, opts.baseDir));
+  for (const r of rejects)
+    if (r.key !== undefined && r.key !== null && !places.has(refKey(r.mapping, r.key))) places.set(refKey(r.mapping, r.key), rejectPlace(r, opts.baseDir));
   const causeOf = (mapping: string, key: string) => places.get(refKey(mapping, key));
   for (const given of rejects) {
     // The report is handed over: issues as `handOverIssue` words them (the full messages stay in the rejects file).
@@ -370,7 +371,9 @@ function causesFirst(groups: { group: RejectGroup; refersTo: Set<string> }[]): R
     .map((p) => p.x);
   for (const c of sorted) {
     if (!c.refersTo.size) continue;
-    const ids = sorted.flatMap((cause, i) => (cause !== c && cause.group.keys.items.some((k) => c.refersTo.has(refKey(cause.group.mapping, k))) ? [`R${i + 1}`] : []));
+    const ids = sorted.flatMap((cause, i) =>
+      cause !== c && cause.group.keys.items.some((k) => c.refersTo.has(refKey(cause.group.mapping, k))) ? [`R${i + 1}`] : [],
+    );
     if (ids.length) c.group.causedBy = ids;
   }
   return sorted.map((x) => x.group);
@@ -418,13 +421,14 @@ export function buildReportModel(input: RunReportInput): ReportModel {
  * The run in plain words for the report's banner — what was loaded, what needs fixing — instead of an exit code:
  * `64 resources loaded (patient 30, practitioner 6, careteam 28); 9 rows need fixing in the export — see below.`
  */
-export function headlineOf(report: RunReport, mappings: { name: string; counts: MappingCounts }[], rejects: number): string {
+function headlineOf(report: RunReport, mappings: { name: string; counts: MappingCounts }[], rejects: number): string {
   const done = (c: MappingCounts) => (report.dryRun ? Number(c.written ?? 0) : Number(c.created ?? 0) + Number(c.updated ?? 0) + Number(c.unchanged ?? 0));
   const total = mappings.reduce((n, m) => n + done(m.counts), 0);
   const each = mappings.map((m) => `${m.name} ${done(m.counts).toLocaleString('en-US')}`).join(', ');
   const verb = report.dryRun ? 'mapped and checked (dry run: nothing sent)' : 'loaded';
   const parts = [`${total.toLocaleString('en-US')} resource${total === 1 ? '' : 's'} ${verb}${mappings.length ? ` (${each})` : ''}`];
-  if (rejects > 0) parts.push(`${rejects.toLocaleString('en-US')} row${rejects === 1 ? '' : 's'} need${rejects === 1 ? 's' : ''} fixing in the export — see below`);
+  if (rejects > 0)
+    parts.push(`${rejects.toLocaleString('en-US')} row${rejects === 1 ? '' : 's'} need${rejects === 1 ? 's' : ''} fixing in the export — see below`);
   else if (report.exitCode <= 1) parts.push('no row needs fixing');
   if (report.exitCode === 2) parts.push('the run did not start: nothing was loaded (see the warnings)');
   if (report.exitCode === 3) parts.push('the run stopped before the end: the next run goes on where it stopped');

@@ -167,7 +167,14 @@ async function mapOne(
   if (resource === undefined) return SKIPPED; // "a map that produces nothing skips the record"
   const issues = opts.validate(res.def.type, resource);
   // a schema error names the columns the map's value at that path reads
-  if (issues.length) return reject('validate', res, origin, issues.map((i) => withColumns(i, columnsOfField(res.def.map, i.path))), { key, ...extra });
+  if (issues.length)
+    return reject(
+      'validate',
+      res,
+      origin,
+      issues.map((i) => withColumns(i, columnsOfField(res.def.map, i.path))),
+      { key, ...extra },
+    );
   return { ok: true, mapping: res.def.name, type: res.def.type, key, resource: resource as Resource, origin, lines: extra.lines };
 }
 

@@ -9,7 +9,8 @@ import { handOverIssue } from '../../src/pipeline/hand-over.js';
 
 /** Issue 26, item 2: which columns of the export a row-level failure is about, from the expression's syntax tree. */
 
-const MAP = '{ "name": [{ "family": $name(LAST), "given": [$name(FIRST)] }], "birthDate": $date(DOB, "MM/DD/YYYY"), "x": $[0].MRN, "p": [$.{ "s": $dateTime(START, "YYYY-MM-DD") }] }';
+const MAP =
+  '{ "name": [{ "family": $name(LAST), "given": [$name(FIRST)] }], "birthDate": $date(DOB, "MM/DD/YYYY"), "x": $[0].MRN, "p": [$.{ "s": $dateTime(START, "YYYY-MM-DD") }] }';
 
 describe('error-columns', () => {
   it('a failing call: the columns its arguments read (the position JSONata gives, just after its `(`)', () => {

@@ -28,7 +28,11 @@ describe('handOverIssue', () => {
     expect(handOverIssue(jsonata('mapping `patient` map: Malformed URL passed to $decodeUrl(): "%Moreau" [D3140]')).message).not.toContain('Moreau');
     // operators and function names only: kept as they are
     const t = jsonata('mapping `patient` map: The left side of the "+" operator must evaluate to a number [T2001]');
-    expect(handOverIssue(t)).toEqual({ ...t, message: 'The left side of the "+" operator must evaluate to a number', detail: 'mapping `patient` map, [T2001], at mapping.yaml:12:5' });
+    expect(handOverIssue(t)).toEqual({
+      ...t,
+      message: 'The left side of the "+" operator must evaluate to a number',
+      detail: 'mapping `patient` map, [T2001], at mapping.yaml:12:5',
+    });
   });
 
   it('an unexpected error inside an expression: value-free', () => {
@@ -74,13 +78,25 @@ describe('handOverIssue', () => {
       ...date,
       code: 'lookup-miss',
       columns: ['SEX'],
-      message: 'mapping `patient` map: the code (1 character) is not in lookup table `gender` (known: M, F, U); add it or pass a default: $lookup($gender, code, "default")',
+      message:
+        'mapping `patient` map: the code (1 character) is not in lookup table `gender` (known: M, F, U); add it or pass a default: $lookup($gender, code, "default")',
     });
     expect(lookup.message).toBe('column SEX: the code (1 character) is not in the list `gender` (known: M, F, U)');
     expect(lookup.detail).toBe('mapping `patient` map, add it or pass a default: $lookup($gender, code, "default"), at mapping.yaml:12:5');
-    const key = handOverIssue({ ...date, code: 'key-missing', columns: ['MRN'], message: 'mapping `patient`: the key `MRN` is empty or missing in this record' });
+    const key = handOverIssue({
+      ...date,
+      code: 'key-missing',
+      columns: ['MRN'],
+      message: 'mapping `patient`: the key `MRN` is empty or missing in this record',
+    });
     expect(key.message).toBe("column MRN: empty or missing: it is the row's key");
-    const schema = handOverIssue({ severity: 'error', code: 'invalid', message: 'must match format "date"', path: '/birthDate', columns: ['DOB', 'BIRTH_YEAR'] });
+    const schema = handOverIssue({
+      severity: 'error',
+      code: 'invalid',
+      message: 'must match format "date"',
+      path: '/birthDate',
+      columns: ['DOB', 'BIRTH_YEAR'],
+    });
     expect(schema).toMatchObject({ message: 'columns DOB, BIRTH_YEAR: must match format "date"', detail: 'resource field /birthDate' });
   });
 
@@ -94,7 +110,9 @@ describe('handOverIssue', () => {
       refersTo: { mapping: 'patient', key: '000031' },
     };
     const causeOf = (mapping: string, key: string) => (mapping === 'patient' && key === '000031' ? 'data/patients.csv line 33' : undefined);
-    expect(handOverIssue(ref, { causeOf }).message).toBe('column MRN: rejected because patient `000031` was rejected (data/patients.csv line 33): fix that row first');
+    expect(handOverIssue(ref, { causeOf }).message).toBe(
+      'column MRN: rejected because patient `000031` was rejected (data/patients.csv line 33): fix that row first',
+    );
     expect(handOverIssue(ref).message).toBe('column MRN: rejected because patient `000031` was rejected: fix that row first');
   });
 });

@@ -12,7 +12,7 @@ import { startEchoServer, type HostileServer } from '../helpers/hostile-server.j
 
 /*
  * Issue 14, item 4: beside the full rejects file (rows kept for re-processing), a redacted summary a clinic can act
- * on — CSV, one row per issue: file, line, record, mapping, key, stage, code, message; never the row — written and
+ * on — CSV, one row per issue: file, line, record, mapping, key, stage, code, message, detail; never the row — written and
  * replaced like the rejects file (temporary sibling, renamed on commit, 0600); and the selection `--only-rejected`
  * reads back from the rejects file.
  */
@@ -94,8 +94,28 @@ describe('rejects summary (CSV)', () => {
         message: '12 values for 11 columns (header, line 1): a value holding the delimiter or a quote must be quoted',
         detail: '',
       },
-      { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'first problem', detail: '' },
-      { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'second problem', detail: '' },
+      {
+        file: 'data/patients.csv',
+        line: '33',
+        record: '',
+        mapping: 'patient',
+        key: '000031',
+        stage: 'validate',
+        code: 'schema',
+        message: 'first problem',
+        detail: '',
+      },
+      {
+        file: 'data/patients.csv',
+        line: '33',
+        record: '',
+        mapping: 'patient',
+        key: '000031',
+        stage: 'validate',
+        code: 'schema',
+        message: 'second problem',
+        detail: '',
+      },
       {
         file: 'data/a.csv',
         line: '3 4 48',
