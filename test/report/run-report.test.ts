@@ -316,7 +316,7 @@ describe('the example clinic (dry run): Markdown report', () => {
     }
     // backticks and $ of the messages are escaped (no code span, no math)
     expect(reasons.find((l) => l.includes('lookup-miss'))).toContain(
-      'column SEX: the code (1 character) is not in the list \\`gender\\` (known: M, F, U)<br>_mapping \\`patient\\` map, add it or pass a default: \\$lookup(\\$gender, code, "default")_',
+      'column SEX: the code (1 character) is not in the list \\`gender\\` (known: M, F, U)<br>_map, add it or pass a default: \\$lookup(\\$gender, code, "default")_',
     );
     expect(md).toMatch(/^\| patient \| █+░+ \| written \(dry run\) 30 · rejected 5 \|$/m);
   });
