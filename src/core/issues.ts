@@ -260,6 +260,10 @@ export interface Issue {
   location?: Location;
   /** The message is a server's own text (OperationOutcome diagnostics): handed over by code and path only (pipeline/hand-over.ts). */
   serverText?: true;
+  /** The export's column(s) the failing expression or key reads (issue 26 reasons): hand-over text names them first. */
+  columns?: string[];
+  /** A `ref-rejected` issue: the referenced row whose own reject is the cause. */
+  refersTo?: { mapping: string; key: string };
 }
 
 /** Where an issue points: a JSON path and/or a file position; its keys are copied into the issue as given. */

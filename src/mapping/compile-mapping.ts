@@ -33,6 +33,7 @@ import { analyse, errorOffset, nodeStart, type AstFacts, type RefCall } from './
 import { defaultLimits } from './load-mapping.js';
 import { regexProblems } from './regex-check.js';
 import { toPointer } from './yaml-positions.js';
+import { columnsOfExpression } from './error-columns.js';
 import { MATCH_KEYWORDS, type LoadedMapping, type ResourceMapping, type YamlPath } from './types.js';
 import { careTeamIdentity } from './match-values.js';
 
@@ -332,6 +333,8 @@ function keyOf(v: unknown, meta: ExprMeta, resource: string, at: MappingCx['at']
     detail = `the ${what} \`${short(meta.src)}\` gives ${typeof v === 'object' ? 'an object' : `a ${typeof v}`}; it must give text or a number`;
   }
   const problem = issue.error(code, `${meta.owner}: ${detail}`, { path: toPointer(meta.path), location: at(meta.path) });
+  const columns = columnsOfExpression(meta.src);
+  if (columns.length) problem.columns = columns;
   return raise(new MappingEvalError(problem, { resource, role: meta.role }));
 }
 

@@ -11,6 +11,7 @@ import { issue, type KnownIssueCode, type Location } from '../core/issues.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
 import { CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, registerFunctions } from './functions.js';
 import { errorOffset } from './jsonata-ast.js';
+import { columnsOfCall } from './error-columns.js';
 import { bail, builtinCallables, compileExpression, parseSignature, type CallableFunction, type CompiledExpression } from './jsonata-compiler/index.js';
 import { toPointer } from './yaml-positions.js';
 import type { YamlPath } from './types.js';
@@ -98,6 +99,9 @@ export function toEvalError(err: unknown, meta: ExprMeta, resource: string, sett
     code = 'eval-failed';
   }
   const problem = issue.error(code, `${meta.owner} ${meta.role}: ${message}`, { path: toPointer(meta.path), location });
+  const columns = columnsOfCall(meta.src, e.position, e.token);
+  if (columns.length) problem.columns = columns;
+  if (err instanceof RefError && code === 'ref-rejected') problem.refersTo = { mapping: err.target, key: err.key };
   return new MappingEvalError(problem, { resource, role: meta.role, jsonataCode, cause: err });
 }
 

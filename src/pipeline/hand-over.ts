@@ -12,6 +12,14 @@ import { formatLocation, type Issue } from '../core/issues.js';
 export interface HandOverOptions {
   /** Where the full message is (the rejects file); named by its file name. */
   rejectsFile?: string;
+  /** Where the referenced row's own reject is (`data/patients.csv line 33`), for a `ref-rejected` consequence. */
+  causeOf?: (mapping: string, key: string) => string | undefined;
+}
+
+/** An issue as handed over: the clinic's sentence (`column DOB: …`) in `message`, the mapping's jargon in `detail`. */
+export interface HandedOverIssue extends Issue {
+  /** The mapping, its expression's role and position, a hint in the mapping's terms: a second line / column. */
+  detail?: string;
 }
 
 /**
@@ -61,8 +69,18 @@ function shortLocation(issue: Issue): string {
   return loc?.file ? formatLocation({ ...loc, file: basename(loc.file) }) : 'the mapping';
 }
 
-/** An issue as it may be handed over: same code and location, a message (and path) that cannot carry a cell value. */
-export function handOverIssue(issue: Issue, opts: HandOverOptions = {}): Issue {
+/**
+ * An issue as it may be handed over: same code and location, a message that cannot carry a cell value and starts
+ * with the export's column(s) (`column DOB: not a date in the format MM/DD/YYYY`), the mapping's jargon (its name,
+ * the expression's role and position, hints in JSONata) moved to `detail`. Applying it twice changes nothing.
+ */
+export function handOverIssue(issue: Issue | HandedOverIssue, opts: HandOverOptions = {}): HandedOverIssue {
+  if ('detail' in issue) return issue;
+  return forTheClinic(valueFree(issue, opts), opts);
+}
+
+/** The message (and path) without anything that can carry a cell value. */
+function valueFree(issue: Issue, opts: HandOverOptions): Issue {
   const where = opts.rejectsFile ? basename(opts.rejectsFile) : 'the rejects file';
   const message = typeof issue.message === 'string' ? issue.message : String(issue.message);
   if (issue.serverText) {
@@ -92,4 +110,81 @@ export function handOverIssue(issue: Issue, opts: HandOverOptions = {}): Issue {
     return { ...issue, message: message.replace(/, got `(?!undefined`|null`)[\s\S]*`$/, ', got another value') };
   }
   return issue;
+}
+
+/** `mapping `patient` map: ` / `mapping `patient`: ` at the start of a message: the mapping's own names. */
+const OWNER_PREFIX = /^((?:[a-z]+ `[^`\n]*` ?)+(?:[A-Za-z]+)?): /;
+/** A JSONata error code at the end (`[D3030]`). */
+const JSONATA_TAG = / \[([A-Z]\d{4})\]$/;
+
+/** Hints in the mapping's terms (JSONata to write), moved to the detail line. */
+const HINTS: readonly RegExp[] = [
+  /; (add it or pass a default: .*)$/,
+  / \((use `groupBy` to merge rows)\)$/,
+  / \((not in its source, skipped by .*)\)$/,
+  / \((pattern \^.*\$)\)$/,
+];
+
+/** Phrases reworded for the clinic (the full message in the rejects file keeps the mapping's terms). */
+function plainWords(message: string, issue: Issue, opts: HandOverOptions): string {
+  if (issue.code === 'ref-rejected' && issue.refersTo) {
+    const { mapping, key } = issue.refersTo;
+    const place = opts.causeOf?.(mapping, key);
+    return `rejected because ${mapping} \`${key}\` was rejected${place ? ` (${place})` : ''}: fix that row first`;
+  }
+  if (issue.code === 'key-missing' || issue.code === 'key-invalid') {
+    return message.replace(
+      /^the (group key|key) `[^`\n]*` (is empty or missing in this record)$/,
+      (_, what: string) => `empty or missing: it is the row's ${what}`,
+    );
+  }
+  if (issue.code === 'csv-ragged') {
+    const m = /^expected (\d+) fields \(([^)]*)\), got (\d+)$/.exec(message);
+    if (m) return `${m[3]} values for ${m[1]} columns (${m[2]}): a value holding the delimiter or a quote must be quoted`;
+  }
+  if (issue.code === 'duplicate-key') {
+    return message.replace(
+      /^key (`[^`\n]*`) was already used by (line|record) (\d+) of this source; a key must identify one resource$/,
+      'the same key $1 as $2 $3: each row needs its own key',
+    );
+  }
+  return message
+    .replace(/^the value is not a valid (date|date-time) in format `([^`\n]*)`/, 'not a $1 in the format $2')
+    .replace(/^the code \(([^)]*)\) is not in lookup table `([^`\n]*)`/, 'the code ($1) is not in the list `$2`');
+}
+
+/** `column DOB`, `columns START, END`, `columns MRN … ZIP` (a row too long for its header). */
+function columnsLabel(issue: Issue): string | undefined {
+  const cols = issue.columns?.filter((c) => typeof c === 'string' && c !== '');
+  if (!cols?.length) return undefined;
+  if (issue.code === 'csv-ragged' && cols.length === 2) return `columns ${cols[0]} … ${cols[1]}`;
+  return `${cols.length === 1 ? 'column' : 'columns'} ${cols.join(', ')}`;
+}
+
+/** The clinic's sentence first (its columns, in plain words), the mapping's jargon after it in `detail`. */
+function forTheClinic(issue: Issue, opts: HandOverOptions): HandedOverIssue {
+  let message = issue.message;
+  const jargon: string[] = [];
+  const owner = OWNER_PREFIX.exec(message);
+  if (owner) {
+    jargon.push(owner[1]!);
+    message = message.slice(owner[0].length);
+  }
+  const tag = JSONATA_TAG.exec(message);
+  if (tag) message = message.slice(0, tag.index);
+  for (const hint of HINTS) {
+    const h = hint.exec(message);
+    if (!h) continue;
+    message = message.slice(0, h.index);
+    jargon.push(h[1]!);
+  }
+  message = plainWords(message, issue, opts);
+  const label = columnsLabel(issue);
+  if (label) message = `${label}: ${message}`;
+  // a position with a column is the expression's in the mapping file; a row's own place is the summary's line
+  const inMapping = issue.location?.file !== undefined && issue.location.column !== undefined;
+  if (tag) jargon.push(`[${tag[1]}]`);
+  if (inMapping) jargon.push(`at ${shortLocation(issue)}`);
+  else if (issue.path) jargon.push(`resource field ${issue.path}`);
+  return { ...issue, message, detail: jargon.join(', ') };
 }

@@ -15,7 +15,7 @@ import {
 import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
-import { handOverIssue } from './hand-over.js';
+import { handOverIssue, type HandOverOptions } from './hand-over.js';
 
 /** A reject line longer than this drops its `row` (keeping an excerpt): one pathological row must not bloat the file. */
 export const REJECT_MAX_LINE_CHARS = 16 * 1024 * 1024;
@@ -139,19 +139,33 @@ function short(file: string): string {
   return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
 }
 
-/** A reject as one terminal line: where, mapping, key, stage and the first issue's hand-over text (`handOverIssue`). */
+/**
+ * A reject for the terminal: where, mapping, key and the first issue's hand-over text (`handOverIssue`: the export's
+ * column first), then on a second, indented line the mapping's jargon — the stage, the expression's position in
+ * the mapping file, hints in its terms.
+ */
 export function describeReject(r: RejectRecord, rejectsFile?: string): string {
   const where = `${short(r.file)}${r.line !== undefined ? `:${r.line}` : r.record !== undefined ? `#${r.record}` : ''}`;
   const first = r.issues[0] && handOverIssue(r.issues[0], { rejectsFile });
   const more = r.issues.length > 1 ? ` (+${r.issues.length - 1} more)` : '';
   // Mapping-file positions (file:line:col of the expression) are worth more than the mapping's YAML path.
   const loc = first?.location;
-  const inMapping = loc?.file && loc.file !== r.file ? ` (${formatLocation({ ...loc, file: short(loc.file) })})` : '';
-  const path = first?.path && !inMapping ? `${first.path}: ` : '';
+  const inMapping = loc?.file && loc.file !== r.file && loc.column !== undefined ? `${formatLocation({ ...loc, file: short(loc.file) })}` : '';
+  const detail = [r.stage, first?.detail?.replace(/(^|, )at [^,]*$/, '$1').replace(/, $/, ''), inMapping].filter(Boolean).join(', ');
   // Source text (keys, messages quoting header names) never reaches a terminal raw.
-  return escapeControls(
-    `${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${r.stage}: ${first ? `${path}${first.message}${inMapping}` : 'rejected'}${more}`,
+  return (
+    escapeControls(`${where} [${r.mapping}${r.key !== undefined ? ` key ${r.key}` : ''}] ${first ? first.message : 'rejected'}${more}`) +
+    `\n    ${escapeControls(detail)}`
   );
+}
+
+const causeKey = (mapping: string, key: string): string => JSON.stringify([mapping, key]);
+
+/** Where a reject's row is, in words: `data/patients.csv line 33`, `data/staff.json record 7` (the file relative to `baseDir` when inside it). */
+export function rejectPlace(r: Pick<RejectRecord, 'file' | 'line' | 'record'>, baseDir?: string): string {
+  const rel = baseDir ? relative(baseDir, r.file) : '';
+  const file = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : short(r.file);
+  return r.line !== undefined ? `${file} line ${r.line}` : r.record !== undefined ? `${file} record ${r.record}` : file;
 }
 
 /** The redacted summary beside a rejects file: `rejects.ndjson` → `rejects.summary.csv` (any other name: `+ .summary.csv`). */
@@ -160,7 +174,7 @@ export function summaryPathFor(rejectsFile: string): string {
 }
 
 /** Columns of the rejects summary (one row per issue of a rejected row; never the row's content). */
-export const SUMMARY_COLUMNS = ['file', 'line', 'record', 'mapping', 'key', 'stage', 'code', 'message'] as const;
+export const SUMMARY_COLUMNS = ['file', 'line', 'record', 'mapping', 'key', 'stage', 'code', 'message', 'detail'] as const;
 
 const SUMMARY_OPTIONS = {
   ...STRICT_CSV,
@@ -174,18 +188,17 @@ const SUMMARY_OPTIONS = {
  * hand-over text (`handOverIssue`: never a field value — a mapping's own `$error` text is named by its position, the
  * message itself stays in `rejectsFile`); the row and the raw text are not read.
  */
-export function summaryRows(r: RejectRecord, baseDir?: string, rejectsFile?: string): (string | number | undefined)[][] {
+export function summaryRows(r: RejectRecord, baseDir?: string, rejectsFile?: string, causeOf?: HandOverOptions['causeOf']): (string | number | undefined)[][] {
   const rel = baseDir ? relative(baseDir, r.file) : '';
   const file = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : r.file;
   const many = (one: number | undefined) => (r.lines?.length ? r.lines.join(' ') : one);
   const line = r.line !== undefined ? many(r.line) : undefined;
   const record = r.line === undefined ? many(r.record) : undefined;
   const issues = r.issues?.length ? r.issues : [undefined];
-  return issues.map((i) =>
-    [file, line, record, r.mapping, r.key, r.stage, i?.code, i && handOverIssue(i, { rejectsFile }).message].map((v) =>
-      csvCell(typeof v === 'string' ? redactKnown(v) : v),
-    ),
-  );
+  return issues.map((i) => {
+    const h = i && handOverIssue(i, { rejectsFile, causeOf });
+    return [file, line, record, r.mapping, r.key, r.stage, i?.code, h?.message, h?.detail].map((v) => csvCell(typeof v === 'string' ? redactKnown(v) : v));
+  });
 }
 
 export interface RejectsWriterOptions {
@@ -211,6 +224,8 @@ export class RejectsWriter {
   readonly summaryPath?: string;
   readonly #baseDir?: string;
   #count = 0;
+  readonly #causes = new Map<string, string>();
+  readonly #causeOf = (mapping: string, key: string): string | undefined => this.#causes.get(causeKey(mapping, key));
   constructor(
     readonly path: string | undefined,
     opts: RejectsWriterOptions = {},
@@ -244,11 +259,13 @@ export class RejectsWriter {
   write(r: RejectRecord & { ok?: boolean }): void {
     this.#count++;
     const { ok: _ok, ...record } = r;
+    // a row's reject precedes those of rows referring to it (load order): their summary points back at it
+    if (this.#summary && record.key !== undefined) this.#causes.set(causeKey(record.mapping, record.key), rejectPlace(record, this.#baseDir));
     if (this.#stream) this.#stream.write(`${redactKnown(serializeReject(record))}\n`);
     if (this.#summary) {
       let text: string;
       try {
-        text = stringify(summaryRows(record, this.#baseDir, this.path), SUMMARY_OPTIONS);
+        text = stringify(summaryRows(record, this.#baseDir, this.path, this.#causeOf), SUMMARY_OPTIONS);
       } catch {
         // issues that are not plain text (never from the pipeline): the location, without them
         text = stringify(

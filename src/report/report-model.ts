@@ -2,8 +2,8 @@ import { dirname, isAbsolute, relative } from 'node:path';
 import { formatLocation, type Issue } from '../core/issues.js';
 import { redactKnown } from '../core/secret.js';
 import type { MappingCounts, RunReport } from '../pipeline/run-report.js';
-import { excerptOf, readRejectLines } from '../pipeline/rejects.js';
-import { handOverIssue } from '../pipeline/hand-over.js';
+import { excerptOf, readRejectLines, rejectPlace } from '../pipeline/rejects.js';
+import { handOverIssue, type HandedOverIssue } from '../pipeline/hand-over.js';
 import type { RejectRecord, RejectStage } from '../transform/reject-record.js';
 
 /**
@@ -76,6 +76,10 @@ export interface RejectGroup {
   path?: string;
   /** `file:line:col` of the expression in the mapping file, when the issue points there. */
   at?: string;
+  /** The mapping's jargon for the reason (`handOverIssue`'s detail): its name, the expression's role and position, hints. */
+  detail?: string;
+  /** Reasons (`R2`) of the rows these rows refer to (`ref-rejected`): their causes, listed before them. */
+  causedBy?: string[];
   /** Rejected rows (or `groupBy` groups). */
   count: number;
   places: GroupPlace[];
@@ -94,6 +98,8 @@ export interface ReportModel {
   report: RunReport;
   includeRows: boolean;
   exitMeaning: string;
+  /** What the run did, in plain words (`64 resources loaded (patient 30, …); 9 rows need fixing in the export — see below`). */
+  headline: string;
   /** As in the report (absolute). */
   mappingFile: string;
   /** baseUrl without user info (never shown even if a URL carried it). */
@@ -237,6 +243,8 @@ function rowText(r: RejectRecord): string {
 
 interface GroupAcc {
   group: RejectGroup;
+  /** `[mapping, key]` of the rows this group's rows refer to (`ref-rejected`). */
+  refersTo: Set<string>;
   messages: Set<string>;
   places: Map<string, { lines: Set<number>; records: Set<number> }>;
   keys: string[];
@@ -246,12 +254,31 @@ interface GroupAcc {
   rowsMore: number;
 }
 
-/** The rejects grouped by reason (`groupKeyOf`), largest group first, then in order of first appearance. */
+/** A reason's detail beside its mapping and position, shown apart: without the mapping's name and the `at …` position. */
+function reportDetail(detail: string | undefined, mapping: string): string | undefined {
+  const owner = `mapping \`${mapping}\``;
+  const rest = (detail?.startsWith(owner) ? detail.slice(owner.length).trim() : detail)?.replace(/(^|, )at [^,]*$/, '').replace(/^, |, $/g, '');
+  return rest || undefined;
+}
+
+const refKey = (mapping: unknown, key: unknown): string => JSON.stringify([String(mapping), String(key)]);
+
+/**
+ * The rejects grouped by reason (`groupKeyOf`): causes before consequences (a `ref-rejected` row after the reject of
+ * the row it refers to, with that reason's number), then the largest group first, then in order of first appearance.
+ */
 export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; includeRows?: boolean; rejectsFile?: string }): RejectGroup[] {
   const accs = new Map<string, GroupAcc>();
+  const places = new Map<string, string>();
+  for (const r of rejects)
+    if (r.key !== undefined && r.key !== null && !places.has(refKey(r.mapping, r.key))) places.set(refKey(r.mapping, r.key), rejectPlace(r, opts.baseDir));
+  const causeOf = (mapping: string, key: string) => places.get(refKey(mapping, key));
   for (const given of rejects) {
     // The report is handed over: issues as `handOverIssue` words them (the full messages stay in the rejects file).
-    const r = { ...given, issues: (given.issues ?? []).map((i) => (i && typeof i === 'object' ? handOverIssue(i, { rejectsFile: opts.rejectsFile }) : i)) };
+    const r = {
+      ...given,
+      issues: (given.issues ?? []).map((i): HandedOverIssue => (i && typeof i === 'object' ? handOverIssue(i, { rejectsFile: opts.rejectsFile, causeOf }) : i)),
+    };
     const first = r.issues?.[0];
     const k = groupKeyOf(r);
     let a = accs.get(k);
@@ -265,12 +292,14 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
           reason: message,
           path: first?.path,
           at: mappingLocation(r, first) ? formatLocation({ ...first!.location, file: displayPath(first!.location!.file!, opts.baseDir) }) : undefined,
+          detail: reportDetail(first?.detail, String(r.mapping)),
           count: 0,
           places: [],
           keys: { items: [], more: 0 },
           keyless: 0,
           moreIssues: [],
         },
+        refersTo: new Set(),
         messages: new Set(),
         places: new Map(),
         keys: [],
@@ -283,6 +312,7 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
     }
     const g = a.group;
     g.count++;
+    if (first?.refersTo) a.refersTo.add(refKey(first.refersTo.mapping, first.refersTo.key));
     if (first) {
       const m = String(first.message ?? '');
       if (a.messages.size === 0) g.example = m;
@@ -312,7 +342,11 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
       else a.rowsMore++;
     }
   }
-  const groups: RejectGroup[] = [];
+  return causesFirst(finishGroups(accs, opts.includeRows));
+}
+
+function finishGroups(accs: Map<string, GroupAcc>, includeRows: boolean | undefined): { group: RejectGroup; refersTo: Set<string> }[] {
+  const groups: { group: RejectGroup; refersTo: Set<string> }[] = [];
   for (const a of accs.values()) {
     const g = a.group;
     if (a.messages.size > 1) g.reason = normaliseMessage(g.example ?? g.reason);
@@ -321,14 +355,30 @@ export function groupRejects(rejects: RejectRecord[], opts: { baseDir: string; i
     g.places = [...a.places].map(([file, p]) => ({ file, lines: listed(num(p.lines)), records: listed(num(p.records)) }));
     g.keys = listed(a.keys);
     g.moreIssues = [...a.more.values()].sort((x, y) => y.count - x.count);
-    if (opts.includeRows) g.rows = { items: a.rows, more: a.rowsMore };
-    groups.push(g);
+    if (includeRows) g.rows = { items: a.rows, more: a.rowsMore };
+    groups.push({ group: g, refersTo: a.refersTo });
   }
-  // stable: equal counts keep their order of first appearance (the order of the run)
-  return groups
-    .map((g, i) => ({ g, i }))
-    .sort((x, y) => y.g.count - x.g.count || x.i - y.i)
-    .map((x) => x.g);
+  return groups;
+}
+
+/**
+ * Consequences (`ref-rejected`) after every other reason, each naming the reasons of the rows it refers to; the
+ * rest largest first, equal counts in their order of first appearance (the order of the run).
+ */
+function causesFirst(groups: { group: RejectGroup; refersTo: Set<string> }[]): RejectGroup[] {
+  const isConsequence = (x: { refersTo: Set<string> }) => (x.refersTo.size > 0 ? 1 : 0);
+  const sorted = groups
+    .map((x, i) => ({ x, i }))
+    .sort((p, q) => isConsequence(p.x) - isConsequence(q.x) || q.x.group.count - p.x.group.count || p.i - q.i)
+    .map((p) => p.x);
+  for (const c of sorted) {
+    if (!c.refersTo.size) continue;
+    const ids = sorted.flatMap((cause, i) =>
+      cause !== c && cause.group.keys.items.some((k) => c.refersTo.has(refKey(cause.group.mapping, k))) ? [`R${i + 1}`] : [],
+    );
+    if (ids.length) c.group.causedBy = ids;
+  }
+  return sorted.map((x) => x.group);
 }
 
 export function buildReportModel(input: RunReportInput): ReportModel {
@@ -356,6 +406,7 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     report,
     includeRows,
     exitMeaning: exitMeaning(report.exitCode, report.dryRun),
+    headline: headlineOf(report, mappings, input.rejects.length),
     mappingFile: report.mappingFile,
     targetUrl: report.target ? displayUrl(report.target.baseUrl) : undefined,
     duration: formatDuration(report.durationMs),
@@ -368,6 +419,25 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     vanished: { items: (report.vanished ?? []).slice(0, MAX_LISTED), total: report.vanishedCount ?? 0 },
     notices,
   };
+}
+
+/**
+ * The run in plain words for the report's banner — what was loaded, what needs fixing — instead of an exit code:
+ * `64 resources loaded (patient 30, practitioner 6, careteam 28); 9 rows need fixing in the export — see below.`
+ */
+function headlineOf(report: RunReport, mappings: { name: string; counts: MappingCounts }[], rejects: number): string {
+  const done = (c: MappingCounts) => (report.dryRun ? Number(c.written ?? 0) : Number(c.created ?? 0) + Number(c.updated ?? 0) + Number(c.unchanged ?? 0));
+  const total = mappings.reduce((n, m) => n + done(m.counts), 0);
+  const each = mappings.map((m) => `${m.name} ${done(m.counts).toLocaleString('en-US')}`).join(', ');
+  const verb = report.dryRun ? 'mapped and checked (dry run: nothing sent)' : 'loaded';
+  const parts = [`${total.toLocaleString('en-US')} resource${total === 1 ? '' : 's'} ${verb}${mappings.length ? ` (${each})` : ''}`];
+  if (rejects > 0)
+    parts.push(`${rejects.toLocaleString('en-US')} row${rejects === 1 ? '' : 's'} need${rejects === 1 ? 's' : ''} fixing in the export — see below`);
+  else if (report.exitCode <= 1) parts.push('no row needs fixing');
+  if (report.exitCode === 2) parts.push('the run did not start: nothing was loaded (see the warnings)');
+  if (report.exitCode === 3) parts.push('the run stopped before the end: the next run goes on where it stopped');
+  if (report.exitCode === 5) parts.push('nothing was ended: the export lost too many keys (see the warnings)');
+  return `${parts.join('; ')}.`;
 }
 
 /** The outcome segments of a mapping's bar (zero counts left out). */

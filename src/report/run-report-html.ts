@@ -30,7 +30,7 @@ export function renderRunReportHtml(input: RunReportInput): string {
   const r = m.report;
   const body = [
     `<header><h1>${esc(m.title)}</h1>`,
-    `<p class="status ${r.exitCode === 0 ? 'ok' : r.exitCode === 1 ? 'warn' : 'bad'}" id="exit"><strong>Exit code ${esc(r.exitCode)}</strong> — ${esc(m.exitMeaning)}${r.dryRun ? ' <span class="tag">dry run: nothing sent</span>' : ''}</p>`,
+    `<p class="status ${r.exitCode === 0 ? 'ok' : r.exitCode === 1 ? 'warn' : 'bad'}" id="exit"><strong>${esc(m.headline)}</strong>${r.dryRun ? ' <span class="tag">dry run: nothing sent</span>' : ''}</p>`,
     ...m.notices.map((n) => `<p class="notice" role="alert">${esc(n)}</p>`),
     m.includeRows
       ? `<p class="notice rows" role="alert"><strong>Contains patient data:</strong> this report shows the content of every rejected row (<code>--include-rows</code>). Share it only where that data may go.</p>`
@@ -116,6 +116,13 @@ svg.chart text.in.light{fill:var(--fg)}
 .o-skipped{fill:#eceff1;background:#eceff1}
 .o-rejected{fill:#c62828;background:#c62828}
 .track{fill:#f0f3f6}
+table.rejects{table-layout:fixed}
+table.rejects col.c-id{width:3.5em}
+table.rejects col.c-rows{width:4em}
+table.rejects col.c-reason{width:52%}
+table.rejects col.c-where{width:20%}
+table.rejects td.keys,table.rejects .file{white-space:normal;overflow-wrap:anywhere}
+.cause{font-weight:600}
 details{margin:6px 0}
 summary{cursor:pointer;font-weight:600}
 @media print{main{max-width:none;padding:0}details{break-inside:avoid}a{color:inherit}}
@@ -252,9 +259,14 @@ function placeText(p: GroupPlace): string {
   return `<div><span class="mono file">${esc(p.file)}</span>${parts.length ? `: ${parts.join('; ')}` : ''}</div>`;
 }
 
+/** The clinic's sentence first; under it the mapping's terms (mapping, stage, code, detail, position), smaller. */
 function reasonCell(g: RejectGroup): string {
   const out = [`<div class="reason">${esc(g.reason)}</div>`];
   if (g.example !== undefined) out.push(`<div class="eg">e.g. ${esc(g.example)}</div>`);
+  if (g.causedBy?.length) out.push(`<div class="cause">fix ${esc(g.causedBy.join(', '))} first</div>`);
+  out.push(
+    `<div class="at">mapping <span class="mono">${esc(g.mapping)}</span> · ${esc(g.stage)} · <code>${esc(g.code)}</code>${g.detail ? ` · ${esc(g.detail)}` : ''}</div>`,
+  );
   if (g.at) out.push(`<div class="at">at <span class="mono">${esc(g.at)}</span>${g.path ? ` (<span class="mono">${esc(g.path)}</span>)` : ''}</div>`);
   else if (g.path) out.push(`<div class="at">path <span class="mono">${esc(g.path)}</span></div>`);
   for (const i of g.moreIssues)
@@ -265,16 +277,17 @@ function reasonCell(g: RejectGroup): string {
 function rejectsSection(m: ReportModel): string {
   const total = m.rejectCount;
   if (total === 0) return `<section id="rejects"><h2>Rejected rows</h2><p>No row was rejected.</p></section>`;
-  const head =
-    '<tr><th class="nw">#</th><th class="num">rows</th><th class="nw">mapping</th><th class="nw">stage</th><th class="nw">code</th><th>reason</th><th>where (file: lines / records)</th><th class="keys">source keys</th></tr>';
+  // fixed layout: the reason keeps half the width whatever the keys (UUIDs) and file names, which wrap instead
+  const cols = '<colgroup><col class="c-id"><col class="c-rows"><col class="c-reason"><col class="c-where"><col class="c-keys"></colgroup>';
+  const head = '<tr><th>#</th><th class="num">rows</th><th>reason</th><th>where (file: lines / records)</th><th class="keys">source keys</th></tr>';
   const rows = m.groups
     .map((g, i) => {
       const keys = `${listedText(g.keys, (k) => `<span class="mono">${esc(k)}</span>`)}${g.keyless ? `${g.keys.items.length ? '<br>' : ''}<span class="muted">${num(g.keyless)} without a key</span>` : ''}`;
-      return `<tr id="reason-${i + 1}"><td class="nw">R${i + 1}</td><td class="num">${num(g.count)}</td><td class="nw">${esc(g.mapping)}</td><td class="nw">${esc(g.stage)}</td><td class="nw"><code>${esc(g.code)}</code></td><td>${reasonCell(g)}</td><td>${g.places.map(placeText).join('')}</td><td class="keys">${keys}</td></tr>`;
+      return `<tr id="reason-${i + 1}"><td class="nw">R${i + 1}</td><td class="num">${num(g.count)}</td><td class="reason">${reasonCell(g)}</td><td>${g.places.map(placeText).join('')}</td><td class="keys">${keys}</td></tr>`;
     })
     .join('');
   return `<section id="rejects"><h2>Rejected rows by reason (${num(total)} row${total === 1 ? '' : 's'}, ${num(m.groups.length)} reason${m.groups.length === 1 ? '' : 's'})</h2>
-<table class="rejects"><thead>${head}</thead><tbody>${rows}</tbody></table>
+<table class="rejects">${cols}<thead>${head}</thead><tbody>${rows}</tbody></table>
 <p class="muted">Rows are grouped by mapping, stage, issue code, the failing expression (or field) and the message with its backticked values and numbers set aside (shown as <code>…</code> and <code>#</code> when they differ). A <code>groupBy</code> group lists every line of the group. Fix the rows in the export and run again: only they are sent (<code>--only-rejected</code> sends just them).</p></section>`;
 }
 

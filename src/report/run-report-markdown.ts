@@ -24,7 +24,7 @@ export function renderRunReportMarkdown(input: RunReportInput): string {
   const r = m.report;
   const out: string[] = [];
   out.push(`## ${md(m.title)}`, '');
-  out.push(`**Exit code ${r.exitCode}** — ${md(m.exitMeaning)}${r.dryRun ? ' · _dry run: nothing sent_' : ''}`, '');
+  out.push(`**${md(m.headline)}**${r.dryRun ? ' · _dry run: nothing sent_' : ''}`, '');
   for (const n of m.notices) out.push(`> **Note:** ${md(n)}`, '');
   if (m.includeRows)
     out.push('> **Contains patient data:** this report shows the content of every rejected row (`--include-rows`). Share it only where that data may go.', '');
@@ -151,6 +151,8 @@ function placeText(p: GroupPlace): string {
 function reasonCell(g: RejectGroup): string {
   const out = [md(g.reason)];
   if (g.example !== undefined) out.push(`e.g. ${md(g.example)}`);
+  if (g.causedBy?.length) out.push(`**fix ${g.causedBy.join(', ')} first**`);
+  if (g.detail) out.push(`_${md(g.detail)}_`);
   if (g.at) out.push(`at ${md(g.at)}${g.path ? ` (${md(g.path)})` : ''}`);
   else if (g.path) out.push(`path ${md(g.path)}`);
   for (const i of g.moreIssues) out.push(`also: ${md(i.code)} ${md(i.message)}${i.count > 1 ? ` (×${num(i.count)})` : ''}`);

@@ -311,14 +311,15 @@ class CsvReadState {
     const width = this.width;
     if (fields.length !== width) {
       const expected = this.headerLine === undefined ? '`csv.columns`' : `header, line ${this.headerLine}`;
-      this.out.push(
-        rejectItem(
-          { source: this.cfg.name, file: this.cfg.path, line: start, record },
-          'csv-ragged',
-          `expected ${width} fields (${expected}), got ${fields.length}`,
-          this.spanText(span),
-        ),
+      const item = rejectItem(
+        { source: this.cfg.name, file: this.cfg.path, line: start, record },
+        'csv-ragged',
+        `expected ${width} fields (${expected}), got ${fields.length}`,
+        this.spanText(span),
       );
+      // the whole row is off: its first and last columns name the span (hand-over: `columns MRN … ZIP`)
+      if (!item.ok && width > 0) item.issues[0]!.columns = width > 1 ? [header[0]!, header[width - 1]!] : [header[0]!];
+      this.out.push(item);
       return;
     }
     const data: Record<string, unknown> = {};

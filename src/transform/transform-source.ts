@@ -1,5 +1,6 @@
 import { issue, issuesOf, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
+import { columnsOfExpression, columnsOfField } from '../mapping/error-columns.js';
 import type { EvalContext } from '../mapping/functions.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import type { Origin, SourceItem } from '../sources/types.js';
@@ -122,7 +123,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
             'duplicate-key',
             `key \`${key}\` was already used by ${item.origin.line !== undefined ? 'line' : 'record'} ${earlier} of this source; a key must identify one resource (use \`groupBy\` to merge rows)`,
           ),
-        ],
+        ].map((i) => withColumns(i, columnsOfExpression(res.def.key))),
         { key, row: item.data },
       );
       continue;
@@ -165,6 +166,19 @@ async function mapOne(
   }
   if (resource === undefined) return SKIPPED; // "a map that produces nothing skips the record"
   const issues = opts.validate(res.def.type, resource);
-  if (issues.length) return reject('validate', res, origin, issues, { key, ...extra });
+  // a schema error names the columns the map's value at that path reads
+  if (issues.length)
+    return reject(
+      'validate',
+      res,
+      origin,
+      issues.map((i) => withColumns(i, columnsOfField(res.def.map, i.path))),
+      { key, ...extra },
+    );
   return { ok: true, mapping: res.def.name, type: res.def.type, key, resource: resource as Resource, origin, lines: extra.lines };
+}
+
+/** The issue naming `columns` of the export (none found: as it is). */
+function withColumns(i: Issue, columns: string[]): Issue {
+  return columns.length && !i.columns ? { ...i, columns } : i;
 }

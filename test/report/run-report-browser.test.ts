@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { renderRunReportHtml } from '../../src/report/run-report-html.js';
@@ -108,6 +109,44 @@ describe.skipIf(!CHROMIUM)('the HTML run report in headless Chromium', () => {
     expect(bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'PNG signature').toBe(true);
     expect([bytes.readUInt32BE(16), bytes.readUInt32BE(20)]).toEqual([1200, 2000]); // IHDR width, height
     expect(bytes.length).toBeGreaterThan(30_000); // a page with text and a chart, not a blank one
+  });
+
+  it('issue 26: with UUID keys and a long file name the reason column keeps half the table at 1280 and 800 px (screenshots in test-output/report/)', async () => {
+    // the clinic's rejects, keyed by UUIDs (as many EMRs key patients), the data file deep in a folder
+    const uuid = new Map<string, string>();
+    const u = (k: string) => uuid.get(k) ?? (uuid.set(k, randomUUID()), uuid.get(k)!);
+    const deep = (f: string) => f.replace('/data/', '/data/exports/2026-11-01T06-00-00Z_lakeside-behavioral-health_full-export/');
+    const rejects = clinic.rejects.map((r) => ({
+      ...r,
+      file: deep(r.file),
+      key: r.key === undefined ? undefined : u(r.key),
+      issues: r.issues.map((i) => (i.refersTo ? { ...i, refersTo: { ...i.refersTo, key: u(i.refersTo.key) } } : i)),
+    }));
+    const page = renderRunReportHtml({ report: clinic.report, rejects });
+    const outDir = join(ROOT, 'test-output/report');
+    mkdirSync(outDir, { recursive: true });
+    const shown = join(outDir, 'uuid-keys.html');
+    writeFileSync(shown, page);
+    // Measured in a copy that may run one script (the report's CSP forbids scripts): it writes the widths into the DOM.
+    const probe = `<script>addEventListener('load',()=>{const t=document.querySelector('table.rejects');const w=[...document.querySelectorAll('table.rejects tbody tr')].map(r=>r.querySelector('td.reason').getBoundingClientRect().width);document.body.setAttribute('data-probe',JSON.stringify({table:t.getBoundingClientRect().width,page:document.documentElement.scrollWidth,view:innerWidth,reason:w}))})</script>`;
+    const measured = join(work, 'uuid-keys.probe.html');
+    writeFileSync(measured, page.replace(/<meta http-equiv="Content-Security-Policy"[^>]*>/, '').replace('</body>', `${probe}</body>`));
+    for (const width of [1280, 800]) {
+      await chromium(shown, [`--screenshot=${join(outDir, `uuid-keys-${width}.png`)}`, `--window-size=${width},2600`, '--hide-scrollbars']);
+      const dom = await chromium(measured, ['--dump-dom', `--window-size=${width},1400`]);
+      const probeJson = /data-probe="([^"]*)"/.exec(dom)?.[1]?.replace(/&quot;/g, '"');
+      expect(probeJson, 'the probe ran').toBeDefined();
+      const m = JSON.parse(probeJson!) as { table: number; page: number; view: number; reason: number[] };
+      expect(m.view).toBe(width);
+      expect(m.page, 'no horizontal scrolling').toBeLessThanOrEqual(width);
+      expect(m.reason).toHaveLength(9);
+      for (const w of m.reason) expect(w / m.table, `reason cell ${w} px of ${m.table} px at ${width} px`).toBeGreaterThanOrEqual(0.5);
+    }
+    // causes first: the care team of patient 000031 (ref-rejected) is the last reason and names its cause's reason
+    const rows = reasonRows(await chromium(shown, ['--dump-dom']));
+    expect(rows.at(-1)).toContain('ref-rejected');
+    expect(rows.at(-1)).toMatch(/fix R\d+ first/);
+    expect(rows.at(-1)).toContain(`rejected because patient \`${u('000031')}\` was rejected (data/exports/`);
   });
 
   it('loads nothing from the network, even with hostile messages naming remote assets', async () => {

@@ -78,7 +78,7 @@ describe('the example clinic (dry run): HTML report', () => {
       else expect(row).toContain('1 without a key');
     }
     // a message with its figures, unchanged (one row: nothing normalised)
-    expect(rows.find((r) => r.includes('csv-ragged'))).toContain('expected 11 fields (header, line 1), got 12');
+    expect(rows.find((r) => r.includes('csv-ragged'))).toContain('columns MRN … ZIP: 12 values for 11 columns (header, line 1)');
     // the failing expression's place in the mapping
     expect(rows.find((r) => r.includes('lookup-miss'))).toContain('at mapping.yaml:32:19');
   });
@@ -210,17 +210,17 @@ describe('grouping rejects by reason', () => {
       ['other', 'csv-ragged', 1],
     ]);
     const ragged = groups[0]!;
-    expect(ragged.reason).toBe('expected # fields (header, line #), got #');
-    expect(ragged.example).toBe('expected 11 fields (header, line 1), got 12');
+    expect(ragged.reason).toBe('# values for # columns (header, line #): a value holding the delimiter or a quote must be quoted');
+    expect(ragged.example).toBe('12 values for 11 columns (header, line 1): a value holding the delimiter or a quote must be quoted');
     expect(ragged.places).toEqual([{ file: 'data/patients.csv', lines: { items: [21, 30, 40], more: 0 }, records: { items: [], more: 0 } }]);
     expect(ragged.keyless).toBe(3);
     expect(groups[1]!.keys.items).toEqual(['A', 'B']);
-    expect(groups[2]!.reason).toBe('expected 11 fields (header, line 1), got 12'); // one message: as it is
+    expect(groups[2]!.reason).toBe('12 values for 11 columns (header, line 1): a value holding the delimiter or a quote must be quoted'); // one message: as it is
 
     const html = renderRunReportHtml({ report: syntheticReport({ totals: { ...syntheticReport().totals, rejected: 6 } }), rejects });
     const rows = reasonRows(html);
     expect(rows[0]).toBe(
-      'R1 3 patient source csv-ragged expected # fields (header, line #), got # e.g. expected 11 fields (header, line 1), got 12 data/patients.csv: lines 21, 30, 40 3 without a key',
+      'R1 3 # values for # columns (header, line #): a value holding the delimiter or a quote must be quoted e.g. 12 values for 11 columns (header, line 1): a value holding the delimiter or a quote must be quoted mapping patient · source · csv-ragged data/patients.csv: lines 21, 30, 40 3 without a key',
     );
     expect(rows[1]).toContain('data/patients.csv: lines 50, 51 A, B');
   });
@@ -286,7 +286,8 @@ describe('a run against a server (synthetic report)', () => {
     expect(text).toContain('careteam: onMissing: end skipped <b>now</b>');
 
     const md = renderRunReportMarkdown({ report, rejects });
-    expect(md).toContain('**Exit code 3** — could not complete');
+    expect(md).toContain('| Exit code | 3 — could not complete');
+    expect(md).toContain('**7 resources loaded (patient 7); 3 rows need fixing in the export — see below; the run stopped before the end');
     expect(md).toContain('| patient | K-9 | ct-1 | Practitioner/p-1 |');
     expect(md).toContain('| Patient | 2,500 | 3 | 1,000 | 1.2 s | keys the state does not know |');
     expectWellFormedTables(md);
@@ -315,7 +316,7 @@ describe('the example clinic (dry run): Markdown report', () => {
     }
     // backticks and $ of the messages are escaped (no code span, no math)
     expect(reasons.find((l) => l.includes('lookup-miss'))).toContain(
-      'lookup table \\`gender\\` (known: M, F, U); add it or pass a default: \\$lookup(\\$gender, code, "default")',
+      'column SEX: the code (1 character) is not in the list \\`gender\\` (known: M, F, U)<br>_map, add it or pass a default: \\$lookup(\\$gender, code, "default")_',
     );
     expect(md).toMatch(/^\| patient \| █+░+ \| written \(dry run\) 30 · rejected 5 \|$/m);
   });

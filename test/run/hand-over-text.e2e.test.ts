@@ -67,9 +67,10 @@ describe('a mapping message built from cells stays in rejects.ndjson', () => {
 
     const row = (key: string) => summary.split('\r\n').find((l) => l.includes(`,${key},`)) ?? '';
     expect(row('000002')).toContain(`the mapping's $error at mapping.yaml:${errorLine}:`);
-    expect(row('000002')).toContain('(message in rejects.ndjson) [D3137]');
+    expect(row('000002')).toContain('column LAST: '); // issue 26: the column the failing call reads
+    expect(row('000002')).toContain('(message in rejects.ndjson),"mapping `patient` map, [D3137], at mapping.yaml:');
     expect(row('000004')).toContain("the mapping's $assert at mapping.yaml:");
-    expect(row('000003')).toContain('unable to cast a value to a number [D3030]');
+    expect(row('000003')).toContain('column LAST: unable to cast a value to a number,"mapping `patient` map, [D3030]');
     expect(row('000006')).toContain('a property the schema does not allow');
     // the terminal line names the same
     expect(first.stderr).toContain(`the mapping's $error at mapping.yaml:${errorLine}:`);

@@ -12,7 +12,7 @@ import { startEchoServer, type HostileServer } from '../helpers/hostile-server.j
 
 /*
  * Issue 14, item 4: beside the full rejects file (rows kept for re-processing), a redacted summary a clinic can act
- * on — CSV, one row per issue: file, line, record, mapping, key, stage, code, message; never the row — written and
+ * on — CSV, one row per issue: file, line, record, mapping, key, stage, code, message, detail; never the row — written and
  * replaced like the rejects file (temporary sibling, renamed on commit, 0600); and the selection `--only-rejected`
  * reads back from the rejects file.
  */
@@ -81,7 +81,7 @@ describe('rejects summary (CSV)', () => {
     expect(statSync(summary).mode & 0o777).toBe(0o600);
     const text = readFileSync(summary, 'utf8');
     for (const s of ['Grace', 'Holm', '02/30/1985', 'HOLM-RAW-TEXT']) expect(text).not.toContain(s);
-    expect(text.startsWith('file,line,record,mapping,key,stage,code,message\r\n')).toBe(true);
+    expect(text.startsWith('file,line,record,mapping,key,stage,code,message,detail\r\n')).toBe(true);
     expect(csv(summary)).toEqual([
       {
         file: 'data/patients.csv',
@@ -91,10 +91,31 @@ describe('rejects summary (CSV)', () => {
         key: '',
         stage: 'source',
         code: 'csv-ragged',
-        message: 'expected 11 fields (header, line 1), got 12',
+        message: '12 values for 11 columns (header, line 1): a value holding the delimiter or a quote must be quoted',
+        detail: '',
       },
-      { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'first problem' },
-      { file: 'data/patients.csv', line: '33', record: '', mapping: 'patient', key: '000031', stage: 'validate', code: 'schema', message: 'second problem' },
+      {
+        file: 'data/patients.csv',
+        line: '33',
+        record: '',
+        mapping: 'patient',
+        key: '000031',
+        stage: 'validate',
+        code: 'schema',
+        message: 'first problem',
+        detail: '',
+      },
+      {
+        file: 'data/patients.csv',
+        line: '33',
+        record: '',
+        mapping: 'patient',
+        key: '000031',
+        stage: 'validate',
+        code: 'schema',
+        message: 'second problem',
+        detail: '',
+      },
       {
         file: 'data/a.csv',
         line: '3 4 48',
@@ -104,6 +125,7 @@ describe('rejects summary (CSV)', () => {
         stage: 'transform',
         code: 'ref-missing',
         message: 'no practitioner',
+        detail: '',
       },
       {
         file: '/elsewhere/staff.json',
@@ -114,6 +136,7 @@ describe('rejects summary (CSV)', () => {
         stage: 'transform',
         code: 'key-missing',
         message: 'the key `npi` is empty',
+        detail: '',
       },
     ]);
   });
@@ -162,7 +185,7 @@ describe('rejects summary (CSV)', () => {
 
     // A run without rejects replaces it with a header-only summary.
     await new RejectsWriter(file).commit();
-    expect(readFileSync(join(dir, 'rejects.summary.csv'), 'utf8')).toBe('file,line,record,mapping,key,stage,code,message\r\n');
+    expect(readFileSync(join(dir, 'rejects.summary.csv'), 'utf8')).toBe('file,line,record,mapping,key,stage,code,message,detail\r\n');
   });
 
   it('can be turned off', async () => {
