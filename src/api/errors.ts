@@ -1,5 +1,5 @@
-import { CareEtlError, ExitCode, foreignCode, issue, type Issue } from '../core/issues.js';
-import { redactKnown, redactValues } from '../core/secret.js';
+import { CareEtlError, ExitCode, issue, type Issue } from '../core/issues.js';
+import { redactKnown } from '../core/secret.js';
 import type { ProxyAddress } from './connection.js';
 import { outcomeSummary, outcomeToIssues, type OperationOutcomeIssue } from './outcome.js';
 
