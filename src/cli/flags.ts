@@ -57,11 +57,12 @@ const sameFileAsOut = async (f: Record<string, unknown>) =>
 export const flag = {
   // ---------------------------------------------------------------- every command (CareCommand.baseFlags)
   verbose: booleanFlag({
+    char: 'v',
     description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors',
     helpGroup: 'OUTPUT',
     exclusive: ['quiet'],
   }),
-  quiet: booleanFlag({ description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
+  quiet: booleanFlag({ char: 'q', description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
   'env-file': Flags.custom<string>({
     description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win',
     helpGroup: 'OUTPUT',
