@@ -32,6 +32,15 @@ function booleanFlag(defaults: Partial<BooleanFlag<boolean>>) {
   return (variant: Partial<BooleanFlag<boolean>> = {}) => Flags.boolean({ ...defaults, ...variant });
 }
 
+/**
+ * `--help` shows a flag's `summary` (one line at 80 columns); its `description` keeps every detail for
+ * docs/commands.md. For the definitions made by a helper (number-flags.ts), which take a description only.
+ */
+function summarized<D>(definition: D, extra: { summary: string; helpGroup?: string }): D {
+  const define = definition as (variant: object) => unknown;
+  return ((variant: object = {}) => define({ ...extra, ...variant })) as D;
+}
+
 /** A value checked when parsed, p-queue style ("Expected `--query` to be key=value, got `x`"). */
 function checkedString(
   defaults: { description: string; relationships?: Relationships },
@@ -57,13 +66,20 @@ const sameFileAsOut = async (f: Record<string, unknown>) =>
 export const flag = {
   // ---------------------------------------------------------------- every command (CareCommand.baseFlags)
   verbose: booleanFlag({
+    summary: 'one line per HTTP request; stack traces',
     char: 'v',
     description: 'more detail on stderr: one redacted line per HTTP request, stack traces of unexpected errors',
     helpGroup: 'OUTPUT',
     exclusive: ['quiet'],
   }),
-  quiet: booleanFlag({ char: 'q', description: 'print errors only (no progress, no summary); the exit code tells the rest', helpGroup: 'OUTPUT' }),
+  quiet: booleanFlag({
+    summary: 'errors only; the exit code tells the rest',
+    char: 'q',
+    description: 'print errors only (no progress, no summary); the exit code tells the rest',
+    helpGroup: 'OUTPUT',
+  }),
   'env-file': Flags.custom<string>({
+    summary: 'variables file (default: .env beside the mapping)',
     description: 'read variables (CARE_API_KEY, …) from this file; default: a .env file beside the mapping, if any. Variables already set win',
     helpGroup: 'OUTPUT',
   }),
@@ -71,63 +87,104 @@ export const flag = {
   json: booleanFlag({ description: 'Format output as json.', helpGroup: 'GLOBAL' }),
 
   // ---------------------------------------------------------------- shared by several commands
-  state: Flags.custom<string>({ description: 'state ledger file (default .care-etl/state.db beside the mapping)' }),
-  progress: Flags.custom<string>({ description: 'progress display (stderr)', options: ['auto', 'bar', 'lines', 'none'], default: 'auto' }),
+  state: Flags.custom<string>({
+    summary: 'state ledger (default .care-etl/state.db)',
+    description: 'state ledger file (default .care-etl/state.db beside the mapping)',
+  }),
+  progress: Flags.custom<string>({
+    summary: 'on stderr: auto|bar|lines|none',
+    helpGroup: 'OUTPUT',
+    helpValue: '<how>',
+    description: 'progress display (stderr)',
+    options: ['auto', 'bar', 'lines', 'none'],
+    default: 'auto',
+  }),
   out: Flags.custom<string>({ description: 'output file' }),
   limit: integer({ description: 'entries shown at most', min: 0 }),
   'page-size': integer({ description: 'page size of a listing', min: 1 }),
   // issue 24 (gateway): a DURATION (`90`, `90s`, `2m`, `1h`, `500ms`; bare = seconds), parsed to ms.
-  'max-retry-after': durationFlag(
-    'max-retry-after',
-    "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
-    'such as 120, 120s, 2m or 500ms',
-    { helpGroup: 'CONNECTION' },
+  'max-retry-after': summarized(
+    durationFlag(
+      'max-retry-after',
+      "longest wait a server's Retry-After is honoured for (seconds, or 500ms / 2m / 1h; default 120s); a longer one stops the run (exit 3)",
+      'such as 120, 120s, 2m or 500ms',
+      { helpGroup: 'CONNECTION' },
+    ),
+    { summary: 'longest Retry-After honoured (default 120s)' },
   ),
   'index-page-size': integer({
+    summary: "_count of a listing (0: the server's own)",
+    helpGroup: 'SERVER',
     description: "page size (_count) asked for when listing the server; 0 = the server's own (default 1000; a server that refuses _count is asked without it)",
     min: 0,
   }),
   reconcile: Flags.custom<string>({
+    summary: 'list the server for new keys: auto|always|never',
+    helpGroup: 'SERVER',
+    helpValue: '<when>',
     description:
       "when to list the server to find resources the state does not know (lost or new state, a tenant loaded by another tool): auto = before creating any key the state does not hold; always = also check recorded ones still exist and match; never = trust the state (overrides the mapping's reconcile:)",
     options: [...RECONCILE_POLICIES],
   }),
   'verify-after-load': Flags.custom<string>({
+    summary: 'list created types again: auto|always|never',
+    helpGroup: 'SERVER',
+    helpValue: '<when>',
     description:
       'list each type this run created again at the end of its phase: keys another writer (a second runner with its own state) created too are rejected as duplicate-on-server naming both ids, creates answered with an id the server lacks go back to pending (exit 1). auto (default) = when the phase created something, unless a shared state holds the lease; always; never',
     options: [...VERIFY_POLICIES],
   }),
-  'allow-ending': allowEndingFlag(
-    "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",
+  'allow-ending': summarized(
+    allowEndingFlag(
+      "onMissing: end — how many resources of each mapping this run may end (care teams) or deactivate (patients, practitioners): a count or a percentage of the mapping's loaded ones, e.g. 25%; above it nothing is ended for that mapping (exit 5). Wins over the mapping's allowEnding: (default 10%). An empty or header-only source ends nothing unless this says 100%",
+    ),
+    { summary: 'most resources a run may end: N or N% (default 10%)' },
   ),
 
   // ---------------------------------------------------------------- run
-  'dry-run': booleanFlag({ description: 'do everything but the network; write the resources per type as NDJSON to --out' }),
+  'dry-run': booleanFlag({
+    summary: 'no network: write the resources to --out',
+    description: 'do everything but the network; write the resources per type as NDJSON to --out',
+  }),
   rejects: Flags.custom<string>({
+    summary: 'rejects file (default .care-etl/rejects.ndjson)',
     description:
       'rejects file, NDJSON (default .care-etl/rejects.ndjson beside the mapping); its redacted summary is written beside it (<name>.summary.csv); --only-rejected reads it',
   }),
   report: Flags.custom<string>({
+    summary: 'also write a report: .html, .md or JSON',
     description:
       'also write the report to this file (mode 0600): FILE.html a self-contained page to hand over, FILE.md Markdown (CI job summaries), anything else JSON',
   }),
-  'include-rows': booleanFlag({ description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason' }),
+  'include-rows': booleanFlag({
+    summary: 'report: show the rejected rows (patient data)',
+    description: 'HTML/Markdown report: show the rejected rows themselves (patient data) under each reason',
+  }),
   concurrency: integer({
+    summary: 'pin the requests in flight at N',
+    helpGroup: 'SERVER',
     description: "pin the requests in flight at N instead of discovering the server's capacity (429/503 still lower it for a while)",
     min: 1,
     exclusive: ['max-concurrency'],
   }),
-  'max-concurrency': positiveIntFlag(
-    'max-concurrency',
-    `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+  'max-concurrency': summarized(
+    positiveIntFlag(
+      'max-concurrency',
+      `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+    ),
+    { summary: `most requests in flight (default ${DEFAULT_MAX_CONCURRENCY})`, helpGroup: 'SERVER' },
   ),
-  'wait-for-lock': durationFlag(
-    'wait-for-lock',
-    'another run holds the lease of this server and tenant in the state: wait up to this long for it (e.g. 90s, 10m, 1h; a plain number is seconds), a line every 30 s, instead of exit 3 at once',
-    'like 30s, 10m or 1h',
+  'wait-for-lock': summarized(
+    durationFlag(
+      'wait-for-lock',
+      'another run holds the lease of this server and tenant in the state: wait up to this long for it (e.g. 90s, 10m, 1h; a plain number is seconds), a line every 30 s, instead of exit 3 at once',
+      'like 30s, 10m or 1h',
+    ),
+    { summary: "wait this long for another run's lease", helpGroup: 'SERVER' },
   ),
-  'max-errors': integer({ description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
+  'max-errors': integer({ summary: 'stop after N rejected rows (exit 1)', description: 'stop once this many rows were rejected (exit 1)', min: 1 }),
   'only-rejected': booleanFlag({
+    summary: 'send only the rows the last run rejected',
     description:
       'send only the rows the last run rejected (its rejects file: --rejects, default .care-etl/rejects.ndjson), read from the current source: by key, or by file and line for rows rejected before their key was known; the other rows are read but not sent, onMissing: end is skipped',
   }),
