@@ -43,7 +43,7 @@ function summarized<D>(definition: D, extra: { summary: string; helpGroup?: stri
 
 /** A value checked when parsed, p-queue style ("Expected `--query` to be key=value, got `x`"). */
 function checkedString(
-  defaults: { description: string; relationships?: Relationships },
+  defaults: { summary?: string; description: string; relationships?: Relationships },
   check: (input: string) => Promise<string | undefined> | string | undefined,
 ) {
   return Flags.custom<string>({
@@ -204,46 +204,58 @@ export const flag = {
 
   // ---------------------------------------------------------------- export
   columns: Flags.custom<string>({
+    summary: 'YAML file of columns (header → JSONata)',
     description: "YAML file with `columns:` (header → JSONata) instead of the mapping's exports:; long layout only",
     relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
-  format: Flags.custom<string>({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
+  format: Flags.custom<string>({ summary: 'csv or ndjson', helpValue: '<format>', description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
   bom: booleanFlag({
+    summary: 'CSV: start with a byte order mark (Excel)',
     description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
     relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
   }),
   'escape-formulas': booleanFlag({
+    summary: "CSV: prefix formula-like cells with '",
     description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)",
     default: true,
     allowNo: true,
   }),
   layout: Flags.custom<string>({
+    summary: 'a row per observation, or per patient/day',
+    helpValue: '<long|wide>',
     description: 'long: one row per observation; wide: one row per patient and day, one column per instrument',
     options: ['long', 'wide'],
     default: 'long',
   }),
   pseudonymize: booleanFlag({
+    summary: 'keyed pseudonyms, no free text',
     description:
       'replace patient source keys and server ids by keyed pseudonyms (HMAC-SHA-256; key in CARE_PSEUDONYM_KEY or --pseudonym-key-file) and drop free text',
   }),
   'pseudonym-key-file': Flags.custom<string>({
+    summary: 'file holding the pseudonym key',
     description: 'with --pseudonymize: file holding the key (wins over CARE_PSEUDONYM_KEY)',
     dependsOn: ['pseudonymize'],
   }),
   'keep-free-text': booleanFlag({
+    summary: 'with --pseudonymize: keep free text',
     description:
       'with --pseudonymize: keep free text (value strings, notes, reference display names — may hold names); an export without --pseudonymize keeps everything',
     dependsOn: ['pseudonymize'],
   }),
   dictionary: checkedString(
     {
+      summary: 'also write a data dictionary here',
       description: 'also write a data dictionary of the columns to this file (.json → JSON, else CSV); another file than --out',
       relationships: [{ type: 'none', flags: [{ name: 'out', when: sameFileAsOut }] }],
     },
     (input) => (input === '' || input === '-' ? `Expected \`--dictionary\` to be a file path, got \`${input}\`` : undefined),
   ),
   since: checkedString(
-    { description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone' },
+    {
+      summary: 'updated since: last, or a date',
+      description: 'only observations updated since: `last` (the previous --since last export), an ISO date or a date-time with a zone',
+    },
     async (input) => {
       if (input === 'last') return undefined;
       const { parseSince } = await import('../export/observation-exporter.js');
@@ -252,11 +264,13 @@ export const flag = {
     },
   ),
   overlap: defaultedInteger({
+    summary: '--since last: seconds re-read',
     description: '--since last: seconds re-read before the previous export started (clock skew, late commits)',
     default: 60,
     min: 0,
   }),
   patient: Flags.custom<string>({
+    summary: 'only this patient (source key); repeatable',
     description: 'only this patient (source key, e.g. MRN); repeatable',
     multiple: true,
     multipleNonGreedy: true,
@@ -266,6 +280,7 @@ export const flag = {
     },
   }),
   query: Flags.custom<string>({
+    summary: 'query parameter k=v; repeatable',
     description: 'query parameter k=v for the first request (servers that support filters); repeatable',
     multiple: true,
     multipleNonGreedy: true,

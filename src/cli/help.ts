@@ -27,6 +27,12 @@ export default class CareHelp extends Help {
     super(config, { docopts: false, ...opts });
   }
 
+  /** The summary above a command's help, wrapped to the terminal like the rest. */
+  protected override summary(c: Command.Loadable): string | undefined {
+    const text = super.summary(c);
+    return text && this.wrap(text);
+  }
+
   protected override getCommandHelpClass(command: Command.Loadable): CommandHelp {
     return new ShortCommandHelp(command, this.config, this.opts);
   }

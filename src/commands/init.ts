@@ -22,9 +22,9 @@ An existing file is never overwritten without --force (an existing mapping.schem
 
 Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
   static override examples = [
-    '<%= config.bin %> init --from data/patients.csv --from data/staff.json --from data/assignments.csv',
-    '<%= config.bin %> init --from export/Patient.ndjson --out onboarding/mapping.yaml --force',
-    '<%= config.bin %> init --from cdm/person.csv --from cdm/provider.csv --from cdm/visit_occurrence.csv --from cdm/visit_detail.csv',
+    '<%= config.bin %> init --from patients.csv --from staff.json --from assignments.csv',
+    '<%= config.bin %> init --from Patient.ndjson --out onboarding/mapping.yaml --force',
+    '<%= config.bin %> init --from person.csv --from provider.csv --from visit_detail.csv',
   ];
   static override flags = {
     from: flag.from(),
