@@ -27,6 +27,15 @@ export default class CareHelp extends Help {
     super(config, { docopts: false, ...opts });
   }
 
+  /** The root help: the package's description wrapped to the terminal too. */
+  override formatRoot(): string {
+    return super
+      .formatRoot()
+      .split('\n')
+      .map((line) => (line.length > this.opts.maxWidth ? this.wrap(line) : line))
+      .join('\n');
+  }
+
   /** The summary above a command's help, wrapped to the terminal like the rest. */
   protected override summary(c: Command.Loadable): string | undefined {
     const text = super.summary(c);

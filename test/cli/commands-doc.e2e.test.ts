@@ -31,3 +31,18 @@ test('run --help: at most 60 lines at 80 columns, none wider, examples before fl
   expect(readFileSync(join(ROOT, PAGE), 'utf8')).toContain(`\n## care-etl run\n`); // the anchor #care-etl-run
   expect(link.endsWith('#care-etl-run')).toBe(true);
 });
+
+test('every command: --help fits 80 columns, -h is the same', async () => {
+  const { Config } = await import('@oclif/core');
+  const config = await Config.load(ROOT);
+  const ids = config.commands.map((c) => c.id.split(':'));
+  const helps = await Promise.all(ids.map((words) => runCli([...words, '-h'], { env: { COLUMNS: '80' } })));
+  const wide = helps.flatMap((r, i) =>
+    r.stdout
+      .split('\n')
+      .filter((l) => l.length > 80)
+      .map((l) => `${ids[i]!.join(' ')}: ${l}`),
+  );
+  expect(wide).toEqual([]);
+  expect(helps.map((r) => r.code)).toEqual(ids.map(() => 0));
+});
