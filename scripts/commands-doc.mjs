@@ -36,7 +36,9 @@ function flagText(f) {
 function flagRows(cmd) {
   const flags = Object.entries(cmd.flags ?? {}).filter(([, f]) => !f.hidden);
   const group = ([, f]) => f.helpGroup ?? '';
-  const ordered = flags.sort((a, b) => (group(a) === group(b) ? a[0].localeCompare(b[0]) : group(a) === '' ? -1 : group(b) === '' ? 1 : group(a).localeCompare(group(b))));
+  const ordered = flags.sort((a, b) =>
+    group(a) === group(b) ? a[0].localeCompare(b[0]) : group(a) === '' ? -1 : group(b) === '' ? 1 : group(a).localeCompare(group(b)),
+  );
   return ordered.map(([name, f]) => `| ${flagCell(name, f)} | ${f.helpGroup ? f.helpGroup.toLowerCase() : ''} | ${cell(flagText({ ...f, name }))} |`);
 }
 
@@ -53,7 +55,14 @@ function commandSection(cmd, config) {
     '```',
     '',
     ...(cmd.description ? [bin(cmd.description, config).split(/\n+/).join('\n\n'), ''] : []),
-    ...(args.length ? ['| argument | |', '|---|---|', ...args.map(([n, a]) => `| \`${n.toUpperCase()}\` | ${cell(a.description ?? '')}${a.required ? '' : ' (optional)'} |`), ''] : []),
+    ...(args.length
+      ? [
+          '| argument | |',
+          '|---|---|',
+          ...args.map(([n, a]) => `| \`${n.toUpperCase()}\` | ${cell(a.description ?? '')}${a.required ? '' : ' (optional)'} |`),
+          '',
+        ]
+      : []),
     ...(Object.keys(cmd.flags ?? {}).length ? ['| flag | group | what it does |', '|---|---|---|', ...flagRows(cmd), ''] : []),
     ...(cmd.examples?.length ? ['Examples:', '', '```sh', ...cmd.examples.map((e) => bin(typeof e === 'string' ? e : e.command, config)), '```', ''] : []),
   ];
