@@ -29,6 +29,13 @@ export function foldMisspelledKeys(errors: ErrorObject[]): ErrorObject[] {
   });
 }
 
+/** The typo's line as written, e.g. `` — line 7: `form: patients` `` (never under `target:`, where a key may sit beside a secret). */
+function shownLine(loc: YamlLocator, at: Location | undefined, instancePath: string): string {
+  if (!at?.line || instancePath.startsWith('/target')) return '';
+  const text = loc.text.split('\n')[at.line - 1]?.trim() ?? '';
+  return text ? ` — line ${at.line}: \`${text.length > 80 ? `${text.slice(0, 77)}…` : text}\`` : '';
+}
+
 /** One ajv error → one issue at the YAML node (or key) it is about, with a message for people. */
 export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
   const path = fromPointer(e.instancePath);
@@ -55,7 +62,7 @@ export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
       location = loc.keyPositionOf([...path, prop]);
       const guess = closest(prop, allowed);
       message = guess
-        ? `unknown property \`${prop}\`: did you mean \`${guess}\`?`
+        ? `unknown property \`${prop}\`: did you mean \`${guess}\`?${shownLine(loc, location, e.instancePath)}`
         : `unknown property \`${prop}\`${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`;
       break;
     }

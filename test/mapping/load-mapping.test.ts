@@ -222,7 +222,7 @@ describe('loadMapping: schema errors', () => {
         expect.objectContaining({
           code: 'invalid',
           path: '/resources/0/form',
-          message: 'unknown property `form`: did you mean `from`?',
+          message: 'unknown property `form`: did you mean `from`? — line 7: `form: s`',
           location: expect.objectContaining({ line: 7, column: 5 }),
         }),
       ]);
