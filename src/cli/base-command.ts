@@ -11,9 +11,10 @@ type Out = Record<string, unknown>;
 import { stripVTControlCharacters } from 'node:util';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown, registerProxySecrets, registerSecret } from '../core/secret.js';
-import { describeError, type ErrorJson } from './render.js';
+import { describeError, JSON_FORMAT_VERSION, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
 import { createJsonLog, type JsonLog } from './json-log.js';
+import { closest } from '../mapping/closest.js';
 
 export type LogLevel = 'quiet' | 'normal' | 'verbose';
 export type ProgressMode = 'bar' | 'lines' | 'none';
@@ -79,7 +80,7 @@ class UsageError extends CareEtlError {
   constructor(err: unknown, command: string, flags: Record<string, { description?: string }>) {
     const raw = stripVTControlCharacters(err instanceof Error ? err.message : String(err));
     const message = raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': ');
-    const rule = declaredRule(message, flags);
+    const rule = declaredRule(message, flags) ?? flagSuggestion(message, flags);
     super(message, { exitCode: ExitCode.config, hint: `${rule ? `${rule} ` : ''}See \`${command} --help\`.` });
     this.name = 'UsageError';
   }
@@ -90,6 +91,18 @@ function declaredRule(message: string, flags: Record<string, { description?: str
   const name = /when using --([\w-]+)/.exec(message)?.[1];
   const description = name ? flags[name]?.description : undefined;
   return description ? `--${name}: ${description.replace(/\.$/, '')}.` : undefined;
+}
+
+/** "Nonexistent flag(s): --dryrun" → "Did you mean --dry-run?" for each unknown flag close to a declared one. */
+function flagSuggestion(message: string, flags: Record<string, unknown>): string | undefined {
+  const unknown = /^Nonexistent flags?: (.+)$/m.exec(message)?.[1]?.split(', ') ?? [];
+  const names = [...Object.keys(flags), 'help'];
+  const near = unknown.flatMap((u) => {
+    const name = /^--([^=]+)/.exec(u)?.[1];
+    const match = name ? closest(name, names) : undefined;
+    return match ? [`--${match}`] : [];
+  });
+  return near.length ? `Did you mean ${near.join(', ')}?` : undefined;
 }
 
 /** A cancelled command that has not ended this long after the first signal ends anyway (CI sends SIGKILL ~10 s after SIGINT). */
@@ -271,7 +284,10 @@ export abstract class CareCommand<T> extends Command {
   }
 
   protected override toSuccessJson(result: unknown): unknown {
-    const body = result && typeof result === 'object' && !('exitCode' in result) ? { ...result, exitCode: process.exitCode ?? 0 } : result;
+    const body =
+      result && typeof result === 'object' && !Array.isArray(result)
+        ? { ...result, exitCode: 'exitCode' in result ? result.exitCode : (process.exitCode ?? 0), formatVersion: JSON_FORMAT_VERSION }
+        : result;
     return JSON.parse(redactKnown(JSON.stringify(body)));
   }
 
@@ -300,11 +316,19 @@ export abstract class CareCommand<T> extends Command {
 
   private toErrorEnvelope(err: unknown): ErrorJson {
     if (err instanceof Errors.ExitError) {
-      return { error: { name: 'Exit', message: `exited with ${err.oclif.exit}`, issues: [] }, exitCode: err.oclif.exit ?? ExitCode.config };
+      return {
+        error: { name: 'Exit', message: `exited with ${err.oclif.exit}`, issues: [] },
+        exitCode: err.oclif.exit ?? ExitCode.config,
+        formatVersion: JSON_FORMAT_VERSION,
+      };
     }
     if (err instanceof Errors.CLIError) {
       // `this.error(…)` and oclif's own failures: their exit code, our envelope.
-      return { error: { name: 'Error', message: stripVTControlCharacters(err.message), issues: [] }, exitCode: err.oclif?.exit ?? ExitCode.config };
+      return {
+        error: { name: 'Error', message: stripVTControlCharacters(err.message), issues: [] },
+        exitCode: err.oclif?.exit ?? ExitCode.config,
+        formatVersion: JSON_FORMAT_VERSION,
+      };
     }
     return describeError(err).json;
   }

@@ -10,9 +10,16 @@ export function table(head: string[], rows: (string | number)[][]): string {
   return [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
 }
 
+/**
+ * The version of the `--json` documents' shape, in every one of them beside `exitCode`: raised when a field is
+ * renamed, removed or changes meaning (new fields do not raise it). The plan's own `version` is its file format.
+ */
+export const JSON_FORMAT_VERSION = 1;
+
 export interface ErrorJson {
   error: { name: string; message: string; hint?: string; issues: Issue[] };
   exitCode: number;
+  formatVersion: number;
 }
 
 const BUG_HINT = 'This looks like a bug in care-etl: run again with --verbose and report the output (it holds no secrets).';
@@ -25,6 +32,7 @@ export function describeError(err: unknown): { text: string; json: ErrorJson } {
   const json: ErrorJson = {
     error: { name: err instanceof Error ? err.name : 'Error', message, hint: e ? e.hint : BUG_HINT, issues: e?.issues ?? [] },
     exitCode: e?.exitCode ?? ExitCode.incomplete,
+    formatVersion: JSON_FORMAT_VERSION,
   };
   return { text: redactKnown(text), json: JSON.parse(redactKnown(JSON.stringify(json))) as ErrorJson };
 }

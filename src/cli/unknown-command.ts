@@ -5,7 +5,7 @@
  */
 import type { Interfaces } from '@oclif/core';
 import { closest } from '../mapping/closest.js';
-import type { ErrorJson } from './render.js';
+import { JSON_FORMAT_VERSION, type ErrorJson } from './render.js';
 
 export interface UnknownCommand {
   /** What the user typed as the command, words joined with spaces (`state chek`). */
@@ -64,7 +64,7 @@ export function wantsJson(argv: readonly string[]): boolean {
 
 /** Prints the report (stderr, or the JSON envelope on stdout) and sets exit code 2. */
 export function reportUnknownCommand(u: UnknownCommand, json: boolean): ErrorJson {
-  const body: ErrorJson = { error: { name: 'CommandNotFound', message: u.message, hint: u.hint, issues: [] }, exitCode: 2 };
+  const body: ErrorJson = { error: { name: 'CommandNotFound', message: u.message, hint: u.hint, issues: [] }, exitCode: 2, formatVersion: JSON_FORMAT_VERSION };
   if (json) process.stdout.write(`${JSON.stringify(body)}\n`);
   else process.stderr.write(`${u.message}\n${u.hint}\n`);
   process.exitCode = body.exitCode;

@@ -26,10 +26,10 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
   static override examples = [
     '<%= config.bin %> export examples/clinic/mapping.yaml > observations.csv',
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
-    '<%= config.bin %> export mapping.yaml phq --patient 00123 --patient 00456 --format ndjson --out -',
-    '<%= config.bin %> export mapping.yaml --layout wide --out trends.csv --dictionary trends.dictionary.csv',
-    'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize --layout wide --out shareable.csv',
-    'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> export mapping.yaml --out obs.csv --json',
+    '<%= config.bin %> export mapping.yaml phq --patient 00123 --format ndjson --out -',
+    '<%= config.bin %> export mapping.yaml --layout wide -o wide.csv --dictionary dict.csv',
+    'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize -o a.csv',
+    '<%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];
   static override args = {
     mapping: Args.string({ description: 'mapping file (YAML)', required: true }),
@@ -46,6 +46,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     }),
     out: flag.out({
       char: 'o',
+      summary: 'output file, or - for stdout (the default)',
       description:
         'output file; a pipe or device (a FIFO, >(gzip > obs.csv.gz)) is written in place; - for stdout (the default; not with --json, which prints the summary there)',
     }),
@@ -62,7 +63,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     overlap: flag.overlap(),
     patient: flag.patient(),
     query: flag.query(),
-    'page-size': flag['page-size']({ description: 'page size asked of the server (_count on the first request)' }),
+    'page-size': flag['page-size']({ summary: 'page size asked of the server', description: 'page size asked of the server (_count on the first request)' }),
     state: flag.state(),
     progress: flag.progress(),
     ...connectionFlags,

@@ -16,13 +16,15 @@ OMOP CDM v5.4 tables are recognised by their columns (person: person_id, gender_
 
 A column empty in every sampled record is never chosen as a key.
 
-An existing file is never overwritten without --force.
+Beside the mapping it writes mapping.schema.json, a copy of care-etl's mapping schema, named by the mapping's first line (\`# yaml-language-server: $schema=./mapping.schema.json\`): commit both, and editors find the schema wherever the repository is cloned, offline too.
+
+An existing file is never overwritten without --force (an existing mapping.schema.json is kept; --force refreshes it after an upgrade).
 
 Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
   static override examples = [
-    '<%= config.bin %> init --from data/patients.csv --from data/staff.json --from data/assignments.csv',
-    '<%= config.bin %> init --from export/Patient.ndjson --out onboarding/mapping.yaml --force',
-    '<%= config.bin %> init --from cdm/person.csv --from cdm/provider.csv --from cdm/visit_occurrence.csv --from cdm/visit_detail.csv',
+    '<%= config.bin %> init --from patients.csv --from staff.json --from assignments.csv',
+    '<%= config.bin %> init --from Patient.ndjson --out onboarding/mapping.yaml --force',
+    '<%= config.bin %> init --from person.csv --from provider.csv --from visit_detail.csv',
   ];
   static override flags = {
     from: flag.from(),
@@ -43,6 +45,8 @@ Exit codes: 0 written; 2 an export cannot be read, or the output file exists.`;
             result.resources.map((r) => [r.file, r.source, r.name, r.type ?? 'TODO', r.key ?? (r.groupBy ? `groupBy ${r.groupBy}` : 'TODO')]),
           ),
         );
+        if (result.schemaCopy)
+          this.log(`Wrote ${relative(process.cwd(), result.schemaCopy)} beside it (the mapping's $schema, for editor completion): commit both.`);
         for (const n of result.notes) this.log(`Not mapped: ${n.file} (${n.resourceType}) — ${n.note}.`);
         if (result.omopTables)
           this.log(`OMOP CDM tables recognised by their columns (${result.omopTables.join(', ')}): the ready-made mapping is mappings/omop-cdm/mapping.yaml.`);

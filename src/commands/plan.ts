@@ -7,7 +7,7 @@ import type { PlanDocument } from '../pipeline/plan.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 
 export default class Plan extends CareCommand<PlanDocument | ErrorJson> {
-  static override summary = 'Show what a run would do — creates, updates with field diffs, adoptions, ends, rejects — writing nothing.';
+  static override summary = 'Show what a run would do (creates, updates with diffs, ends, rejects), writing nothing.';
   static override description = `Maps every source like a run, lists each resource type on the server once, and decides every key against the state ledger and the server exactly as a run would (same match rules, same reconcile policy), without sending anything but reads and without writing the state (it reads a copy) or a rejects file. Per mapping: creates, updates (each with a field-level diff between the server's current resource and the one the run would send — id, meta, nulls and empty values ignored, as for adoption), unchanged, adoptions (found on the server by the match rule, unknown to the state), ends (onMissing: end, end dates) and rejects; also "drifted" resources: recorded as loaded and unchanged, so the run leaves them, yet different on the server.
 
 The terminal shows a table and the first changes of each mapping (--limit); --out writes the whole plan as JSON (mode 0600: it holds patient values), --json prints it.
@@ -16,7 +16,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
   static override examples = [
     '<%= config.bin %> plan mapping.yaml',
     '<%= config.bin %> plan mapping.yaml --out plan.json',
-    '<%= config.bin %> plan mapping.yaml --json --progress none; test $? -eq 4 && echo "changes to review"',
+    '<%= config.bin %> plan mapping.yaml --json; test $? -eq 4 && echo "changes to review"',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {

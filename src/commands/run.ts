@@ -28,13 +28,12 @@ Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
     '<%= config.bin %> run mapping.yaml --dry-run --out out/',
-    '<%= config.bin %> run mapping.yaml --only-rejected',
-    'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> run mapping.yaml --json --report report.json',
+    '<%= config.bin %> run mapping.yaml --only-rejected --report report.html',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
     'dry-run': flag['dry-run'](),
-    out: flag.out({ description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
+    out: flag.out({ summary: 'dry run: output folder', description: 'dry run: output folder (default .care-etl/dry-run beside the mapping)' }),
     rejects: flag.rejects(),
     report: flag.report(),
     'include-rows': flag['include-rows'](),

@@ -19,7 +19,7 @@ export default class SandboxCommand extends CareCommand<void> {
   static override examples = [
     '<%= config.bin %> sandbox',
     '<%= config.bin %> sandbox --port 0 --data sandbox.db --json',
-    '<%= config.bin %> sandbox --latency 50 --jitter 50 --rate-limit 20 --error-503-rate 0.05 --drop-rate 0.01',
+    '<%= config.bin %> sandbox --latency 50 --rate-limit 20 --error-503-rate 0.05',
     '<%= config.bin %> sandbox --latency 50 --max-in-flight 24',
   ];
   static override flags = {

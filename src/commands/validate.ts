@@ -6,7 +6,7 @@ import type { ErrorJson } from '../cli/render.js';
 import type { ValidateReport } from '../pipeline/validate-mapping.js';
 
 export default class Validate extends CareCommand<ValidateReport | ErrorJson> {
-  static override summary = 'Check a mapping file: schema, expressions, sources, references — every problem with file:line:column.';
+  static override summary = 'Check a mapping file: every problem with its file:line:column.';
   static override description = `Validates the mapping against schemas/mapping.schema.json, compiles every JSONata expression, checks that the sources exist and that $ref names resolve without a cycle. Every \`$TODO("…")\` marker left by \`care-etl init\` is reported with its text and position (code \`todo\`), together with the other problems. With --sample N, also runs the first N rows of each source through transform, validation and the loader's offline checks (match values; offline: references resolve to placeholders) and prints the rejections and how many rows a run would skip (where:, or a map producing nothing) — every reason a run would reject a row without asking the server.
 
 Exit codes: 0 valid (and no sampled row rejected); 1 valid, but sampled rows were rejected (0 with --allow-rejects); 2 the mapping has problems (or a usage error).`;

@@ -6,7 +6,8 @@
  * count printed here is theirs: src/mapping/todo-markers.ts). Exports of FHIR resources are read as such
  * (fhir-starter.ts).
  */
-import { writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { copyFile, writeFile } from 'node:fs/promises';
 import { basename, dirname, extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CareEtlError, ExitCode, issue } from '../core/issues.js';
@@ -30,6 +31,11 @@ import { field, relativeFrom, todo, wrap, yamlScalar } from './yaml-text.js';
 export { field } from './yaml-text.js';
 
 export const MAPPING_SCHEMA_PATH = fileURLToPath(new URL('../../schemas/mapping.schema.json', import.meta.url));
+/**
+ * The mapping's `$schema` (editor completion): a copy of care-etl's schema written beside it, so the path still
+ * resolves once the folder is committed and cloned elsewhere, offline too (docs/mapping.md "Editor completion").
+ */
+export const SCHEMA_COPY = 'mapping.schema.json';
 export const NPI_SYSTEM = 'http://hl7.org/fhir/sid/us-npi';
 const MAPPINGS_DIR = fileURLToPath(new URL('../../mappings/', import.meta.url));
 
@@ -71,6 +77,8 @@ export interface StarterResult {
   omopTables?: OmopTable[];
   /** `$TODO("…")` markers left to resolve: exactly the `todo` issues `care-etl validate` reports. */
   todos: number;
+  /** The schema copy beside the mapping (`SCHEMA_COPY`), when this call wrote it (an existing one is kept unless `force`). */
+  schemaCopy?: string;
 }
 
 // ------------------------------------------------------------------------------------------ column roles
@@ -542,7 +550,7 @@ function nameMappings(mappings: Plan[]): { nameOf: Map<Plan, string>; counts: Ma
 
 function headerLines(exports: { shown: string }[], outDir: string, readyMade: string[] | undefined, fhirTypes: string[], omop?: string[]): string[] {
   return [
-    `# yaml-language-server: $schema=${relativeFrom(outDir, MAPPING_SCHEMA_PATH)}`,
+    `# yaml-language-server: $schema=./${SCHEMA_COPY}`,
     '#',
     `# Starter mapping written by \`care-etl init\` from: ${exports.map((e) => e.shown).join(', ')}`,
     ...(readyMade ? fhirHeader(fhirTypes, relativeFrom(outDir, readyMade[0]!), relativeFrom(outDir, readyMade[1]!)) : []),
@@ -724,5 +732,21 @@ export async function writeStarterMapping(opts: StarterOptions & { force?: boole
     }
     throw new CareEtlError(`cannot write ${shown}${code ? ` (${code})` : ''}`, { exitCode: ExitCode.config, cause: err });
   }
-  return result;
+  return { ...result, ...(await copySchemaBeside(result.out, opts.force)) };
+}
+
+/** Writes `SCHEMA_COPY` beside the mapping; one already there is kept unless `force` (it may be a newer version's). */
+async function copySchemaBeside(mappingFile: string, force: boolean | undefined): Promise<{ schemaCopy?: string }> {
+  const target = resolve(dirname(mappingFile), SCHEMA_COPY);
+  if (target === MAPPING_SCHEMA_PATH) return {};
+  try {
+    await copyFile(MAPPING_SCHEMA_PATH, target, force ? 0 : constants.COPYFILE_EXCL);
+    return { schemaCopy: target };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return {};
+    throw new CareEtlError(`cannot write ${SCHEMA_COPY} beside ${basename(mappingFile)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`, {
+      exitCode: ExitCode.config,
+      cause: err,
+    });
+  }
 }

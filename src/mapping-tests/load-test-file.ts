@@ -8,7 +8,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { visit, type Document, type Scalar } from 'yaml';
 import { CareEtlError, ExitCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { isObj, type Obj } from '../core/is-object.js';
-import { schemaIssue } from '../mapping/schema-issues.js';
+import { foldMisspelledKeys, schemaIssue } from '../mapping/schema-issues.js';
 import { readYamlConfig, schemaHint } from '../mapping/yaml-config.js';
 import { toPointer, type DocPath, type YamlLocator } from '../mapping/yaml-positions.js';
 import { schemaDefault, schemaJson } from '../schemas/schema-files.js';
@@ -219,7 +219,7 @@ function parseFixture(f: Obj, path: DocPath, ctx: Ctx): FixtureDef {
 function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
   const issues: Issue[] = [];
   const seen = new Set<string>();
-  for (const e of errors) {
+  for (const e of foldMisspelledKeys(errors)) {
     if (['if', 'oneOf', 'anyOf', 'not', 'allOf'].includes(e.keyword) || /\/(allOf|oneOf|anyOf|not)\//.test(e.schemaPath)) continue;
     const found = schemaIssue(e, loc);
     const refs = refsMessage(e);

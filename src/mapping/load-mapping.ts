@@ -18,7 +18,7 @@ import { readYamlConfig, schemaHint } from './yaml-config.js';
 import { closeLookups, readLookups } from './lookup-tables.js';
 import type { ExportColumn, ExportsConfig, LoadedMapping, MappingLimits, ResourceMapping, SourceConfig, TargetConfig, UpdateMethodConfig } from './types.js';
 import { YamlLocator, toPointer, type DocPath } from './yaml-positions.js';
-import { schemaIssue } from './schema-issues.js';
+import { foldMisspelledKeys, schemaIssue } from './schema-issues.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { isObj, type Obj } from '../core/is-object.js';
 
@@ -372,7 +372,7 @@ function schemaIssues(errors: ErrorObject[], loc: YamlLocator): Issue[] {
 
   const issues: Issue[] = [];
   const seen = new Set<string>();
-  for (const e of out) {
+  for (const e of foldMisspelledKeys(out)) {
     const found = schemaIssue(e, loc);
     const sig = `${found.path}|${found.message}`;
     if (seen.has(sig)) continue;

@@ -13,6 +13,29 @@ function fromPointer(pointer: string): string[] {
         .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
+/**
+ * A misspelled key (`form:` for `from:`) is one mistake, which ajv reports twice: the unknown key and the
+ * missing required one. Drops the `required` error when an unknown key beside it is its closest spelling, so the
+ * mapping gets one error, at the typo's line, with "did you mean `from`?".
+ */
+export function foldMisspelledKeys(errors: ErrorObject[]): ErrorObject[] {
+  const unknownAt = new Map<string, string[]>();
+  for (const e of errors)
+    if (e.keyword === 'additionalProperties') unknownAt.set(e.instancePath, [...(unknownAt.get(e.instancePath) ?? []), String(e.params.additionalProperty)]);
+  return errors.filter((e) => {
+    if (e.keyword !== 'required') return true;
+    const missing = String(e.params.missingProperty);
+    return !(unknownAt.get(e.instancePath) ?? []).some((typo) => closest(typo, [missing]) === missing);
+  });
+}
+
+/** The typo's line as written, e.g. `` — line 7: `form: patients` `` (never under `target:`, where a key may sit beside a secret). */
+function shownLine(loc: YamlLocator, at: Location | undefined, instancePath: string): string {
+  if (!at?.line || instancePath.startsWith('/target')) return '';
+  const text = loc.text.split('\n')[at.line - 1]?.trim() ?? '';
+  return text ? ` — line ${at.line}: \`${text.length > 80 ? `${text.slice(0, 77)}…` : text}\`` : '';
+}
+
 /** One ajv error → one issue at the YAML node (or key) it is about, with a message for people. */
 export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
   const path = fromPointer(e.instancePath);
@@ -38,7 +61,9 @@ export function schemaIssue(e: ErrorObject, loc: YamlLocator): Issue {
       pointer = `${e.instancePath}/${prop}`;
       location = loc.keyPositionOf([...path, prop]);
       const guess = closest(prop, allowed);
-      message = `unknown property \`${prop}\`${guess ? ` (did you mean \`${guess}\`?)` : ''}${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`;
+      message = guess
+        ? `unknown property \`${prop}\`: did you mean \`${guess}\`?${shownLine(loc, location, e.instancePath)}`
+        : `unknown property \`${prop}\`${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`;
       break;
     }
     case 'propertyNames': {

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import pkg from '../../package.json' with { type: 'json' };
 import { describeUnknownCommand } from '../../src/cli/unknown-command.js';
+import { JSON_FORMAT_VERSION } from '../../src/cli/render.js';
 import { BIN, ROOT, runCli } from '../helpers/cli.js';
 
 const NOT_FOUND_HINT = 'Run "care-etl help" for a list of commands.';
@@ -48,10 +49,16 @@ describe('care-etl version', () => {
     expect(r.stdout).toBe(flag.stdout);
   });
 
-  it('--json: { version, node, platform }', async () => {
+  it('--json: { version, node, platform, exitCode, formatVersion }', async () => {
     const r = await runCli(['version', '--json']);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ version: pkg.version, node: process.versions.node, platform: `${process.platform}-${process.arch}` });
+    expect(JSON.parse(r.stdout)).toEqual({
+      version: pkg.version,
+      node: process.versions.node,
+      platform: `${process.platform}-${process.arch}`,
+      exitCode: 0,
+      formatVersion: JSON_FORMAT_VERSION,
+    });
   });
 });
 
@@ -100,6 +107,7 @@ describe('a mistyped command', () => {
       expect(JSON.parse(r.stdout)).toEqual({
         error: { name: 'CommandNotFound', message: '"runn" is not a care-etl command. Did you mean "run"?', hint: NOT_FOUND_HINT, issues: [] },
         exitCode: 2,
+        formatVersion: JSON_FORMAT_VERSION,
       });
       expect(r.stdout.trim().split('\n')).toHaveLength(1);
     }

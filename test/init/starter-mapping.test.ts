@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,7 +47,8 @@ describe('care-etl init on the example clinic exports', () => {
 
     const modeline = /^# yaml-language-server: \$schema=(\S+)\n/.exec(text);
     expect(modeline).not.toBeNull();
-    expect(resolve(dir, modeline![1]!)).toBe(join(ROOT, 'schemas', 'mapping.schema.json'));
+    expect(modeline![1]).toBe('./mapping.schema.json');
+    expect(readFileSync(join(dir, 'mapping.schema.json'), 'utf8')).toBe(readFileSync(join(ROOT, 'schemas', 'mapping.schema.json'), 'utf8'));
     expect(text).toContain('# target:\n#   baseUrl: ${CARE_BASE_URL}\n#   apiKey: ${CARE_API_KEY}');
     expect(text).toContain('  patients:       { path: data/patients.csv }');
     expect(text).toContain('  practitioners:  { path: data/practitioners.json, records: staff }');
@@ -109,8 +110,23 @@ describe('care-etl init on the example clinic exports', () => {
     const dir = clinicCopy();
     const r = await generateStarterMapping({ from: CLINIC, cwd: dir, out: 'onboarding/clinic.yaml' });
     expect(r.text).toContain('{ path: ../data/patients.csv }');
-    const schema = /\$schema=(\S+)/.exec(r.text)![1]!;
-    expect(resolve(dirname(r.out), schema)).toBe(join(ROOT, 'schemas', 'mapping.schema.json'));
+    expect(r.text).toMatch(/^# yaml-language-server: \$schema=\.\/mapping\.schema\.json\n/);
+  });
+
+  it('a mapping written by init, its folder moved elsewhere (a commit cloned on another machine): $schema still resolves, it validates', async () => {
+    const dir = clinicCopy();
+    mkdirSync(join(dir, 'onboarding'));
+    const r = await writeStarterMapping({ from: CLINIC, cwd: dir, out: 'onboarding/clinic.yaml' });
+    expect(r.schemaCopy).toBe(join(dir, 'onboarding', 'mapping.schema.json'));
+    const moved = join(mkdtempSync(join(tmpdir(), 'care-etl-clone-')), 'repo');
+    renameSync(dir, moved);
+    const mapping = join(moved, 'onboarding', 'clinic.yaml');
+    const schema = /^# yaml-language-server: \$schema=(\S+)\n/.exec(readFileSync(mapping, 'utf8'))![1]!;
+    expect(JSON.parse(readFileSync(resolve(dirname(mapping), schema), 'utf8'))).toEqual(
+      JSON.parse(readFileSync(join(ROOT, 'schemas', 'mapping.schema.json'), 'utf8')),
+    );
+    writeFileSync(mapping, fillIn(r.text));
+    expect((await validateMapping(mapping)).order).toEqual(['patient', 'practitioner', 'careteam']);
   });
 });
 

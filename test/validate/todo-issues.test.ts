@@ -38,7 +38,7 @@ describe('validate reports every $TODO with its text, in one pass with the other
     ]);
     expect(err.issues.map((i) => i.message)).toEqual([
       'mapping `thing` type: TODO — Patient, Practitioner or CareTeam',
-      expect.stringContaining('unknown property `onMising` (did you mean `onMissing`?)'),
+      expect.stringContaining('unknown property `onMising`: did you mean `onMissing`?'),
       'mapping `thing` map: TODO — the MRN namespace',
     ]);
     // what to do with a marker, then the loader's own advice for the other problem

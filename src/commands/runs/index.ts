@@ -12,7 +12,7 @@ Exit codes: 0 listed; 2 no state file (or a usage error); 3 the state file is in
   static override examples = [
     '<%= config.bin %> runs examples/clinic/mapping.yaml',
     '<%= config.bin %> runs --state /cache/state.db --json',
-    '<%= config.bin %> runs --state /cache/state.db --tenant clinic-17 --server https://care.example.org',
+    '<%= config.bin %> runs --state state.db --tenant t17 --server https://care.example',
     '<%= config.bin %> runs show mapping.yaml 12',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (its .care-etl/state.db is read; default: ./.care-etl/state.db)' }) };
