@@ -91,10 +91,11 @@ export const flag = {
   }),
   // issue 26 (ci): JSON lines on stderr, one per event (src/cli/json-log.ts).
   'log-format': Flags.custom<string>({
-    summary: 'stderr as text or json lines',
-    description: 'stderr as text (progress, messages) or json: one JSON object per line and event (phase, progress, reject, request with --verbose, verdict)',
+    summary: 'stderr as text (default) or json lines',
+    description:
+      'stderr as text (progress, messages; the default) or json: one JSON object per line and event (phase, progress, reject, request with --verbose, verdict)',
     options: ['text', 'json'],
-    default: 'text',
+    helpValue: '<text|json>',
     helpGroup: 'OUTPUT',
   }),
   /** oclif's own `--json` (enableJsonFlag), for a command that declares what it excludes. */
@@ -103,7 +104,7 @@ export const flag = {
   // ---------------------------------------------------------------- shared by several commands
   state: Flags.custom<string>({
     parse: async (v) => (registerStateSecret(v), v),
-    summary: 'state: a file (default .care-etl/state.db) or postgres://',
+    summary: 'state file, or a postgres:// URL',
     description:
       "state ledger: a file (default .care-etl/state.db beside the mapping), or a shared PostgreSQL state postgres://user@host:5432/db[?schema=name] (password in PGPASSWORD or ~/.pgpass); also CARE_STATE_URL, then the mapping's state:",
   }),

@@ -27,7 +27,6 @@ Ctrl+C / SIGTERM: the run stops within 5 s — no further row is read, waits and
 Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some rows rejected (above --fail-on-rejects; or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
   static override examples = [
     '<%= config.bin %> run examples/clinic/mapping.yaml',
-    '<%= config.bin %> run mapping.yaml --dry-run --out out/',
     '<%= config.bin %> run mapping.yaml --only-rejected --report report.html',
   ];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
