@@ -55,8 +55,17 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writePrivateFileAtomic }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
-      await Promise.all([
+    const [
+      { runPipeline },
+      { createRunProgress },
+      { table },
+      { writePrivateFileAtomic },
+      { redactKnown },
+      { describeConcurrency },
+      { embeddedSandboxLine },
+      { stampedWriter },
+      { runVerdict, writeVerdict },
+    ] = await Promise.all([
         import('../pipeline/run-pipeline.js'),
         import('../cli/run-progress.js'),
         import('../cli/render.js'),
@@ -64,9 +73,19 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
         import('../core/secret.js'),
         import('../report/report-model.js'),
         import('../cli/run-summary.js'),
+        import('../cli/terminal.js'),
+        import('../cli/terminal-verdict.js'),
       ]);
     const mode = this.progressMode(flags.progress);
-    const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
+    // A log (not a TTY) gets timestamped lines; server listings only under --verbose (their cost is in --json and the report).
+    const progress =
+      mode === 'none'
+        ? undefined
+        : await createRunProgress({
+            tty: mode === 'bar',
+            write: stampedWriter((t) => process.stderr.write(t)),
+            showIndexes: this.logLevel === 'verbose',
+          });
     let report: RunReport;
     try {
       report = await runPipeline({
@@ -107,7 +126,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       const sel = report.selection;
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
-      for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
+      if (this.logLevel === 'verbose') for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {
@@ -137,7 +156,7 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     // A refused ending is never silent: the summary lists it among the warnings; --quiet and --json still get it on stderr.
     if (this.jsonEnabled() || this.logLevel === 'quiet') {
       for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) process.stderr.write(`warning: ${g.message}\n`);
-    }
+    } else writeVerdict(runVerdict(report));
     return report;
   }
 }
