@@ -165,10 +165,7 @@ export interface RunProgress {
  * The TTY display: a bar per mapping redrawn in place (rejects counted on it), log lines (target, listings) above
  * the bars, and after the bars stop the rejects, each wrapped to the width so its reason can be read whole.
  */
-function liveDisplay(
-  opts: ProgressOptions,
-  ctx: { etas: Map<string, ByteEta>; now: () => number },
-): RunProgress {
+function liveDisplay(opts: ProgressOptions, ctx: { etas: Map<string, ByteEta>; now: () => number }): RunProgress {
   const stream = opts.stream ?? process.stderr;
   const paint = painter(colourOn(stream));
   const area = new LiveArea(stream, 10, ctx.now);

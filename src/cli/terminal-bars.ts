@@ -34,7 +34,13 @@ function ratio(s: BarState): number {
 }
 
 function counts(c: MappingCounts): string {
-  return [`created ${c.created}`, `updated ${c.updated}`, `unchanged ${c.unchanged}`, c.adopted ? `adopted ${c.adopted}` : '', c.ended ? `ended ${c.ended}` : '']
+  return [
+    `created ${c.created}`,
+    `updated ${c.updated}`,
+    `unchanged ${c.unchanged}`,
+    c.adopted ? `adopted ${c.adopted}` : '',
+    c.ended ? `ended ${c.ended}` : '',
+  ]
     .filter(Boolean)
     .join(' · ');
 }

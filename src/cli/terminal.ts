@@ -34,7 +34,14 @@ const plain = (s: string) => s;
 /** Colour functions through ansis, or identities when colour is off. */
 export function painter(on: boolean): Paint {
   if (!on) return { green: plain, red: plain, yellow: plain, dim: plain, bold: plain, cyan: plain };
-  return { green: (s) => ansis.green(s), red: (s) => ansis.red(s), yellow: (s) => ansis.yellow(s), dim: (s) => ansis.dim(s), bold: (s) => ansis.bold(s), cyan: (s) => ansis.cyan(s) };
+  return {
+    green: (s) => ansis.green(s),
+    red: (s) => ansis.red(s),
+    yellow: (s) => ansis.yellow(s),
+    dim: (s) => ansis.dim(s),
+    bold: (s) => ansis.bold(s),
+    cyan: (s) => ansis.cyan(s),
+  };
 }
 
 export const displayWidth = (s: string): number => stringWidth(s);
@@ -62,7 +69,13 @@ export function isoStamp(d: Date = new Date()): string {
 
 /** A line writer for a log (not a TTY): every line starts with its ISO timestamp. */
 export function stampedWriter(write: (text: string) => void, clock: () => Date = () => new Date()): (line: string) => void {
-  return (line) => write(`${line.split('\n').map((l) => `${isoStamp(clock())} ${l}`).join('\n')}\n`);
+  return (line) =>
+    write(
+      `${line
+        .split('\n')
+        .map((l) => `${isoStamp(clock())} ${l}`)
+        .join('\n')}\n`,
+    );
 }
 
 const UP = (n: number) => (n > 0 ? `\x1b[${n}A` : '');

@@ -48,15 +48,15 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
       { stampedWriter },
       { planVerdict, writeVerdict },
     ] = await Promise.all([
-        import('../pipeline/run-pipeline.js'),
-        import('../pipeline/plan.js'),
-        import('../cli/plan-render.js'),
-        import('../core/secure-fs.js'),
-        import('../core/secret.js'),
-        import('../cli/run-summary.js'),
-        import('../cli/terminal.js'),
-        import('../cli/terminal-verdict.js'),
-      ]);
+      import('../pipeline/run-pipeline.js'),
+      import('../pipeline/plan.js'),
+      import('../cli/plan-render.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
+      import('../cli/run-summary.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
+    ]);
     const toStderr = (t: string) => process.stderr.write(t);
     // A log (not a TTY) gets timestamped lines; server listings only under --verbose.
     const write = process.stderr.isTTY ? (l: string) => toStderr(`${l}\n`) : stampedWriter(toStderr);

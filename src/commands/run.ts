@@ -66,16 +66,16 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       { stampedWriter },
       { runVerdict, writeVerdict },
     ] = await Promise.all([
-        import('../pipeline/run-pipeline.js'),
-        import('../cli/run-progress.js'),
-        import('../cli/render.js'),
-        import('../core/secure-fs.js'),
-        import('../core/secret.js'),
-        import('../report/report-model.js'),
-        import('../cli/run-summary.js'),
-        import('../cli/terminal.js'),
-        import('../cli/terminal-verdict.js'),
-      ]);
+      import('../pipeline/run-pipeline.js'),
+      import('../cli/run-progress.js'),
+      import('../cli/render.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
+      import('../report/report-model.js'),
+      import('../cli/run-summary.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
+    ]);
     const mode = this.progressMode(flags.progress);
     // A log (not a TTY) gets timestamped lines; server listings only under --verbose (their cost is in --json and the report).
     const progress =
@@ -126,7 +126,8 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
       const sel = report.selection;
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
-      if (this.logLevel === 'verbose') for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
+      if (this.logLevel === 'verbose')
+        for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
       if (sel) {

@@ -43,47 +43,46 @@ async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 30
 
 const BAR = /\[[█░]+\]/;
 
-describe.each([
+// Both widths at once (own session, tenant and folder each): the time is in the CLI's start and the latency.
+it.concurrent.each([
   [80, 'demo-clinic'],
   [120, 'other-clinic'],
-])('run at %i columns (tmux)', (cols, tenant) => {
-  it('fits every line, shows bars while running, lists each reject whole after them, ends with one verdict', async () => {
-    const dir = copyTree('examples/clinic');
-    const session = `w${cols}`;
-    const env = `CARE_BASE_URL=${sb.url} CARE_API_KEY=${sb.credentials.apiKey} CARE_EMR_ID=${sb.credentials.emrId} CARE_TENANT_ID=${tenant}`;
-    const cmd = `cd ${dir} && env -u NO_COLOR -u FORCE_COLOR -u CI ${env} ${process.execPath} ${BIN} run mapping.yaml --concurrency 2; echo "EXIT=$?"; sleep 60`;
-    tmux('new-session', '-d', '-x', String(cols), '-y', '30', '-s', session, cmd);
+])('under tmux at %i columns: every line fits, bars while running, each reject whole after them, one verdict', async (cols, tenant) => {
+  const dir = copyTree('examples/clinic');
+  const session = `w${cols}`;
+  const env = `CARE_BASE_URL=${sb.url} CARE_API_KEY=${sb.credentials.apiKey} CARE_EMR_ID=${sb.credentials.emrId} CARE_TENANT_ID=${tenant}`;
+  const cmd = `cd ${dir} && env -u NO_COLOR -u FORCE_COLOR -u CI ${env} ${process.execPath} ${BIN} run mapping.yaml --concurrency 2; echo "EXIT=$?"; sleep 60`;
+  tmux('new-session', '-d', '-x', String(cols), '-y', '30', '-s', session, cmd);
 
-    const during = await until('a bar', () => {
-      const lines = capture(session);
-      if (lines.some((l) => l.startsWith('EXIT='))) throw new Error(`the run ended before a bar was seen:\n${lines.join('\n')}`);
-      return lines.some((l) => BAR.test(l)) ? lines : undefined;
-    });
-    const after = await until('the end of the run', () => {
-      const lines = capture(session);
-      return lines.some((l) => l.startsWith('EXIT=')) ? lines : undefined;
-    });
-
-    for (const l of [...during, ...after]) expect(stringWidth(l), l).toBeLessThanOrEqual(cols);
-    expect(after.find((l) => l.startsWith('EXIT='))).toBe('EXIT=1');
-    // One bar per mapping, drawn once (not duplicated by redraws).
-    for (const m of ['patient', 'practitioner', 'careteam']) expect(after.filter((l) => BAR.test(l) && l.includes(` ${m} `))).toHaveLength(1);
-    expect(after.filter((l) => l.startsWith('Run complete:'))).toHaveLength(1);
-    expect(after.join('\n')).not.toContain('Listed '); // index listings: --verbose only
-
-    const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as RejectRecord);
-    expect(rejects).toHaveLength(9);
-    const start = after.findIndex((l) => l.startsWith('Rejected rows (9):'));
-    expect(start, after.join('\n')).toBeGreaterThan(after.findLastIndex((l) => BAR.test(l)));
-    const listed = squash(after.slice(start).join(''));
-    // Paths as the CLI prints them: relative to its working folder (the clinic's).
-    const cwd = process.cwd();
-    process.chdir(dir);
-    const reasons = rejects.map((r) => describeReject(r));
-    process.chdir(cwd);
-    for (const reason of reasons) expect(listed).toContain(squash(reason));
+  const during = await until('a bar', () => {
+    const lines = capture(session);
+    if (lines.some((l) => l.startsWith('EXIT='))) throw new Error(`the run ended before a bar was seen:\n${lines.join('\n')}`);
+    return lines.some((l) => BAR.test(l)) ? lines : undefined;
   });
+  const after = await until('the end of the run', () => {
+    const lines = capture(session);
+    return lines.some((l) => l.startsWith('EXIT=')) ? lines : undefined;
+  });
+
+  for (const l of [...during, ...after]) expect(stringWidth(l), l).toBeLessThanOrEqual(cols);
+  expect(after.find((l) => l.startsWith('EXIT='))).toBe('EXIT=1');
+  // One bar per mapping, drawn once (not duplicated by redraws).
+  for (const m of ['patient', 'practitioner', 'careteam']) expect(after.filter((l) => BAR.test(l) && l.includes(` ${m} `))).toHaveLength(1);
+  expect(after.filter((l) => l.startsWith('Run complete:'))).toHaveLength(1);
+  expect(after.join('\n')).not.toContain('Listed '); // index listings: --verbose only
+
+  const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as RejectRecord);
+  expect(rejects).toHaveLength(9);
+  const start = after.findIndex((l) => l.startsWith('Rejected rows (9):'));
+  expect(start, after.join('\n')).toBeGreaterThan(after.findLastIndex((l) => BAR.test(l)));
+  const listed = squash(after.slice(start).join(''));
+  // Paths as the CLI prints them: relative to its working folder (the clinic's).
+  const cwd = process.cwd();
+  process.chdir(dir);
+  const reasons = rejects.map((r) => describeReject(r));
+  process.chdir(cwd);
+  for (const reason of reasons) expect(listed).toContain(squash(reason));
 });
