@@ -21,7 +21,7 @@ const BAR_MAX = 30;
 const NAME_MAX = 14;
 
 /** Rows finished (sent, unchanged, rejected, written, skipped, not selected); adopted rows are counted in those. */
-export function rowsDone(c: MappingCounts): number {
+function rowsDone(c: MappingCounts): number {
   return c.created + c.updated + c.unchanged + c.rejected + c.written + c.skipped + (c.notSelected ?? 0);
 }
 

@@ -52,7 +52,7 @@ export function testVerdict(r: TestReport): { text: string; tone: Tone } {
   const failed = t.failed + t.errors;
   const verdict = failed || t.brokenFiles || !t.files ? 'FAIL' : 'PASS';
   return {
-    text: `${verdict}: PASS=${t.passed} FAIL=${t.failed} ERROR=${t.errors} SKIP=${t.skipped} (${t.cases} cases in ${t.files} files) in ${seconds(r.durationMs)}`,
+    text: `${verdict}: PASS=${t.passed} FAIL=${t.failed} ERROR=${t.errors} SKIP=${t.skipped} (${t.cases} case${t.cases === 1 ? '' : 's'} in ${t.files} file${t.files === 1 ? '' : 's'}) in ${seconds(r.durationMs)}`,
     tone: verdict === 'PASS' ? 'green' : 'red',
   };
 }

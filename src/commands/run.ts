@@ -123,25 +123,13 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     process.exitCode = report.exitCode;
     if (flags.report) writePrivateFileAtomic(flags.report, await renderReportFile(flags.report, report, flags['include-rows'], redactKnown));
     if (!this.jsonEnabled()) {
-      const sel = report.selection;
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
       if (this.logLevel === 'verbose')
         for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
-      if (sel) {
-        const how = [
-          sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '',
-          sel.lines ? `${sel.lines} file line(s)` : '',
-        ]
-          .filter(Boolean)
-          .join('; ');
-        this.log(
-          `--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`,
-        );
-        if (sel.unreadable) this.log(`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`);
-      }
+      for (const l of selectionLines(report)) this.log(l);
       if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
       if (report.totals.rejected) {
         this.log(
@@ -160,6 +148,22 @@ Exit codes: 0 every row loaded; 1 some rows rejected (or --max-errors reached), 
     } else writeVerdict(runVerdict(report));
     return report;
   }
+}
+
+/** `--only-rejected`: what the selection took from the rejects file, and what it left out. */
+function selectionLines(report: RunReport): string[] {
+  const sel = report.selection;
+  if (!sel) return [];
+  const how = [
+    sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '',
+    sel.lines ? `${sel.lines} file line(s)` : '',
+  ]
+    .filter(Boolean)
+    .join('; ');
+  return [
+    `--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`,
+    ...(sel.unreadable ? [`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`] : []),
+  ];
 }
 
 /** The summary table: a `skipped`, `not selected` or `written` column only when the run has such rows. */

@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import stringWidth from 'string-width';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeReject } from '../../src/pipeline/rejects.js';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
