@@ -92,12 +92,35 @@ export class LiveArea {
   #timer?: NodeJS.Timeout;
   #stopped = false;
 
+  #write: (text: string) => unknown;
+  #restore?: () => void;
+
   constructor(
     private readonly stream: TermStream,
     private readonly fps = 10,
     private readonly now: () => number = Date.now,
   ) {
-    stream.write('\x1b[?25l'); // hide the cursor while bars move
+    this.#write = stream.write.bind(stream) as (text: string) => unknown;
+    this.#adoptForeignWrites();
+    this.#write('\x1b[?25l'); // hide the cursor while bars move
+  }
+
+  /**
+   * Anything else written to the stream while the bars are up (`--verbose` request lines, a Node warning) goes above
+   * them — the area is erased first and redrawn after — instead of leaving a stale copy of the bars behind.
+   */
+  #adoptForeignWrites(): void {
+    const target = this.stream as { write: (...args: unknown[]) => unknown };
+    const original = target.write;
+    target.write = (chunk: unknown, ...rest: unknown[]) => {
+      const erase = this.#erase();
+      if (erase) this.#write(erase);
+      const out = original.call(this.stream, chunk, ...rest);
+      const redraw = this.#render();
+      if (redraw) this.#write(redraw);
+      return out;
+    };
+    this.#restore = () => (target.write = original);
   }
 
   /** New content for the area: drawn now, or at the next frame. */
@@ -113,7 +136,7 @@ export class LiveArea {
   log(text: string, indent = '    '): void {
     const width = terminalWidth(this.stream);
     const lines = text.split('\n').flatMap((l) => wrapLines(l, width, indent));
-    this.stream.write(`${this.#erase()}${lines.join('\n')}\n${this.#render()}`);
+    this.#write(`${this.#erase()}${lines.join('\n')}\n${this.#render()}`);
   }
 
   /** Draws the last content once more and leaves it; the cursor comes back. */
@@ -122,7 +145,8 @@ export class LiveArea {
     this.#draw();
     this.#stopped = true;
     this.#drawn = 0; // the last frame stays on screen
-    this.stream.write('\x1b[?25h');
+    this.#restore?.();
+    this.#write('\x1b[?25h');
   }
 
   #draw(): void {
@@ -130,7 +154,7 @@ export class LiveArea {
     this.#timer = undefined;
     if (this.#stopped) return;
     this.#last = this.now();
-    this.stream.write(`${this.#erase()}${this.#render()}`);
+    this.#write(`${this.#erase()}${this.#render()}`);
   }
 
   #erase(): string {

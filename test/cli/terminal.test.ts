@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import stringWidth from 'string-width';
 import { barLine } from '../../src/cli/terminal-bars.js';
-import { colourOn, fitLine, isoStamp, painter, stampedWriter, wrapLines } from '../../src/cli/terminal.js';
+import { LiveArea, colourOn, fitLine, isoStamp, painter, stampedWriter, wrapLines } from '../../src/cli/terminal.js';
 import { formatDuration } from '../../src/cli/run-progress.js';
 import type { MappingCounts } from '../../src/pipeline/run-report.js';
 
@@ -53,5 +53,21 @@ describe('colour and timestamps', () => {
     )('[patient] done: read 35');
     expect(out).toEqual(['2026-11-25T19:20:01Z [patient] done: read 35\n']);
     expect(isoStamp(new Date(0))).toBe('1970-01-01T00:00:00Z');
+  });
+});
+
+describe('the redraw area', () => {
+  it('another write while the bars are up goes above them: bars erased first, redrawn after, none left behind', () => {
+    const out: string[] = [];
+    const stream = { columns: 40, isTTY: true, write: (t: string) => out.push(t) };
+    const area = new LiveArea(stream, 10, () => 1000);
+    area.update(['  patient [████░░░░] 5/20 rows']);
+    out.length = 0;
+    stream.write('[http] POST /Patient → 200 23 ms\n');
+    expect(out).toEqual(['\x1b[1A\r\x1b[J', '[http] POST /Patient → 200 23 ms\n', '  patient [████░░░░] 5/20 rows\n']);
+    area.stop();
+    out.length = 0;
+    stream.write('after\n'); // the stream is its own again
+    expect(out).toEqual(['after\n']);
   });
 });
