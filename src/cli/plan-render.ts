@@ -87,7 +87,7 @@ function mappingSection(name: string, m: MappingPlan, limit: number): string[] {
   return out;
 }
 
-/** The plan for a terminal: table, bounded details per mapping (`limit` items per kind; 0: the table only), verdict. */
+/** The plan for a terminal: table, bounded details per mapping (`limit` items per kind; 0: the table only), what the exit code means. The counts' verdict line is `planVerdict` (stderr). */
 export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): string {
   const skips = doc.totals.skipped > 0; // a `skipped` column only when rows would be skipped (where:, empty map)
   const head = ['mapping', 'type', 'read', ...(skips ? ['skipped'] : []), 'create', 'update', 'unchanged', 'adopt', 'end', 'reject', 'drifted'];
@@ -113,9 +113,6 @@ export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): 
   out.push('');
   for (const w of doc.warnings) out.push(`warning: ${w}`);
   const t = doc.totals;
-  out.push(
-    `Plan: ${t.created} to create, ${t.updated} to update, ${t.ended} to end; ${t.adopted} adopted from the server, ${t.unchanged} unchanged, ${t.rejected} row(s) would be rejected${t.skipped ? `, ${t.skipped} skipped (where: or a map producing nothing)` : ''}. Nothing was written.`,
-  );
   if (exitCode === ENDING_REFUSED_EXIT)
     out.push(
       `Exit code ${ENDING_REFUSED_EXIT}: the run's ending guard would refuse to end (see above; --allow-ending lifts it)${t.created + t.updated + t.ended ? ', and it would write to the server' : ''}.`,
@@ -131,7 +128,7 @@ export function renderPlan(doc: PlanDocument, limit: number, exitCode: number): 
 }
 
 /** Progress of a plan on stderr (plain lines): target, listings, one line per mapping, the first rejects. */
-export function planProgress(write: (line: string) => void, maxRejectLines = 20): { onEvent: (e: RunEvent) => void; stop: () => void } {
+export function planProgress(write: (line: string) => void, maxRejectLines = 20, showIndexes = true): { onEvent: (e: RunEvent) => void; stop: () => void } {
   let shown = 0;
   let hidden = 0;
   const interval = 2000;
@@ -144,7 +141,7 @@ export function planProgress(write: (line: string) => void, maxRejectLines = 20)
         write(
           `Planning against ${e.embedded ? 'the embedded sandbox ' : ''}${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''}): reads only, nothing is written`,
         );
-      else if (e.type === 'index')
+      else if (e.type === 'index' && showIndexes)
         write(e.phase === 'start' ? `[index] listing ${e.build.resourceType} on the server (${e.build.reason})` : describeIndex('end', e.build));
       else if (e.type === 'phase-start') write(`[${e.mapping}] ${e.resourceType}: planning`);
       else if (e.type === 'progress') {

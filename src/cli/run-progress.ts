@@ -1,6 +1,8 @@
 import type { ByteProgress, MappingCounts, RunEvent } from '../pipeline/run-report.js';
 import { describeReject } from '../pipeline/rejects.js';
 import type { IndexBuild } from '../load/server-index.js';
+import { LiveArea, colourOn, painter, terminalWidth, wrapLines, type TermStream } from './terminal.js';
+import { barLine, type BarState } from './terminal-bars.js';
 
 /**
  * One line per server listing: when, why and what it cost (pages), so the price of a lost state is visible. `verify`:
@@ -87,7 +89,14 @@ export interface ProgressOptions {
   maxRejectLines?: number;
   /** Clock (ms) for the ETA and the line interval (tests). */
   now?: () => number;
+  /** Server listings (`[index]` lines): `run` shows them under `--verbose` only; default shown. */
+  showIndexes?: boolean;
+  /** The TTY the bars are drawn on (default stderr): its width and colour. */
+  stream?: TermStream;
 }
+
+const targetLine = (e: Extract<RunEvent, { type: 'target' }>) =>
+  `${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})`;
 
 const summary = (c: MappingCounts) =>
   `read ${c.read}${c.skipped ? ` · skipped ${c.skipped}` : ''}${c.notSelected ? ` · not selected ${c.notSelected}` : ''} · created ${c.created} · updated ${c.updated} · unchanged ${c.unchanged}${c.adopted ? ` · adopted ${c.adopted}` : ''} · rejected ${c.rejected}${c.ended ? ` · ended ${c.ended}` : ''}${c.written ? ` · written ${c.written}` : ''}`;
@@ -96,7 +105,7 @@ const summary = (c: MappingCounts) =>
  * Turns pipeline events into terminal output (stderr). Only locations, keys and counts are printed, never row
  * contents (patient data stays in the 0600 rejects file).
  */
-export async function createRunProgress(opts: ProgressOptions): Promise<{ onEvent: (e: RunEvent) => void; stop: () => void }> {
+export async function createRunProgress(opts: ProgressOptions): Promise<RunProgress> {
   const maxRejects = opts.maxRejectLines ?? 20;
   let rejectLines = 0;
   let hiddenRejects = 0;
@@ -119,53 +128,13 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
     return describeBytes(b, eta.update(b));
   };
 
-  if (opts.tty) {
-    const { MultiBar, Presets } = await import('cli-progress');
-    const bars = new MultiBar(
-      { format: ' {mapping} [{bar}] {where} · {stats}', hideCursor: true, clearOnComplete: false, stopOnComplete: false, etaBuffer: 50, fps: 10 },
-      Presets.shades_classic,
-    );
-    const byMapping = new Map<string, ReturnType<InstanceType<typeof MultiBar>['create']>>();
-    const update = (mapping: string, c: MappingCounts, b: ByteProgress | undefined) => {
-      const done = c.created + c.updated + c.unchanged + c.rejected + c.written + c.skipped + (c.notSelected ?? 0); // adopted: counted in those
-      const bar = byMapping.get(mapping);
-      // The source's size is known: the bar is the share of it read; else (a FIFO, or no source open yet) rows done of rows read.
-      const bytes = b?.total ? b : undefined;
-      bar?.setTotal(bytes ? bytes.total! : Math.max(c.read, done, 1));
-      bar?.update(bytes ? Math.min(bytes.read, bytes.total!) : done, {
-        mapping: mapping.padEnd(14),
-        where: where(mapping, b) ?? `${done}/${c.read} rows`,
-        stats: summary(c),
-      });
-    };
-    return {
-      onEvent(e) {
-        if (e.type === 'target')
-          bars.log(
-            `${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})\n`,
-          );
-        else if (e.type === 'phase-start') {
-          etas.delete(e.mapping);
-          byMapping.set(e.mapping, bars.create(1, 0, { mapping: e.mapping.padEnd(14), where: '0/0 rows', stats: '' }));
-        } else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts, e.bytes);
-        else if (e.type === 'reject') reject(describeReject(e.reject), (s) => bars.log(`${s}\n`));
-        else if (e.type === 'index') bars.log(`${describeIndex(e.phase, e.build, e.purpose)}\n`);
-      },
-      stop() {
-        bars.stop();
-        finish(opts.write);
-      },
-    };
-  }
+  if (opts.tty) return liveDisplay(opts, { etas, now });
 
   const interval = opts.intervalMs ?? 2000;
   const last = new Map<string, number>();
   return {
     onEvent(e) {
-      if (e.type === 'target')
-        opts.write(
-          `${e.embedded ? 'No target configured: loading into the embedded sandbox' : 'Loading into'} ${e.baseUrl} (tenant ${e.tenantId}${e.dataFile ? `, data in ${e.dataFile}` : ''})`,
-        );
+      if (e.type === 'target') opts.write(targetLine(e));
       else if (e.type === 'phase-start') {
         etas.delete(e.mapping);
         opts.write(`[${e.mapping}] ${e.resourceType}: started`);
@@ -179,10 +148,67 @@ export async function createRunProgress(opts: ProgressOptions): Promise<{ onEven
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
       else if (e.type === 'reject') reject(describeReject(e.reject), opts.write);
-      else if (e.type === 'index') opts.write(describeIndex(e.phase, e.build, e.purpose));
+      else if (e.type === 'index' && opts.showIndexes !== false) opts.write(describeIndex(e.phase, e.build, e.purpose));
     },
     stop() {
       finish(opts.write);
     },
   };
+}
+
+export interface RunProgress {
+  onEvent: (e: RunEvent) => void;
+  stop: () => void;
+}
+
+/**
+ * The TTY display: a bar per mapping redrawn in place (rejects counted on it), log lines (target, listings) above
+ * the bars, and after the bars stop the rejects, each wrapped to the width so its reason can be read whole.
+ */
+function liveDisplay(opts: ProgressOptions, ctx: { etas: Map<string, ByteEta>; now: () => number }): RunProgress {
+  const stream = opts.stream ?? process.stderr;
+  const paint = painter(colourOn(stream));
+  const area = new LiveArea(stream, 10, ctx.now);
+  const bars = new Map<string, BarState>();
+  const rejects: string[] = [];
+  let hidden = 0;
+  const max = opts.maxRejectLines ?? 20;
+  const draw = () => {
+    const nameWidth = Math.max(...[...bars.keys()].map((m) => m.length));
+    area.update([...bars.values()].map((b) => barLine(b, terminalWidth(stream), paint, formatDuration, nameWidth)));
+  };
+  const update = (mapping: string, counts: MappingCounts, bytes: ByteProgress | undefined, done: boolean) => {
+    let eta = ctx.etas.get(mapping);
+    if (!eta) ctx.etas.set(mapping, (eta = new ByteEta(ctx.now)));
+    const etaMs = bytes ? eta.update(bytes) : undefined;
+    bars.set(mapping, { mapping, counts, bytes, where: bytes && describeBytes(bytes), etaMs, done });
+    draw();
+  };
+  return {
+    onEvent(e) {
+      if (e.type === 'target') area.log(targetLine(e));
+      else if (e.type === 'phase-start') {
+        ctx.etas.delete(e.mapping);
+        bars.set(e.mapping, { mapping: e.mapping, counts: emptyCounts(), done: false });
+        draw();
+      } else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts, e.bytes, e.type === 'phase-end');
+      else if (e.type === 'reject') {
+        if (rejects.length < max) rejects.push(describeReject(e.reject));
+        else hidden++;
+      } else if (e.type === 'index' && opts.showIndexes !== false) area.log(describeIndex(e.phase, e.build, e.purpose));
+    },
+    stop() {
+      area.stop();
+      if (!rejects.length) return;
+      const width = terminalWidth(stream);
+      const lines = [paint.bold(`Rejected rows (${rejects.length + hidden}):`)];
+      for (const r of rejects) lines.push(...wrapLines(`${paint.red('✗')} ${r}`, width, '      ', '  '));
+      if (hidden) lines.push(...wrapLines(`… and ${hidden} more rejected rows (see the rejects file)`, width, '    ', '  '));
+      stream.write(`${lines.join('\n')}\n`);
+    },
+  };
+}
+
+function emptyCounts(): MappingCounts {
+  return { read: 0, skipped: 0, created: 0, updated: 0, unchanged: 0, adopted: 0, rejected: 0, ended: 0, written: 0 };
 }

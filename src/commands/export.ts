@@ -75,11 +75,26 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     refuseNameWithOwnColumns(args.name, flags);
     // Known before anything can be printed (a .env file beside the mapping is loaded by parse).
     registerSecret(process.env.CARE_PSEUDONYM_KEY?.trim());
-    const [{ runExport }, { createExportProgress }] = await Promise.all([import('../export/run-export.js'), import('../export/progress.js')]);
+    const [{ runExport }, { createExportProgress }, { stampedWriter, terminalWidth, fitLine }, { exportVerdict, writeVerdict }] = await Promise.all([
+      import('../export/run-export.js'),
+      import('../export/progress.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
+    ]);
     const json = this.jsonEnabled();
     const err = (line: string) => this.info(line);
     const mode = this.progressMode(flags.progress);
-    const progress = mode === 'none' ? undefined : createExportProgress({ tty: mode === 'bar', write: (t) => process.stderr.write(t) });
+    const toStderr = (t: string) => process.stderr.write(t);
+    // On a TTY one line rewritten in place, fitted to the width; in a log, timestamped lines.
+    const stamped = stampedWriter(toStderr);
+    const progress =
+      mode === 'none'
+        ? undefined
+        : createExportProgress({
+            tty: mode === 'bar',
+            write: mode === 'bar' ? toStderr : (t) => stamped(t.replace(/\n$/, '')),
+            fit: (l) => fitLine(l, terminalWidth(process.stderr)),
+          });
     // Ctrl+C / SIGTERM (this.signal): stop, remove the partial file, leave the watermark where it was.
     let summary: ExportSummary;
     try {
@@ -120,20 +135,14 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     progress?.stop();
     if (!json) {
       for (const w of summary.warnings) err(`warning: ${w}`);
-      const where = summary.out === '-' ? 'stdout' : summary.out;
-      const since = summary.since ? ` updated since ${summary.since}` : summary.sinceMode === 'last' ? ' (no watermark yet: everything)' : '';
       const n = (x: number) => x.toLocaleString('en-US');
-      const wide = summary.layout === 'wide' ? ` (wide: ${n(summary.observations)} observations by patient and day)` : '';
-      const pseudo = summary.pseudonymized ? ', pseudonymised' : '';
-      err(
-        `Exported ${n(summary.rows)} rows${wide}${since}${pseudo} from ${summary.pages} pages (${n(summary.scanned)} observations read) to ${where} in ${(summary.durationMs / 1000).toFixed(1)} s`,
-      );
       if (summary.sinceMode === 'last' && summary.alreadyDelivered) {
         err(`Skipped ${n(summary.alreadyDelivered)} observations already delivered by the previous --since last export (same id and version)`);
       }
       if (summary.undated) err(`${summary.undated} observations without a readable meta.lastUpdated were included`);
       if (summary.dictionary) err(`Data dictionary written to ${summary.dictionary}`);
       if (summary.watermarkSaved) err(`Watermark saved: the next --since last export starts at ${summary.watermark}`);
+      if (this.logLevel !== 'quiet') writeVerdict(exportVerdict(summary));
     }
     process.exitCode = 0;
     return summary;

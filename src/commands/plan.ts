@@ -38,17 +38,29 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
 
   async run(): Promise<PlanDocument | ErrorJson> {
     const { args, flags } = await this.parse(Plan);
-    const [{ planPipeline }, { planDocument }, { planProgress, renderPlan }, { writeOutputFile }, { redactKnown }, { embeddedSandboxLine }] = await Promise.all(
-      [
-        import('../pipeline/run-pipeline.js'),
-        import('../pipeline/plan.js'),
-        import('../cli/plan-render.js'),
-        import('../core/secure-fs.js'),
-        import('../core/secret.js'),
-        import('../cli/run-summary.js'),
-      ],
-    );
-    const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress((l) => process.stderr.write(`${l}\n`));
+    const [
+      { planPipeline },
+      { planDocument },
+      { planProgress, renderPlan },
+      { writeOutputFile },
+      { redactKnown },
+      { embeddedSandboxLine },
+      { stampedWriter },
+      { planVerdict, writeVerdict },
+    ] = await Promise.all([
+      import('../pipeline/run-pipeline.js'),
+      import('../pipeline/plan.js'),
+      import('../cli/plan-render.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
+      import('../cli/run-summary.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
+    ]);
+    const toStderr = (t: string) => process.stderr.write(t);
+    // A log (not a TTY) gets timestamped lines; server listings only under --verbose.
+    const write = process.stderr.isTTY ? (l: string) => toStderr(`${l}\n`) : stampedWriter(toStderr);
+    const progress = this.progressMode(flags.progress) === 'none' ? undefined : planProgress(write, 20, this.logLevel === 'verbose');
     let doc: PlanDocument;
     let exitCode: number;
     try {
@@ -77,6 +89,7 @@ Exit codes (after terraform plan -detailed-exitcode): 0 no changes — the run w
       if (flags.out) this.log(doc.interrupted ? `Interrupted: ${flags.out} was not written.` : `The whole plan: ${flags.out}`);
     }
     this.notice(embeddedSandboxLine(doc.target));
+    if (!this.jsonEnabled() && this.logLevel !== 'quiet') writeVerdict(planVerdict(doc));
     return doc;
   }
 }

@@ -25,10 +25,7 @@ With no target configured (flags, CARE_* variables or the mapping's target:), th
 Ctrl+C / SIGTERM: the run stops within 5 s — no further row is read, waits and requests in flight are abandoned (a create whose answer is lost stays pending, reconciled by the next run), then the state, the rejects file, the report and the run history are written (exit 3); a second one quits at once (exit 130, SIGTERM 143).
 
 Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some rows rejected (above --fail-on-rejects; or --max-errors reached), the rest loaded; 2 usage, mapping, configuration or authentication error (nothing loaded); 3 could not complete (server unreachable or failing, wrong base path, interrupted); 5 the ending guard refused to end a mapping's resources (onMissing: end; too many keys gone from the export, or an empty source): nothing ended for it, the rows loaded — see --allow-ending.`;
-  static override examples = [
-    '<%= config.bin %> run examples/clinic/mapping.yaml',
-    '<%= config.bin %> run mapping.yaml --only-rejected --report report.html',
-  ];
+  static override examples = ['<%= config.bin %> run examples/clinic/mapping.yaml', '<%= config.bin %> run mapping.yaml --only-rejected --report report.html'];
   static override args = { mapping: Args.string({ description: 'mapping file (YAML)', required: true }) };
   static override flags = {
     'dry-run': flag['dry-run'](),
@@ -54,18 +51,37 @@ Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some
 
   async run(): Promise<RunResult> {
     const { args, flags } = await this.parse(Run);
-    const [{ runPipeline }, { createRunProgress }, { table }, { writeOutputFile }, { redactKnown }, { describeConcurrency }, { embeddedSandboxLine }] =
-      await Promise.all([
-        import('../pipeline/run-pipeline.js'),
-        import('../cli/run-progress.js'),
-        import('../cli/render.js'),
-        import('../core/secure-fs.js'),
-        import('../core/secret.js'),
-        import('../report/report-model.js'),
-        import('../cli/run-summary.js'),
-      ]);
+    const [
+      { runPipeline },
+      { createRunProgress },
+      { table },
+      { writeOutputFile },
+      { redactKnown },
+      { describeConcurrency },
+      { embeddedSandboxLine },
+      { stampedWriter },
+      { runVerdict, writeVerdict },
+    ] = await Promise.all([
+      import('../pipeline/run-pipeline.js'),
+      import('../cli/run-progress.js'),
+      import('../cli/render.js'),
+      import('../core/secure-fs.js'),
+      import('../core/secret.js'),
+      import('../report/report-model.js'),
+      import('../cli/run-summary.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
+    ]);
     const mode = this.progressMode(flags.progress);
-    const progress = mode === 'none' ? undefined : await createRunProgress({ tty: mode === 'bar', write: (l) => process.stderr.write(`${l}\n`) });
+    // A log (not a TTY) gets timestamped lines; server listings only under --verbose (their cost is in --json and the report).
+    const progress =
+      mode === 'none'
+        ? undefined
+        : await createRunProgress({
+            tty: mode === 'bar',
+            write: stampedWriter((t) => process.stderr.write(t)),
+            showIndexes: this.logLevel === 'verbose',
+          });
     let report: RunReport;
     try {
       report = await runPipeline({
@@ -108,24 +124,13 @@ Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some
       this.jsonLog.verdict((await import('../cli/json-log.js')).runVerdict(report));
     }
     if (!this.jsonEnabled()) {
-      const sel = report.selection;
       const { head, rows } = summaryTable(report);
       this.log(table(head, rows));
-      for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
+      if (this.logLevel === 'verbose')
+        for (const b of report.indexes) this.log(`Listed ${b.resourceType} on the server: ${b.resources} resource(s), ${b.pages} page(s) — ${b.reason}`);
       if (report.verification?.length) this.log(verificationLine(report.verification));
       for (const w of report.warnings) this.log(`warning: ${w}`);
-      if (sel) {
-        const how = [
-          sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '',
-          sel.lines ? `${sel.lines} file line(s)` : '',
-        ]
-          .filter(Boolean)
-          .join('; ');
-        this.log(
-          `--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`,
-        );
-        if (sel.unreadable) this.log(`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`);
-      }
+      for (const l of selectionLines(report)) this.log(l);
       if (report.dryRun) this.log(`Dry run: resources written to ${report.outDir}`);
       if (report.totals.rejected) {
         this.log(
@@ -141,9 +146,25 @@ Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some
     // A refused ending is never silent: the summary lists it among the warnings; --quiet and --json still get it on stderr.
     if (this.jsonEnabled() || this.logLevel === 'quiet') {
       for (const g of Object.values(report.endingGuard ?? {})) if (!g.allowed && g.message) this.notice(`warning: ${g.message}`);
-    }
+    } else if (!this.jsonLog) writeVerdict(runVerdict(report));
     return report;
   }
+}
+
+/** `--only-rejected`: what the selection took from the rejects file, and what it left out. */
+function selectionLines(report: RunReport): string[] {
+  const sel = report.selection;
+  if (!sel) return [];
+  const how = [
+    sel.keys ? `${sel.keys} key(s)${sel.fromState ? `, ${sel.fromState} of them refused by the server per the state` : ''}` : '',
+    sel.lines ? `${sel.lines} file line(s)` : '',
+  ]
+    .filter(Boolean)
+    .join('; ');
+  return [
+    `--only-rejected: ${sel.selected} row(s) selected by the ${sel.rejects} reject(s) in ${sel.rejectsFile}${how ? ` (${how})` : ''}; ${report.totals.notSelected ?? 0} other row(s) read but not selected, not sent`,
+    ...(sel.unreadable ? [`warning: ${sel.unreadable} line(s) of ${sel.rejectsFile} are not rejects and were ignored`] : []),
+  ];
 }
 
 /** The summary table: a `skipped`, `not selected` or `written` column only when the run has such rows. */

@@ -34,14 +34,16 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
 
   async run(): Promise<TestReport | ErrorJson> {
     const { argv, flags } = await this.parse(Test);
-    const [{ runMappingTests }, { formatFile, formatSummary }] = await Promise.all([
+    const [{ runMappingTests }, { formatFile, formatSummary }, { colourOn }, { testVerdict, writeVerdict }] = await Promise.all([
       import('../mapping-tests/run-mapping-tests.js'),
       import('../mapping-tests/format-report.js'),
+      import('../cli/terminal.js'),
+      import('../cli/terminal-verdict.js'),
     ]);
     const json = this.jsonEnabled();
     // JUnit XML on stdout: the case list is left out, the summary goes to stderr.
     const junitOnStdout = flags.reporter === 'junit' && flags.out === undefined;
-    const color = !json && !junitOnStdout && process.stdout.isTTY === true && !process.env.NO_COLOR;
+    const color = !json && !junitOnStdout && colourOn(process.stdout);
     let report: TestReport;
     try {
       report = await runMappingTests(argv as string[], {
@@ -56,6 +58,7 @@ Exit codes: 0 every case passed; 1 some case failed; 2 a test file or its mappin
     else if (!json) {
       this.log('');
       this.log(formatSummary(report, { color }));
+      if (this.logLevel !== 'quiet') writeVerdict(testVerdict(report));
     }
     process.exitCode = report.exitCode;
     return report;

@@ -7,6 +7,8 @@ export interface ExportProgressOptions {
   /** Plain mode: at most one line this often (default 2 s). TTY mode: at most 10 updates/s. */
   intervalMs?: number;
   clock?: () => number;
+  /** TTY mode: fits the line to the terminal's width (so rewriting it in place never adds a line). */
+  fit?: (line: string) => string;
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
@@ -20,6 +22,7 @@ export function createExportProgress(opts: ExportProgressOptions): { onProgress:
   let last = 0;
   let drawn = false;
   let latest: ExportProgress | undefined;
+  const fitted = (p: ExportProgress) => (opts.fit ? opts.fit(line(p)) : line(p));
   return {
     onProgress(p) {
       latest = p;
@@ -27,12 +30,12 @@ export function createExportProgress(opts: ExportProgressOptions): { onProgress:
       if (t - last < interval) return;
       last = t;
       if (opts.tty) {
-        opts.write(`\r\x1b[K${line(p)}`);
+        opts.write(`\r\x1b[K${fitted(p)}`);
         drawn = true;
       } else opts.write(`${line(p)}\n`);
     },
     stop() {
-      if (opts.tty && drawn && latest) opts.write(`\r\x1b[K${line(latest)}\n`);
+      if (opts.tty && drawn && latest) opts.write(`\r\x1b[K${fitted(latest)}\n`);
     },
   };
 }

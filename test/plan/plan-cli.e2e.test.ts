@@ -41,7 +41,7 @@ describe('care-etl plan (built CLI)', () => {
     expect(existsSync(clinic.state)).toBe(false);
     expect(res.stdout).toMatch(/^mapping\s+type\s+read\s+create\s+update\s+unchanged\s+adopt\s+end\s+reject\s+drifted$/m);
     expect(res.stdout).toMatch(new RegExp(`^\\s+\\+ create ${mrn(1)} \\(line 2\\)$`, 'm'));
-    expect(res.stdout).toContain(`Plan: ${N + M + teams} to create, 0 to update, 0 to end`);
+    expect(res.stderr).toContain(`Plan: ${N + M + teams} to create, 0 to update, 0 to end`); // the verdict line (stderr)
     expect(res.stdout).toContain('Exit code 4: the run would write to the server.');
     expect(statSync(out).mode & 0o777).toBe(0o600);
     const doc = JSON.parse(readFileSync(out, 'utf8')) as PlanDocument;
@@ -57,7 +57,7 @@ describe('care-etl plan (built CLI)', () => {
     const res = await runCli(['plan', clinic.mapping, '--progress', 'none'], { env: env() });
     expect(res.code, res.stderr).toBe(0);
     expect(methodsSince(from)).toEqual(['GET']);
-    expect(res.stdout).toContain(`0 to create, 0 to update, 0 to end; 0 adopted from the server, ${N + M + teams} unchanged`);
+    expect(res.stderr).toContain(`0 to create, 0 to update, 0 to end; 0 adopted from the server, ${N + M + teams} unchanged`);
     expect(res.stdout).toContain('No changes: the run would send nothing.');
   });
 
@@ -93,7 +93,7 @@ describe('care-etl plan (built CLI)', () => {
     expect(load.code, load.stderr).toBe(1);
     const res = await runCli(['plan', mapping, '--progress', 'none', '--limit', '0'], { env: e });
     expect(res.code, res.stderr).toBe(1);
-    expect(res.stdout).toContain('0 to create, 0 to update, 0 to end; 0 adopted from the server, 64 unchanged, 9 row(s) would be rejected');
+    expect(res.stderr).toContain('0 to create, 0 to update, 0 to end; 0 adopted from the server, 64 unchanged, 9 row(s) would be rejected');
     expect(res.stdout).toContain('No changes to the server; 9 rows would be rejected (exit code 1).');
     expect(res.stdout).not.toMatch(/^\s+! reject/m); // --limit 0: the table and the verdict only
   });
