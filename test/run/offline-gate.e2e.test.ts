@@ -83,8 +83,9 @@ describe('the offline loop rejects what the run rejects', () => {
     expect(allowed.stdout).toMatch(/2 sampled row\(s\) rejected/);
     const text = await runCli(['validate', mapping, '--sample', '10']);
     expect(text.code).toBe(1);
-    expect(text.stdout).toMatch(/load: mapping `patient` match: `identifier\.value` must give text, got 2 values \(.*mapping\.yaml:14:12\)/);
-    expect(text.stdout).toMatch(/validate: \/birthDate: must be a calendar date/);
+    // The reason first (naming the column where one is read), the mapping's words on the line below it.
+    expect(text.stdout).toMatch(/`identifier\.value` must give text, got 2 values\n\s+load, mapping `patient` match, .*mapping\.yaml:14:12/);
+    expect(text.stdout).toMatch(/column DOB: must be a calendar date[^\n]*\n\s+validate, resource field \/birthDate/);
     expect(text.stdout + text.stderr).not.toContain('1985-02-30');
   });
 
