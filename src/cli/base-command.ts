@@ -8,6 +8,7 @@ import { Command, Errors } from '@oclif/core';
 import type { Input, ParserOutput } from '@oclif/core/interfaces';
 
 type Out = Record<string, unknown>;
+import { setMaxListeners } from 'node:events';
 import { stripVTControlCharacters } from 'node:util';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { redactKnown, registerProxySecrets, registerSecret } from '../core/secret.js';
@@ -149,6 +150,9 @@ export abstract class CareCommand<T> extends Command {
   abstract override run(): Promise<T>;
 
   override async init(): Promise<void> {
+    // Every source stream and request in flight listens to the one cancel signal (each removes its listener when it
+    // ends): more than Node's default 10 at once is the design, not a leak — no warning on stderr.
+    setMaxListeners(0, this.abort.signal);
     registerArgvSecrets(this.argv);
     this.setLogFormat(argvLogFormat(this.argv));
     registerSecret(process.env.CARE_API_KEY);
