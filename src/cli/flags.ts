@@ -191,6 +191,7 @@ export const flag = {
     description:
       "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection; on by default for CSV, never for NDJSON/Parquet); --no-escape-formulas for CSV read by code",
     allowNo: true,
+    relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' && f['escape-formulas'] === true }] }],
   }),
   // issue 27 (wide): SQL-friendly names.
   'column-names': Flags.custom<string>({

@@ -40,7 +40,7 @@ export interface Instrument {
   code?: string;
   /** First coding display seen (control characters removed), for the data dictionary. */
   display?: string;
-  /** Keyed by `code.text`: the spellings seen (bounded) that normalise to this key. */
+  /** Keyed by `code.text`: the spellings seen (bounded; control characters as JSON escapes) that normalise to this key. */
   texts?: string[];
 }
 
@@ -64,8 +64,16 @@ export function textKey(text: string): string {
   return plainText(text.normalize('NFKC'), 10_000).toLowerCase();
 }
 
-/** Spellings of one text key kept for the dictionary (the count goes on). */
+/** Spellings of one text key kept for the dictionary. */
 const MAX_SPELLINGS = 20;
+
+/** A text as one visible line: JSON string escapes (`\n`, `\t`, `\u0007`…), bounded. */
+function visibleText(s: string): string {
+  const v = JSON.stringify(s)
+    .slice(1, -1)
+    .replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return v.length > 200 ? `${v.slice(0, 199)}…` : v;
+}
 
 /** The instrument of an observation: its coding, else its `code.text`; undefined when it has neither. */
 export function instrumentOf(o: Obj): Instrument | undefined {
@@ -78,8 +86,7 @@ export function instrumentOf(o: Obj): Instrument | undefined {
     const text = str(code?.text);
     const key = text === undefined ? '' : textKey(text);
     if (key === '') return undefined;
-    const spelling = plainText(text!.normalize('NFKC'));
-    return { key: `text|${key}`, name: headerSafe(spelling), texts: [spelling] };
+    return { key: `text|${key}`, name: headerSafe(plainText(text!.normalize('NFKC'))), texts: [visibleText(text!)] };
   }
   const c = String(chosen.code);
   const system = str(chosen.system);
@@ -126,12 +133,13 @@ type SpooledInstrument = Instrument & { index: number; spellings: Set<string>; m
 
 /** Another spelling of a text key: kept (up to MAX_SPELLINGS) for the header and the dictionary. */
 function mergeSpelling(known: SpooledInstrument, inst: Instrument): void {
+  if (inst.name < known.name) known.name = inst.name; // the header: the smallest spelling, whatever the order
   const spelling = inst.texts![0]!;
   if (known.spellings.has(spelling)) return;
   if (known.spellings.size < MAX_SPELLINGS) known.spellings.add(spelling);
   else {
     known.more = true;
-    // The header stays the smallest spelling whatever the order: it replaces the largest kept one.
+    // The kept ones stay the smallest, whatever the order.
     const largest = [...known.spellings].sort().pop()!;
     if (spelling < largest) {
       known.spellings.delete(largest);
@@ -254,15 +262,15 @@ export class WideSpool {
   }
 
   /**
-   * The instrument columns, sorted by header (ties: by key), named once the spool is complete: a text column by its
-   * smallest spelling, a header taken twice (or equal to a fixed column) suffixed from its key, so the names do not
+   * The instrument columns, sorted by header (ties: by key), named once the spool is complete (a text column by its
+   * smallest spelling): a header taken twice (or equal to a fixed column) suffixed from its key, so the names do not
    * depend on the order the observations came in; then `--column-names`.
    */
   instruments(): Instrument[] {
     if (this.#named) return this.#named;
     const all = [...this.#instruments.values()].map(({ index: _i, spellings, more, ...rest }) => {
       const texts = spellings.size ? [...[...spellings].sort(), ...(more ? ['…'] : [])] : undefined;
-      return { ...rest, ...(texts ? { name: headerSafe(texts[0]!), texts } : {}) };
+      return { ...rest, ...(texts ? { texts } : {}) };
     });
     all.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const taken = new Set<string>([...WIDE_KEY_COLUMNS, ...WIDE_TAIL_COLUMNS]);
