@@ -12,21 +12,21 @@ import type { DataDictionary, DictionaryEntry } from './dictionary.js';
 type FieldType = 'string' | 'integer' | 'number' | 'boolean' | 'date' | 'datetime';
 
 /** `obs.csv` → `obs.datapackage.json` in the same folder. */
-export function tablePackagePathFor(csvPath: string): string {
+function tablePackagePathFor(csvPath: string): string {
   const name = basename(csvPath);
   const stem = extname(name).toLowerCase() === '.csv' ? name.slice(0, -4) : name;
   return join(dirname(csvPath), `${stem}.datapackage.json`);
 }
 
 /** The Table Schema type of a column: its observed JSON type, narrowed to a date or a date-time when every value was one. */
-export function fieldTypeOf(e: DictionaryEntry): FieldType {
+function fieldTypeOf(e: DictionaryEntry): FieldType {
   if (e.type === 'integer' || e.type === 'number' || e.type === 'boolean') return e.type;
   if (e.valueFormat) return e.valueFormat;
   return 'string'; // text, mixed (integer|string), JSON, or nothing seen
 }
 
 /** The Tabular Data Package describing one CSV export (`path` relative to the package file). */
-export function tablePackage(csvPath: string, dict: DataDictionary, bom: boolean): Record<string, unknown> {
+function tablePackage(csvPath: string, dict: DataDictionary, bom: boolean): Record<string, unknown> {
   const file = basename(csvPath);
   return {
     profile: 'tabular-data-package',
