@@ -191,6 +191,40 @@ describe('wide layout', () => {
     expect(readdirSync(temp)).toEqual([]);
   });
 
+  it('keys columns by code.text without a coding: spellings merged, a taken header suffixed from its key, snake names (issue 27)', async () => {
+    const text = (t: string, id: string, effectiveDateTime: string) =>
+      observation('p1', { id, code: { text: t }, effectiveDateTime, meta: meta(effectiveDateTime) });
+    sb.addObservations(TENANT, [
+      text('PHQ-9 total', 'a', '2024-03-01T10:00:00Z'),
+      text('phq-9\n  TOTAL', 'b', '2024-03-02T10:00:00Z'), // the same key: merged
+      text('date', 'c', '2024-03-01T10:00:00Z'), // a fixed column's name
+      text('PHQ-9 (44261-6)', 'd', '2024-03-01T10:00:00Z'), // a coded column's header
+      observation('p1', { id: 'e', code: PHQ, effectiveDateTime: '2024-03-01T11:00:00Z', meta: meta('2024-03-01T11:00:00Z') }),
+    ]);
+    const { report, text: csv } = await wide();
+    const cols = report.columns.slice(3, -3);
+    expect(cols).toHaveLength(4);
+    expect(cols).toContain('PHQ-9 total'); // the smallest spelling, whatever came first
+    expect(cols.filter((c) => /^date #[0-9a-f]{8}$/.test(c))).toHaveLength(1);
+    expect(cols.filter((c) => c.startsWith('PHQ-9 (44261-6)'))).toHaveLength(2);
+    expect(report).toMatchObject({ mergedTexts: 1, unplaced: 0, observations: 5 });
+    expect(parseCsv(csv).map((r) => r['PHQ-9 total'])).toEqual(['7', '7']);
+    const snake = await wide({ columnNames: 'snake' });
+    expect(snake.report.columns).toEqual([
+      'patient_id',
+      'patient_source_key',
+      'date',
+      // the order of the original names (the same in every style)
+      'phq_9_44261_6',
+      expect.stringMatching(/^phq_9_44261_6_[0-9a-f]{8}$/),
+      'phq_9_total',
+      expect.stringMatching(/^date_[0-9a-f]{8}$/),
+      'observations',
+      'superseded',
+      'last_updated',
+    ]);
+  });
+
   it('refuses custom columns', async () => {
     const custom = { name: 'mine', columns: ['x'], evalRow: async () => ({ x: 1 }) };
     await expect(wide({ columns: custom })).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('own columns') });
