@@ -249,10 +249,17 @@ export const flag = {
     relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
   }),
   'escape-formulas': booleanFlag({
-    summary: "CSV: prefix formula-like cells with '",
-    description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)",
-    default: true,
+    summary: "CSV: prefix formula-like cells with ' (default on)",
+    description:
+      "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection; on by default for CSV, never for NDJSON/Parquet); --no-escape-formulas for CSV read by code",
     allowNo: true,
+    relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' && f['escape-formulas'] === true }] }],
+  }),
+  // issue 27 (wide): SQL-friendly names.
+  'column-names': Flags.custom<string>({
+    summary: 'original or snake_case column names',
+    description: 'original: headers as built ("PHQ-9 (44261-6)"; default for CSV, NDJSON); snake: phq_9_44261_6 (default for Parquet)',
+    options: ['original', 'snake'],
   }),
   layout: Flags.custom<string>({
     summary: 'a row per observation, or per patient/day',
@@ -330,6 +337,12 @@ export const flag = {
   data: Flags.custom<string>({ description: 'SQLite file that keeps the data across restarts (default: in memory)' }),
   seed: defaultedInteger({ description: 'seed of the generated Observations', default: 42 }),
   'observations-per-patient': defaultedInteger({ description: 'Observations generated per created patient', default: 2, min: 0 }),
+  // issue 27 (wide): a server that follows the spec sends `code.text` only.
+  'observation-code': Flags.custom<string>({
+    description: 'code of generated Observations: coded (LOINC coding + text) or text-only (only code.text, as the service spec shows)',
+    options: ['coded', 'text-only'],
+    default: 'coded',
+  }),
   // p-queue style validation (number-flags.ts), so a typo never silently turns a fault off.
   latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
   'max-in-flight': positiveIntFlag(

@@ -14,9 +14,10 @@ export default class Export extends CareCommand<ExportResult> {
   static override summary = 'Export questionnaire Observations to CSV (or NDJSON) for analysts.';
   static override description = `Reads every Observation of the tenant, page after page, and writes one row per observation. The columns come from the mapping file's exports: section (header → JSONata over one Observation; $sourceKey(subject.reference) gives the patient's source key, e.g. the MRN, from the state ledger), from --columns, or, when none are declared, a default set (id, patient id and source key, questionnaire, LOINC code, category, status, effective date, value, unit, performer, last updated, version).
 
-Formula injection: text cells starting with = + - @ tab or CR are prefixed with ' (OWASP); JSON numbers such as -3 are written as they are. --no-escape-formulas turns this off.
+Formula injection: in CSV, text cells starting with = + - @ tab or CR are prefixed with ' (OWASP); JSON numbers such as -3 are written as they are. --no-escape-formulas turns this off (CSV read by code); NDJSON is never changed. The dictionary says which applied.
+--column-names snake writes SQL-friendly names (PHQ-9 (44261-6) → phq_9_44261_6); the dictionary maps each back. A CSV file (--out obs.csv) gets a Frictionless Table Schema beside it, obs.datapackage.json, so pandas, R and frictionless type its columns (scores stay integers).
 --since last exports what changed since the previous complete --since last export (a watermark in the state ledger, minus --overlap). What the previous export already delivered (same id and version) is skipped and counted, so an immediate repeat returns only what is new or changed.
---layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)"; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
+--layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)", keyed by coding, else by code.text normalised for case and spaces; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
 --pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>. A pipe or device (>(gzip > obs.csv.gz), a FIFO) is written in place as rows come (docs/output-files.md).
@@ -54,6 +55,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     format: flag.format(),
     bom: flag.bom(),
     'escape-formulas': flag['escape-formulas'](),
+    'column-names': flag['column-names'](),
     layout: flag.layout(),
     pseudonymize: flag.pseudonymize(),
     'pseudonym-key-file': flag['pseudonym-key-file'](),
@@ -106,6 +108,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         format: flags.format,
         bom: flags.bom,
         escapeFormulas: flags['escape-formulas'],
+        columnNames: flags['column-names'],
         layout: flags.layout,
         pseudonymize: flags.pseudonymize,
         pseudonymKeyFile: flags['pseudonym-key-file'],
@@ -141,6 +144,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
       }
       if (summary.undated) err(`${summary.undated} observations without a readable meta.lastUpdated were included`);
       if (summary.dictionary) err(`Data dictionary written to ${summary.dictionary}`);
+      if (summary.tableSchema) err(`Table Schema written to ${summary.tableSchema}`);
       if (summary.watermarkSaved) err(`Watermark saved: the next --since last export starts at ${summary.watermark}`);
       if (this.logLevel !== 'quiet') writeVerdict(exportVerdict(summary));
     }

@@ -2,6 +2,7 @@ import { CareCommand, writeUnredacted } from '../cli/base-command.js';
 import { flag } from '../cli/flags.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { FaultOptions } from '../sandbox/server.js';
+import type { ObservationCodeMode } from '../sandbox/observations.js';
 
 export interface SandboxStarted {
   url: string;
@@ -28,6 +29,7 @@ export default class SandboxCommand extends CareCommand<void> {
     data: flag.data(),
     seed: flag.seed(),
     'observations-per-patient': flag['observations-per-patient'](),
+    'observation-code': flag['observation-code'](),
     'page-size': flag['page-size']({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, max: 1000 }),
     latency: flag.latency(),
     'max-in-flight': flag['max-in-flight'](),
@@ -64,6 +66,7 @@ export default class SandboxCommand extends CareCommand<void> {
         dataFile: flags.data,
         seed: flags.seed,
         observationsPerPatient: flags['observations-per-patient'],
+        observationCode: flags['observation-code'] as ObservationCodeMode,
         pageSize: flags['page-size'],
         faults: anyFault ? faults : undefined,
       });

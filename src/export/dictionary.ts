@@ -15,13 +15,22 @@ export interface DictionaryEntry {
   source: string;
   type: string;
   description: string;
+  /** Every value written was a full date (`YYYY-MM-DD`) or a date-time with a zone: the Table Schema types it so. */
+  valueFormat?: 'date' | 'datetime';
+  /** The header before `--column-names` renamed it (JSON dictionary only). */
+  label?: string;
+  /** Wide instrument columns: the questionnaire's text (spellings merged into the column) and coding (JSON only). */
+  questionnaire?: { texts?: string[]; system?: string; code?: string };
 }
 
 export interface DataDictionary {
   export: string;
   layout: 'long' | 'wide';
-  format: 'csv' | 'ndjson';
+  format: string;
   pseudonymized: boolean;
+  /** Whether formula-like text cells were prefixed with `'` (CSV for spreadsheets; never NDJSON or Parquet). */
+  escapeFormulas: boolean;
+  columnNames: 'original' | 'snake';
   keepFreeText: boolean;
   rows: number;
   generatedAt: string;
@@ -93,8 +102,13 @@ export const WIDE_COLUMN_DOCS: Record<string, { source: string; type: string; de
 };
 
 /** What was written in each column: JSON types seen, for columns whose type is not fixed. */
+const FULL_DATE = /^\d{4}-\d{2}-\d{2}$/;
+const DATE_TIME_ZONED = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
 export class ColumnTypes {
   readonly #seen = new Map<string, Set<string>>();
+  /** Per text column: every value so far a full date / a zoned date-time. */
+  readonly #shapes = new Map<string, { date: boolean; datetime: boolean }>();
 
   see(row: Record<string, unknown>, columns: readonly string[]): void {
     for (const c of columns) {
@@ -105,7 +119,23 @@ export class ColumnTypes {
       let s = this.#seen.get(c);
       if (!s) this.#seen.set(c, (s = new Set()));
       s.add(t);
+      if (t === 'string') this.#seeShape(c, v as string);
     }
+  }
+
+  #seeShape(column: string, v: string): void {
+    let shape = this.#shapes.get(column);
+    if (!shape) this.#shapes.set(column, (shape = { date: true, datetime: true }));
+    if (shape.date && !FULL_DATE.test(v)) shape.date = false;
+    if (shape.datetime && !DATE_TIME_ZONED.test(v)) shape.datetime = false;
+  }
+
+  /** `date` / `datetime` when every value of a text column had that shape. */
+  formatOf(column: string): DictionaryEntry['valueFormat'] {
+    const s = this.#seen.get(column);
+    const shape = this.#shapes.get(column);
+    if (!shape || s?.size !== 1) return undefined;
+    return shape.date ? 'date' : shape.datetime ? 'datetime' : undefined;
   }
 
   typeOf(column: string): string {
@@ -117,21 +147,51 @@ export class ColumnTypes {
   }
 }
 
+/** The entries with the date / date-time shape their values had (the Table Schema's types). */
+export function withValueFormats(entries: DictionaryEntry[], types: ColumnTypes): DictionaryEntry[] {
+  return entries.map((e) => {
+    const valueFormat = types.formatOf(e.name);
+    return valueFormat ? { ...e, valueFormat } : e;
+  });
+}
+
 export function wideInstrumentEntry(i: Instrument, type: string): DictionaryEntry {
+  const label = i.label === undefined ? {} : { label: i.label };
+  if (i.code === undefined) {
+    const texts = i.texts ?? [];
+    const merged = texts.length > 1 ? ` (${texts.length} spellings merged, same text up to case and spaces: ${texts.join(' | ')})` : '';
+    return {
+      name: i.name,
+      source: `value[x] of the observation without a coding whose code.text normalises to "${i.key.slice('text|'.length)}" (the latest that day)`,
+      type,
+      description: `${texts[0] ?? ''}${merged}`,
+      ...label,
+      questionnaire: { texts },
+    };
+  }
   return {
     name: i.name,
     source: `value[x] of the observation with code.coding ${i.system ?? '(no system)'}|${i.code} (the latest that day)`,
     type,
     description: i.display ? `${i.display}` : `instrument ${i.code}`,
+    ...label,
+    questionnaire: { ...(i.display ? { texts: [i.display] } : {}), ...(i.system ? { system: i.system } : {}), code: i.code },
   };
 }
+
+const FORMULA_NOTE = " (text cells starting with = + - @ tab or CR prefixed with ')";
 
 /** Writes the dictionary (CSV, or JSON for a `.json` path) through a temporary sibling and a rename; a pipe or a device in place. */
 export async function writeDictionary(path: string, dict: DataDictionary): Promise<void> {
   const text = /\.json$/i.test(path)
     ? `${JSON.stringify(dict, null, 2)}\n`
     : stringify(
-        dict.columns.map((c) => [c.name, c.source, c.type, c.description]),
+        dict.columns.map((c) => [
+          c.name,
+          c.source,
+          c.type,
+          dict.escapeFormulas && c.type.includes('string') ? `${c.description}${FORMULA_NOTE}` : c.description,
+        ]),
         {
           header: true,
           columns: ['name', 'source', 'type', 'description'],

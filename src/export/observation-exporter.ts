@@ -12,9 +12,10 @@ import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.j
 import { contentHash } from '../core/content-hash.js';
 import type { LedgerScope } from '../state/ledger.js';
 import { defaultExport, DEFAULT_EXPORT_NAME } from './default-columns.js';
-import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, type DictionaryEntry } from './dictionary.js';
+import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, withValueFormats, type DictionaryEntry } from './dictionary.js';
 import { pseudonymizeObservation, type Pseudonymizer } from './pseudonymize.js';
 import { parseReference, SourceKeys } from './references.js';
+import type { ColumnNameStyle } from './column-names.js';
 import { RowSink, type ExportFormat } from './row-sink.js';
 import { WIDE_EXPORT_NAME, WideSpool } from './wide-layout.js';
 
@@ -50,8 +51,10 @@ export interface ExportObservationsOptions {
   format?: ExportFormat;
   /** CSV: UTF-8 BOM for Excel. */
   bom?: boolean;
-  /** CSV: neutralise formula-like text cells (default true). */
+  /** CSV: neutralise formula-like text cells (default true; never applied to other formats). */
   escapeFormulas?: boolean;
+  /** Wide layout: instrument column names, `original` or `snake` (default `original`; long columns are renamed by the caller). */
+  columnNames?: ColumnNameStyle;
   /** Lower bound on `meta.lastUpdated` (inclusive): an ISO date / date-time, a Date, or `'last'` (the watermark). */
   since?: string | Date;
   /** `since: 'last'`: how far before the previous export's start the next one starts again (default 60 000 ms). */
@@ -103,8 +106,12 @@ export interface ExportReport {
   alreadyDelivered: number;
   /** `since: 'last'`: observations remembered (inside the next overlap window) so the next export can skip them. */
   remembered: number;
-  /** Wide layout: observations left out (subject not a Patient, or no coded instrument). */
+  /** Wide layout: observations left out (subject not a Patient, or neither a coding nor a `code.text`). */
   unplaced: number;
+  /** Wide layout: columns keyed by `code.text` that merged several spellings (case, spaces, line breaks). */
+  mergedTexts: number;
+  /** Whether formula-like text cells were prefixed with `'` (CSV only). */
+  escapeFormulas: boolean;
   /** Observations without a readable `meta.lastUpdated` (kept by the `since` filter). */
   undated: number;
   /** Effective lower bound on `meta.lastUpdated` (ISO), null when everything was exported. */
@@ -222,7 +229,7 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
   let listStart: number | undefined;
   try {
     opts.signal?.throwIfAborted();
-    if (report.layout === 'wide') run.spool = WideSpool.open(opts.tempDir ?? tmpdir());
+    if (report.layout === 'wide') run.spool = WideSpool.open(opts.tempDir ?? tmpdir(), opts.columnNames);
     const pages = opts.client.pages<Resource>('Observation', { query: opts.query, pageSize: opts.pageSize, signal: run.signal, retry: opts.retry });
     for await (const bundle of aheadByOne<Bundle<Resource>>(pages)) {
       report.pages++;
@@ -247,7 +254,10 @@ export async function exportObservations(opts: ExportObservationsOptions): Promi
     }
     if (run.spool) await writeWideRows(run, run.spool);
     await run.sink!.end();
-    await opts.finalize?.({ dictionary: dictionaryOf(report, run.types, run.spool, opts.columnSources, run.keepFreeText), report });
+    await opts.finalize?.({
+      dictionary: withValueFormats(dictionaryOf(report, run.types, run.spool, opts.columnSources, run.keepFreeText), run.types),
+      report,
+    });
   } catch (err) {
     run.stop.abort();
     if (run.sink) await run.sink.abort();
@@ -319,6 +329,8 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
     alreadyDelivered: 0,
     remembered: 0,
     unplaced: 0,
+    mergedTexts: 0,
+    escapeFormulas: format === 'csv' && opts.escapeFormulas !== false,
     undated: 0,
     since: sinceMs === undefined ? null : new Date(sinceMs).toISOString(),
     sinceMode,
@@ -461,6 +473,7 @@ function evaluationInput(run: ExportRun, obs: Resource): { input: unknown; ctx: 
 async function writeWideRows(run: ExportRun, spool: WideSpool): Promise<void> {
   const { report, opts } = run;
   report.unplaced = spool.unplaced;
+  report.mergedTexts = spool.mergedTexts();
   report.columns = spool.columns();
   const sink = (run.sink = new RowSink(opts.output, { ...run.sinkOptions, columns: report.columns }));
   for (const row of spool.rows()) {

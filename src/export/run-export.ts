@@ -22,9 +22,10 @@ import { loadMapping } from '../mapping/load-mapping.js';
 import { openTarget, type Target } from '../target/open-target.js';
 import { Ledger } from '../state/ledger.js';
 import { displayStateLocation, isPostgresLocation, resolveStateLocation } from '../state/state-location.js';
+import { COLUMN_NAME_STYLES, defaultColumnNames, renameExport, type ColumnNameStyle } from './column-names.js';
 import { columnSourcesOf, loadColumnsFile } from './columns-file.js';
 import { DEFAULT_EXPORT_NAME, defaultExport } from './default-columns.js';
-import { writeDictionary } from './dictionary.js';
+import { writeDictionary, type DataDictionary } from './dictionary.js';
 import {
   EXPORT_LAYOUTS,
   exportObservations,
@@ -37,6 +38,7 @@ import {
 } from './observation-exporter.js';
 import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
+import { writeTablePackage } from './table-schema.js';
 
 export interface RunExportOptions {
   mappingFile: string;
@@ -48,7 +50,10 @@ export interface RunExportOptions {
   out?: string;
   format?: string;
   bom?: boolean;
+  /** CSV: prefix formula-like text cells with `'` (default true for CSV; never for other formats). */
   escapeFormulas?: boolean;
+  /** `original` or `snake` (default: snake for Parquet, original otherwise). */
+  columnNames?: string;
   /** `long` (default) or `wide`. */
   layout?: string;
   /** Replace ids and source keys by keyed pseudonyms, drop free text (key: `pseudonymKeyFile` or CARE_PSEUDONYM_KEY). */
@@ -97,6 +102,8 @@ export interface ExportSummary extends ExportReport {
   target: ExportTargetInfo;
   /** Absolute path of the data dictionary written, if asked for. */
   dictionary?: string;
+  /** Absolute path of the Table Schema (`<name>.datapackage.json`) written beside a CSV file. */
+  tableSchema?: string;
   warnings: string[];
 }
 
@@ -118,6 +125,7 @@ interface CheckedOptions {
   toStdout: boolean;
   format: ExportFormat;
   layout: ExportLayout;
+  columnNames: ColumnNameStyle;
   query?: Record<string, string>;
   patients?: string[];
   overlapSeconds: number;
@@ -131,6 +139,14 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   const format = (opts.format ?? 'csv') as ExportFormat;
   if (!EXPORT_FORMATS.includes(format)) throw config(`Expected \`format\` to be one of ${EXPORT_FORMATS.join(', ')}, got \`${opts.format}\``);
   if (opts.bom && format !== 'csv') throw config(`Expected \`bom\` to be used with \`format: 'csv'\`, got \`format: '${format}'\``);
+  if (opts.escapeFormulas === true && format !== 'csv')
+    throw config(
+      `Expected \`escapeFormulas\` to be used with \`format: 'csv'\`, got \`format: '${format}'\``,
+      'Formula neutralisation is for spreadsheets: other formats are written as they are.',
+    );
+  const columnNames = (opts.columnNames ?? defaultColumnNames(format)) as ColumnNameStyle;
+  if (!COLUMN_NAME_STYLES.includes(columnNames))
+    throw config(`Expected \`columnNames\` to be one of ${COLUMN_NAME_STYLES.join(', ')}, got \`${opts.columnNames}\``);
   if (opts.exportName !== undefined && opts.columnsFile !== undefined) throw config('Expected `exportName` or `columnsFile`, got both');
   const layout = (opts.layout ?? 'long') as ExportLayout;
   if (!EXPORT_LAYOUTS.includes(layout)) throw config(`Expected \`layout\` to be one of ${EXPORT_LAYOUTS.join(', ')}, got \`${opts.layout}\``);
@@ -156,7 +172,7 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
     throw config(`Expected \`dictionary\` to be another file than \`out\`, got \`${opts.dictionary}\` for both`);
   }
-  return { outArg, toStdout, format, layout, query, patients, overlapSeconds, dictionary };
+  return { outArg, toStdout, format, layout, columnNames, query, patients, overlapSeconds, dictionary };
 }
 
 function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {
@@ -207,21 +223,27 @@ function outputError(err: unknown, shown: string): CareEtlError {
   });
 }
 
-/** Writes the data dictionary (if asked for) and renames the partial file: the last step of a complete export. */
+/**
+ * Writes the data dictionary (if asked for), the Table Schema beside a CSV file, and renames the partial file: the
+ * last step of a complete export.
+ */
 function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: OutputFiles): NonNullable<ExportObservationsOptions['finalize']> {
   return async ({ dictionary: entries, report }) => {
+    const dict: DataDictionary = {
+      export: report.export,
+      layout: report.layout,
+      format: report.format,
+      pseudonymized: report.pseudonymized,
+      escapeFormulas: report.escapeFormulas,
+      columnNames: checked.columnNames,
+      keepFreeText: report.pseudonymized && opts.keepFreeText === true,
+      rows: report.rows,
+      generatedAt: new Date().toISOString(),
+      columns: entries,
+    };
     if (checked.dictionary !== undefined) {
       try {
-        await writeDictionary(checked.dictionary, {
-          export: report.export,
-          layout: report.layout,
-          format: report.format,
-          pseudonymized: report.pseudonymized,
-          keepFreeText: report.pseudonymized && opts.keepFreeText === true,
-          rows: report.rows,
-          generatedAt: new Date().toISOString(),
-          columns: entries,
-        });
+        await writeDictionary(checked.dictionary, dict);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         throw new CareEtlError(`Cannot write the data dictionary ${opts.dictionary}${code ? ` (${code})` : ''}`, {
@@ -231,6 +253,8 @@ function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: Outpu
         });
       }
     }
+    // A CSV file gets its Table Schema (a pipe or stdout has no "beside").
+    if (files.partial && report.format === 'csv') files.tableSchema = await writeTablePackage(files.out, dict, opts.bom === true);
     if (files.partial) {
       renameSync(files.partial, files.out);
       files.renamed = true;
@@ -243,6 +267,8 @@ interface OutputFiles {
   out: string;
   partial?: string;
   renamed: boolean;
+  /** The `<name>.datapackage.json` written beside a CSV file. */
+  tableSchema?: string;
 }
 
 /** What is opened for one export, closed whatever happens (an open embedded sandbox would keep the process alive). */
@@ -283,9 +309,10 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const columns =
     layout === 'wide'
       ? defaultExport()
-      : opts.columnsFile !== undefined
-        ? await loadColumnsFile(opts.columnsFile, mapping)
-        : selectColumns(compiled, opts.exportName);
+      : renameExport(
+          opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName),
+          checked.columnNames,
+        );
   const patientMappings = mapping.resources.filter((r) => r.type === 'Patient').map((r) => r.name);
 
   const out = toStdout ? '-' : resolve(outArg);
@@ -319,6 +346,7 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       format,
       bom: opts.bom,
       escapeFormulas: opts.escapeFormulas,
+      columnNames: checked.columnNames,
       layout,
       pseudonymizer,
       keepFreeText: opts.keepFreeText,
@@ -337,9 +365,22 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
     const warnings = mapping.warnings.map((w) => w.message);
     if (report.unplaced)
       warnings.push(
-        `${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`,
+        `${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coding and no code.text); the long layout has them`,
       );
-    return { ...report, mappingFile, out, statePath, target: info, ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}), warnings };
+    if (report.mergedTexts)
+      warnings.push(
+        `${report.mergedTexts} wide column${report.mergedTexts === 1 ? '' : 's'} keyed by code.text merged spellings that differ only in case or spaces (the dictionary lists them)`,
+      );
+    return {
+      ...report,
+      mappingFile,
+      out,
+      statePath,
+      target: info,
+      ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}),
+      ...(files.tableSchema ? { tableSchema: files.tableSchema } : {}),
+      warnings,
+    };
   } finally {
     await closeAll(files, opened);
   }

@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { openScratchDatabase } from '../state/scratch-db.js';
 import { isObj, type Obj } from '../core/is-object.js';
+import { outputNames, type ColumnNameStyle } from './column-names.js';
 import { observationValue } from './default-columns.js';
 
 export const WIDE_EXPORT_NAME = 'wide';
@@ -32,10 +33,15 @@ export interface Instrument {
   key: string;
   /** Column header. */
   name: string;
+  /** Header before `--column-names` (the dictionary maps `name` back to it). */
+  label?: string;
   system?: string;
-  code: string;
+  /** Coding code; absent for a column keyed by `code.text`. */
+  code?: string;
   /** First coding display seen (control characters removed), for the data dictionary. */
   display?: string;
+  /** Keyed by `code.text`: the spellings seen (bounded; control characters as JSON escapes) that normalise to this key. */
+  texts?: string[];
 }
 
 /** One-line, control-free, bounded text (a header or a dictionary description). */
@@ -50,13 +56,38 @@ function plainText(s: string, max = 200): string {
 /** A header that starts like a formula gets the same `'` a cell would. */
 const headerSafe = (s: string): string => (/^[=+\-@\t\r＝＋－＠]/.test(s) ? `'${s}` : s);
 
-/** The instrument of an observation (its coding), or undefined when it has no code to key a column on. */
+/**
+ * The column key of a `code.text`: NFKC, control characters and whitespace runs → one space, trimmed,
+ * case-folded. Depends on the text alone, so it is the same in every run.
+ */
+export function textKey(text: string): string {
+  return plainText(text.normalize('NFKC'), 10_000).toLowerCase();
+}
+
+/** Spellings of one text key kept for the dictionary. */
+const MAX_SPELLINGS = 20;
+
+/** A text as one visible line: JSON string escapes (`\n`, `\t`, `\u0007`…), bounded. */
+function visibleText(s: string): string {
+  const v = JSON.stringify(s)
+    .slice(1, -1)
+    .replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return v.length > 200 ? `${v.slice(0, 199)}…` : v;
+}
+
+/** The instrument of an observation: its coding, else its `code.text`; undefined when it has neither. */
 export function instrumentOf(o: Obj): Instrument | undefined {
   const code = isObj(o.code) ? o.code : undefined;
   const codings = Array.isArray(code?.coding) ? code.coding.filter(isObj) : [];
   const loinc = codings.find((c) => c.system === LOINC && str(c.code));
   const chosen = loinc ?? codings.find((c) => str(c.code));
-  if (!chosen) return undefined;
+  if (!chosen) {
+    // A server following the spec: `code` carries only `text`.
+    const text = str(code?.text);
+    const key = text === undefined ? '' : textKey(text);
+    if (key === '') return undefined;
+    return { key: `text|${key}`, name: headerSafe(plainText(text!.normalize('NFKC'))), texts: [visibleText(text!)] };
+  }
   const c = String(chosen.code);
   const system = str(chosen.system);
   const display = str(chosen.display) ? plainText(chosen.display as string) : undefined;
@@ -98,6 +129,25 @@ export interface WideInput {
 
 const STALE_PREFIX = '.export-wide-';
 
+type SpooledInstrument = Instrument & { index: number; spellings: Set<string>; more: boolean };
+
+/** Another spelling of a text key: kept (up to MAX_SPELLINGS) for the header and the dictionary. */
+function mergeSpelling(known: SpooledInstrument, inst: Instrument): void {
+  if (inst.name < known.name) known.name = inst.name; // the header: the smallest spelling, whatever the order
+  const spelling = inst.texts![0]!;
+  if (known.spellings.has(spelling)) return;
+  if (known.spellings.size < MAX_SPELLINGS) known.spellings.add(spelling);
+  else {
+    known.more = true;
+    // The kept ones stay the smallest, whatever the order.
+    const largest = [...known.spellings].sort().pop()!;
+    if (spelling < largest) {
+      known.spellings.delete(largest);
+      known.spellings.add(spelling);
+    }
+  }
+}
+
 /** Removes spool folders of processes that no longer exist (a wide export killed with SIGKILL). */
 function removeStale(dir: string): void {
   let names: string[];
@@ -123,7 +173,9 @@ export class WideSpool {
   readonly dir: string;
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
-  readonly #instruments = new Map<string, Instrument & { index: number }>();
+  readonly #instruments = new Map<string, SpooledInstrument>();
+  readonly #names: ColumnNameStyle;
+  #named?: Instrument[];
   #seq = 0;
   #inTx = 0;
   #closed = false;
@@ -132,9 +184,10 @@ export class WideSpool {
   /** Observations left out: no Patient subject, or no coded instrument. */
   unplaced = 0;
 
-  private constructor(dir: string, db: Database.Database) {
+  private constructor(dir: string, db: Database.Database, names: ColumnNameStyle) {
     this.dir = dir;
     this.#db = db;
+    this.#names = names;
     db.exec(`CREATE TABLE spool (
       patient TEXT NOT NULL, day TEXT NOT NULL, inst INTEGER NOT NULL, eff REAL NOT NULL, upd REAL NOT NULL, seq INTEGER NOT NULL,
       source_key TEXT, last_updated TEXT, value TEXT,
@@ -143,13 +196,13 @@ export class WideSpool {
     this.#insert = db.prepare('INSERT INTO spool VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)');
   }
 
-  /** A new spool in a private folder under `parent` (created 0700 when missing). */
-  static open(parent: string): WideSpool {
+  /** A new spool in a private folder under `parent` (created 0700 when missing); `names`: the column name style. */
+  static open(parent: string, names: ColumnNameStyle = 'original'): WideSpool {
     removeStale(parent);
     const { dir, db } = openScratchDatabase(parent, `${STALE_PREFIX}${process.pid}-`, 'spool.db');
     try {
       db.pragma('temp_store = FILE');
-      return new WideSpool(dir, db);
+      return new WideSpool(dir, db, names);
     } catch (err) {
       db.close();
       rmSync(dir, { recursive: true, force: true });
@@ -173,13 +226,10 @@ export class WideSpool {
           hint: 'Use the long layout (the default), or filter the export (e.g. `--query` for a server that supports code filters).',
         });
       }
-      // Two keys sanitised to one header (hostile codes): the later key gets a suffix derived from the key
-      // itself, so the names do not depend on the order the observations came in.
-      const taken = new Set([...this.#instruments.values()].map((i) => i.name));
-      const name = taken.has(inst.name) ? `${inst.name} #${createHash('sha256').update(inst.key).digest('hex').slice(0, 8)}` : inst.name;
-      known = { ...inst, name, index: this.#instruments.size };
+      known = { ...inst, index: this.#instruments.size, spellings: new Set(inst.texts), more: false };
       this.#instruments.set(inst.key, known);
-    }
+      this.#named = undefined;
+    } else if (inst.texts) mergeSpelling(known, inst);
     const effective = effectiveOf(o);
     const effMs = effective ? Date.parse(effective) : NaN; // date-only forms parse as UTC
     const meta = isObj(o.meta) ? o.meta : {};
@@ -211,11 +261,31 @@ export class WideSpool {
     }
   }
 
-  /** The instrument columns, sorted by name (ties: by key). */
+  /**
+   * The instrument columns, sorted by header (ties: by key), named once the spool is complete (a text column by its
+   * smallest spelling): a header taken twice (or equal to a fixed column) suffixed from its key, so the names do not
+   * depend on the order the observations came in; then `--column-names`.
+   */
   instruments(): Instrument[] {
-    return [...this.#instruments.values()]
-      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-      .map(({ index: _i, ...rest }) => rest);
+    if (this.#named) return this.#named;
+    const all = [...this.#instruments.values()].map(({ index: _i, spellings, more, ...rest }) => {
+      const texts = spellings.size ? [...[...spellings].sort(), ...(more ? ['…'] : [])] : undefined;
+      return { ...rest, ...(texts ? { texts } : {}) };
+    });
+    all.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const taken = new Set<string>([...WIDE_KEY_COLUMNS, ...WIDE_TAIL_COLUMNS]);
+    for (const inst of all) {
+      if (taken.has(inst.name)) inst.name = `${inst.name} #${createHash('sha256').update(inst.key).digest('hex').slice(0, 8)}`;
+      taken.add(inst.name);
+    }
+    const names = outputNames([...WIDE_KEY_COLUMNS, ...all.map((i) => i.name), ...WIDE_TAIL_COLUMNS], this.#names).slice(WIDE_KEY_COLUMNS.length);
+    this.#named = all.map((i, n) => (names[n] === i.name ? i : { ...i, name: names[n]!, label: i.name }));
+    return this.#named;
+  }
+
+  /** Text-keyed columns that merged several spellings (case, spaces, line breaks): the export warns about them. */
+  mergedTexts(): number {
+    return [...this.#instruments.values()].filter((i) => i.spellings.size > 1).length;
   }
 
   columns(): string[] {
@@ -226,7 +296,8 @@ export class WideSpool {
   *rows(): Generator<Record<string, unknown>> {
     this.flush();
     const names = new Map<number, string>();
-    for (const i of this.#instruments.values()) names.set(i.index, i.name);
+    const named = new Map(this.instruments().map((i) => [i.key, i.name]));
+    for (const i of this.#instruments.values()) names.set(i.index, named.get(i.key)!);
     type R = { patient: string; day: string; inst: number; source_key: string | null; last_updated: string | null; upd: number; value: string | null };
     const it = this.#db
       .prepare('SELECT patient, day, inst, upd, source_key, last_updated, value FROM spool ORDER BY patient, day, inst, eff, upd, seq')

@@ -1,6 +1,7 @@
 import type { Validator } from '../schemas/resource-schemas.js';
 import type { CapacityGate } from './capacity.js';
 import type { Faults } from './faults.js';
+import type { ObservationCodeMode } from './observations.js';
 import type { Replies } from './http.js';
 import type { SandboxStore } from './store.js';
 
@@ -16,6 +17,8 @@ export interface SandboxContext {
   /** Observation generation seed, and Observations generated per created patient. */
   readonly seed: number;
   readonly obsPerPatient: number;
+  /** `code` of generated Observations: LOINC coding + text, or text only (the spec's shape). */
+  readonly observationCode: ObservationCodeMode;
   readonly pageSize: number;
   readonly listNulls: 'spec' | 'all' | 'none';
   readonly rejectCount: boolean;

@@ -70,7 +70,7 @@ export function insertObservation(ctx: SandboxContext, tenant: string, obs: Json
 
 /** `n` generated Observations of one patient; `key` seeds their values. */
 export function generateObservations(ctx: SandboxContext, tenant: string, key: string, patientId: string, n: number, now: string): void {
-  for (let k = 0; k < n; k++) insertObservation(ctx, tenant, makeObservation(ctx.seed, key, k, patientId), now);
+  for (let k = 0; k < n; k++) insertObservation(ctx, tenant, makeObservation(ctx.seed, key, k, patientId, ctx.observationCode), now);
 }
 
 /** Schema issues plus, for CareTeam, references that do not resolve inside the tenant. */

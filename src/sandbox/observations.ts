@@ -72,6 +72,13 @@ function textVariant(text: string, pick: number): string {
   return variants[pick % variants.length]!;
 }
 
+/**
+ * `coded` (default): `code` carries a LOINC coding and a text; `text-only`: only `code.text`, as the service
+ * spec's Observation table shows it (an independent server following the spec sends no codings).
+ */
+export type ObservationCodeMode = 'coded' | 'text-only';
+export const OBSERVATION_CODE_MODES: readonly ObservationCodeMode[] = ['coded', 'text-only'];
+
 const YEAR_2024_MS = Date.UTC(2024, 0, 1);
 const YEAR_MS = 365 * 24 * 3600 * 1000;
 
@@ -79,19 +86,17 @@ const YEAR_MS = 365 * 24 * 3600 * 1000;
  * The k-th observation of a patient, minus id/meta. `key` identifies the patient's place in the creation
  * sequence (never its random id) so the values repeat across runs; instruments alternate PHQ-9, GAD-7.
  */
-export function makeObservation(seed: number, key: string, k: number, patientId: string): Record<string, unknown> {
+export function makeObservation(seed: number, key: string, k: number, patientId: string, codeMode: ObservationCodeMode = 'coded'): Record<string, unknown> {
   const rand = mulberry32(hash32(`${seed}|${key}|${k}`));
   const inst = INSTRUMENTS[k % INSTRUMENTS.length]!;
   const effective = new Date(YEAR_2024_MS + Math.floor((rand() * YEAR_MS) / 1000) * 1000).toISOString();
   const ref = { reference: `Patient/${patientId}` };
+  const text = textVariant(inst.text, hash32(`${seed}|${key}|${k}|text`));
   return {
     resourceType: 'Observation',
     status: 'final',
     category: CATEGORY,
-    code: {
-      coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }],
-      text: textVariant(inst.text, hash32(`${seed}|${key}|${k}|text`)),
-    },
+    code: codeMode === 'text-only' ? { text } : { coding: [{ system: 'http://loinc.org', code: inst.loinc, display: inst.display }], text },
     subject: ref,
     effectiveDateTime: effective.replace('.000Z', 'Z'),
     performer: [ref],

@@ -12,6 +12,7 @@ import type { SandboxContext } from './context.js';
 import { checkFaults, Faults, type FaultOptions } from './faults.js';
 import { generateObservations, insertObservation, MAX_PAGE_SIZE } from './handlers.js';
 import { oo, Replies, type Json } from './http.js';
+import { OBSERVATION_CODE_MODES, type ObservationCodeMode } from './observations.js';
 import { handle, sha256 } from './routing.js';
 import { SandboxStore } from './store.js';
 
@@ -32,6 +33,8 @@ export interface SandboxOptions {
   seed?: number;
   /** Observations generated when a patient is created (default 2: one PHQ-9, one GAD-7). */
   observationsPerPatient?: number;
+  /** `code` of generated Observations: `coded` (default: LOINC coding + text) or `text-only` (only `code.text`, as the spec shows). */
+  observationCode?: ObservationCodeMode;
   /** Default page size of lists (default 50); `_count` overrides, max 1000. */
   pageSize?: number;
   /**
@@ -101,6 +104,7 @@ function createContext(opts: SandboxOptions, credentials: Sandbox['credentials']
     keyDigest: sha256(credentials.apiKey),
     seed: opts.seed ?? 42,
     obsPerPatient: opts.observationsPerPatient ?? 2,
+    observationCode: opts.observationCode ?? 'coded',
     pageSize: Math.min(Math.max(1, opts.pageSize ?? 50), MAX_PAGE_SIZE),
     listNulls: opts.listNulls ?? 'spec',
     rejectCount: opts.rejectCount ?? false,
@@ -118,6 +122,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const host = opts.host ?? '127.0.0.1';
   if (!opts.allowRemote && !isLoopback(host))
     throw new Error(`Refusing to listen on non-loopback address ${host}: the sandbox is for local use (set allowRemote to override)`);
+  if (opts.observationCode !== undefined && !OBSERVATION_CODE_MODES.includes(opts.observationCode))
+    throw new Error(`Expected \`observationCode\` to be one of ${OBSERVATION_CODE_MODES.join(', ')}, got \`${String(opts.observationCode)}\``);
   const credentials = {
     apiKey: opts.apiKey ?? DEFAULT_CREDENTIALS.apiKey,
     emrId: opts.emrId ?? DEFAULT_CREDENTIALS.emrId,

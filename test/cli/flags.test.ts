@@ -63,6 +63,12 @@ describe('one home per flag', () => {
 describe('combinations declared on the flags', () => {
   const refused: [string, string[], RegExp][] = [
     ['--bom with --format ndjson', ['--format', 'ndjson', '--bom'], /--format=ndjson cannot also be provided when using --bom/],
+    [
+      '--escape-formulas with --format ndjson',
+      ['--format', 'ndjson', '--escape-formulas'],
+      /--format=ndjson cannot also be provided when using --escape-formulas/,
+    ],
+    ['--column-names other', ['--column-names', 'camel'], /Expected --column-names=camel to be one of: original, snake/],
     ['--pseudonym-key-file without --pseudonymize', ['--pseudonym-key-file', 'k'], /when using --pseudonym-key-file: --pseudonymize/],
     ['--keep-free-text without --pseudonymize', ['--keep-free-text'], /when using --keep-free-text: --pseudonymize/],
     ['--columns with --layout wide', ['--columns', 'c.yaml', '--layout', 'wide'], /--layout=wide cannot also be provided when using --columns/],

@@ -36,7 +36,7 @@ describe('care-etl export', () => {
     expect(r.stdout).toBe('');
     const file = join(dir, 'out/obs.csv');
     expect(mode(file)).toBe(0o600);
-    expect(readdirSync(join(dir, 'out'))).toEqual(['obs.csv']); // no .partial left behind
+    expect(readdirSync(join(dir, 'out'))).toEqual(['obs.csv', 'obs.datapackage.json']); // no .partial left behind
     const rows = parseCsv(readFileSync(file, 'utf8'));
     expect(rows).toHaveLength(35);
     expect(new Set(rows.map((row) => row.id)).size).toBe(35);

@@ -11,6 +11,8 @@ const mappingFile = '/nonexistent/mapping.yaml';
 
 const refused: [Partial<RunExportOptions>, string][] = [
   [{ format: 'ndjson', bom: true }, "Expected `bom` to be used with `format: 'csv'`, got `format: 'ndjson'`"],
+  [{ format: 'ndjson', escapeFormulas: true }, "Expected `escapeFormulas` to be used with `format: 'csv'`, got `format: 'ndjson'`"],
+  [{ columnNames: 'camel' }, 'Expected `columnNames` to be one of original, snake, got `camel`'],
   [{ format: 'xml' }, 'Expected `format` to be one of csv, ndjson, got `xml`'],
   [{ layout: 'tall' }, 'Expected `layout` to be one of long, wide, got `tall`'],
   [{ exportName: 'a', columnsFile: 'c.yaml' }, 'Expected `exportName` or `columnsFile`, got both'],

@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CareClient } from '../../src/api/client.js';
 import { exportObservations, type ExportObservationsOptions } from '../../src/export/observation-exporter.js';
-import { instrumentOf, utcDay } from '../../src/export/wide-layout.js';
+import { instrumentOf, textKey, utcDay } from '../../src/export/wide-layout.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger, type LedgerScope } from '../../src/state/ledger.js';
 import { clientFor, Collect, observation, parseCsv, TENANT } from './helpers.js';
@@ -47,7 +47,7 @@ function fixture(): Record<string, unknown>[] {
     observation('p2', { id: 'h', code: PHQ, effectiveDateTime: '2024-03-01', valueInteger: 2, meta: meta('2024-03-06T00:00:00Z') }), // same time, later update: wins
     observation('p2', { id: 'i', code: PHQ, effectiveDateTime: undefined, valueInteger: 7, meta: meta('2024-03-07T00:00:00Z') }),
     observation('p2', { id: 'j', code: GAD, subject: { reference: 'Group/g1' }, meta: meta('2024-03-01T00:00:00Z') }), // not a patient
-    observation('p2', { id: 'k', code: { text: 'no coding' }, meta: meta('2024-03-01T00:00:00Z') }), // no code
+    observation('p2', { id: 'k', code: { text: 'No\ncoding' }, meta: meta('2024-03-01T00:00:00Z') }), // no coding: keyed by its text (issue 27)
   ];
 }
 
@@ -58,6 +58,7 @@ const COLUMNS = [
   'GAD-7 (70274-6)',
   'LOINC 89204-2',
   'MOOD (urn:clinic:forms)',
+  'No coding',
   'PHQ-9 (44261-6)',
   'observations',
   'superseded',
@@ -96,16 +97,16 @@ describe('wide layout', () => {
     const { report, text } = await wide();
     const rows = parseCsv(text);
     expect(Object.keys(rows[0]!)).toEqual(COLUMNS);
-    expect(report).toMatchObject({ layout: 'wide', export: 'wide', rows: 4, observations: 9, unplaced: 2, scanned: 11, columns: COLUMNS });
+    expect(report).toMatchObject({ layout: 'wide', export: 'wide', rows: 4, observations: 10, unplaced: 1, scanned: 11, columns: COLUMNS });
     expect(rows.map((r) => COLUMNS.map((k) => r[k]))).toEqual([
       // PHQ-9 twice that day: 18:00 (9) wins over 10:00 (5); GAD-7 at 09:00+02:00 is 07:00Z on the 1st
-      ['p1', 'MRN-1', '2024-03-01', '4', '3.5', 'ok, fine', '9', '5', '1', '2024-03-01T18:00:00Z'],
+      ['p1', 'MRN-1', '2024-03-01', '4', '3.5', 'ok, fine', '', '9', '5', '1', '2024-03-01T18:00:00Z'],
       // 23:30-05:00 on the 1st is 04:30Z on the 2nd
-      ['p1', 'MRN-1', '2024-03-02', '12', '', '', '', '1', '0', '2024-03-02T05:00:00Z'],
+      ['p1', 'MRN-1', '2024-03-02', '12', '', '', '', '', '1', '0', '2024-03-02T05:00:00Z'],
       // no effective date: an empty date (sorted first); p2 has no ledger entry: no source key
-      ['p2', '', '', '', '', '', '7', '1', '0', '2024-03-07T00:00:00Z'],
+      ['p2', '', '', '', '', '', '', '7', '1', '0', '2024-03-07T00:00:00Z'],
       // same effective time twice: the later meta.lastUpdated wins
-      ['p2', '', '2024-03-01', '', '', '', '2', '2', '1', '2024-03-06T00:00:00Z'],
+      ['p2', '', '2024-03-01', '', '', '', '7', '2', '3', '1', '2024-03-06T00:00:00Z'],
     ]);
   });
 
@@ -190,6 +191,40 @@ describe('wide layout', () => {
     expect(readdirSync(temp)).toEqual([]);
   });
 
+  it('keys columns by code.text without a coding: spellings merged, a taken header suffixed from its key, snake names (issue 27)', async () => {
+    const text = (t: string, id: string, effectiveDateTime: string) =>
+      observation('p1', { id, code: { text: t }, effectiveDateTime, meta: meta(effectiveDateTime) });
+    sb.addObservations(TENANT, [
+      text('PHQ-9 total', 'a', '2024-03-01T10:00:00Z'),
+      text('phq-9\n  TOTAL', 'b', '2024-03-02T10:00:00Z'), // the same key: merged
+      text('date', 'c', '2024-03-01T10:00:00Z'), // a fixed column's name
+      text('PHQ-9 (44261-6)', 'd', '2024-03-01T10:00:00Z'), // a coded column's header
+      observation('p1', { id: 'e', code: PHQ, effectiveDateTime: '2024-03-01T11:00:00Z', meta: meta('2024-03-01T11:00:00Z') }),
+    ]);
+    const { report, text: csv } = await wide();
+    const cols = report.columns.slice(3, -3);
+    expect(cols).toHaveLength(4);
+    expect(cols).toContain('PHQ-9 total'); // the smallest spelling, whatever came first
+    expect(cols.filter((c) => /^date #[0-9a-f]{8}$/.test(c))).toHaveLength(1);
+    expect(cols.filter((c) => c.startsWith('PHQ-9 (44261-6)'))).toHaveLength(2);
+    expect(report).toMatchObject({ mergedTexts: 1, unplaced: 0, observations: 5 });
+    expect(parseCsv(csv).map((r) => r['PHQ-9 total'])).toEqual(['7', '7']);
+    const snake = await wide({ columnNames: 'snake' });
+    expect(snake.report.columns).toEqual([
+      'patient_id',
+      'patient_source_key',
+      'date',
+      // the order of the original names (the same in every style)
+      'phq_9_44261_6',
+      expect.stringMatching(/^phq_9_44261_6_[0-9a-f]{8}$/),
+      'phq_9_total',
+      expect.stringMatching(/^date_[0-9a-f]{8}$/),
+      'observations',
+      'superseded',
+      'last_updated',
+    ]);
+  });
+
   it('refuses custom columns', async () => {
     const custom = { name: 'mine', columns: ['x'], evalRow: async () => ({ x: 1 }) };
     await expect(wide({ columns: custom })).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('own columns') });
@@ -207,7 +242,7 @@ describe('wide layout building blocks', () => {
     expect([utcDay(undefined), utcDay('yesterday')]).toEqual(['', '']);
   });
 
-  it('names instrument columns from codes, never from free text', () => {
+  it('names instrument columns from codes; from code.text only when there is no coding (issue 27)', () => {
     expect(instrumentOf({ code: PHQ })?.name).toBe('PHQ-9 (44261-6)');
     expect(
       instrumentOf({
@@ -222,6 +257,9 @@ describe('wide layout building blocks', () => {
     expect(instrumentOf({ code: OTHER_LOINC })?.name).toBe('LOINC 89204-2');
     expect(instrumentOf({ code: { coding: [{ code: '=cmd' }] } })?.name).toBe("'=cmd (no system)");
     expect(instrumentOf({ code: { coding: [{ system: 'urn:x', code: 'a\nb' }] } })?.name).toBe('a b (urn:x)');
-    expect(instrumentOf({ code: { text: 'PHQ-9' } })).toBeUndefined();
+    expect(instrumentOf({ code: { text: ' PHQ-9\r\n total ' } })).toMatchObject({ key: 'text|phq-9 total', name: 'PHQ-9 total' });
+    expect(instrumentOf({ code: { text: '=cmd' } })?.name).toBe("'=cmd");
+    expect(instrumentOf({ code: { text: ' \n ' } })).toBeUndefined();
+    expect(textKey('ＰＨＱ-9\tTOTAL  score')).toBe(textKey('phq-9 total score'));
   });
 });
