@@ -182,13 +182,13 @@ export const flag = {
     description: "YAML file with `columns:` (header → JSONata) instead of the mapping's exports:; long layout only",
     relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
-  format: Flags.custom<string>({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
+  format: Flags.custom<string>({ description: 'output format', options: ['csv', 'ndjson', 'parquet'], default: 'csv' }),
   bom: booleanFlag({
     description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
     relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
   }),
   'escape-formulas': booleanFlag({
-    description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection)",
+    description: "CSV: prefix text cells starting with = + - @ tab CR with ' (formula injection); never in Parquet (typed cells)",
     default: true,
     allowNo: true,
   }),

@@ -20,7 +20,7 @@ export interface DictionaryEntry {
 export interface DataDictionary {
   export: string;
   layout: 'long' | 'wide';
-  format: 'csv' | 'ndjson';
+  format: 'csv' | 'ndjson' | 'parquet';
   pseudonymized: boolean;
   keepFreeText: boolean;
   rows: number;

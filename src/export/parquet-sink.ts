@@ -1,0 +1,233 @@
+/**
+ * Rows → Apache Parquet (hyparquet-writer), one bounded row group at a time: rows are buffered column-wise up to
+ * `rowGroupRows(columns)`, encoded, written to the output and forgotten, so memory stays flat in the number of rows.
+ * Parquet is written front to back (the footer holds the offsets), so a pipe or a FIFO works as well as a file.
+ * Column types come from the column definitions (never from the data); a value that does not fit its column's type
+ * stops the export with an error naming the column and the row (the value itself is never shown: it may be PHI).
+ * Design: docs/design/export.md.
+ */
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import type { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
+import type { SchemaElement } from 'hyparquet';
+import { CareEtlError, ExitCode } from '../core/issues.js';
+import { openPrivateFile } from '../core/secure-fs.js';
+
+/** What a column holds in a typed output; text for anything a column definition does not type. */
+export type ColumnType = 'string' | 'integer' | 'timestamp' | 'date';
+
+export interface TypedColumn {
+  name: string;
+  type: ColumnType;
+}
+
+/** Cells buffered per row group: 64k rows of a narrow table, fewer rows of a wide one (≤ 1000 instruments). */
+const MAX_GROUP_ROWS = 65_536;
+const MIN_GROUP_ROWS = 1_000;
+const MAX_GROUP_CELLS = 2_000_000;
+const DAY_MS = 86_400_000;
+
+export function rowGroupRows(columnCount: number): number {
+  return Math.max(MIN_GROUP_ROWS, Math.min(MAX_GROUP_ROWS, Math.floor(MAX_GROUP_CELLS / Math.max(1, columnCount))));
+}
+
+/**
+ * SQL-friendly column name: `PHQ-9 (44261-6)` → `phq_9_44261_6`. Local until `--column-names` (issue 27 item 3)
+ * is merged; its only call site is `ParquetSink`'s schema.
+ */
+export function snakeColumnName(name: string): string {
+  const s = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
+  return s === '' ? 'column' : /^[0-9]/.test(s) ? `_${s}` : s;
+}
+
+/** Distinct snake names: a later column that collides gets `_2`, `_3`… (order of the columns, which is stable). */
+function uniqueNames(names: readonly string[]): string[] {
+  const taken = new Set<string>();
+  return names.map((n) => {
+    const base = snakeColumnName(n);
+    let name = base;
+    for (let i = 2; taken.has(name); i++) name = `${base}_${i}`;
+    taken.add(name);
+    return name;
+  });
+}
+
+function schemaElement(name: string, type: ColumnType): SchemaElement {
+  const optional = { name, repetition_type: 'OPTIONAL' } as const;
+  switch (type) {
+    case 'integer':
+      return { ...optional, type: 'INT64', converted_type: 'INT_64', logical_type: { type: 'INTEGER', bitWidth: 64, isSigned: true } };
+    case 'timestamp':
+      return { ...optional, type: 'INT64', converted_type: 'TIMESTAMP_MILLIS', logical_type: { type: 'TIMESTAMP', isAdjustedToUTC: true, unit: 'MILLIS' } };
+    case 'date':
+      return { ...optional, type: 'INT32', converted_type: 'DATE', logical_type: { type: 'DATE' } };
+    default:
+      return { ...optional, type: 'BYTE_ARRAY', converted_type: 'UTF8', logical_type: { type: 'STRING' } };
+  }
+}
+
+const FULL_DATE = /^\d{4}-\d{2}-\d{2}$/;
+const WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** What kind of value did not fit (never the value: it may be PHI). */
+function kindOf(v: unknown): string {
+  if (typeof v === 'number') return Number.isInteger(v) ? 'an integer out of range' : 'a decimal number';
+  if (typeof v === 'string') return /^\d{4}(-\d{2})?$/.test(v) ? 'a partial date' : /^\d{4}-\d{2}-\d{2}T/.test(v) ? 'a date-time without a zone' : 'a text';
+  return `a ${typeof v}`;
+}
+
+/** One cell in its column's physical form; undefined when the value does not fit the type. */
+function cell(type: ColumnType, v: unknown): unknown {
+  if (v === undefined || v === null || v === '') return null;
+  switch (type) {
+    case 'integer':
+      if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
+      if (typeof v === 'string' && /^-?\d{1,15}$/.test(v)) return BigInt(v);
+      return undefined;
+    case 'timestamp':
+      if (typeof v === 'string' && (WITH_ZONE.test(v) || FULL_DATE.test(v))) {
+        const ms = Date.parse(v); // a date alone: UTC midnight
+        return Number.isNaN(ms) ? undefined : BigInt(ms);
+      }
+      return undefined;
+    case 'date':
+      if (typeof v === 'string' && FULL_DATE.test(v)) {
+        const ms = Date.parse(v);
+        return Number.isNaN(ms) ? undefined : Math.floor(ms / DAY_MS);
+      }
+      return undefined;
+    default:
+      return typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  }
+}
+
+const TYPE_TEXT: Record<ColumnType, string> = { string: 'text', integer: 'integer', timestamp: 'timestamp (date-time with a zone)', date: 'date (YYYY-MM-DD)' };
+
+/** Rows → Parquet bytes on `out`, with the same contract as RowSink (write → false: await drain()). */
+export class ParquetSink {
+  readonly format = 'parquet' as const;
+  readonly #out: Writable;
+  readonly #columns: readonly TypedColumn[];
+  readonly #writer = new ByteWriter();
+  readonly #parquet: ParquetWriter;
+  readonly #groupRows: number;
+  readonly #end: boolean;
+  #buffer: unknown[][];
+  #rows = 0;
+  #written = 0;
+  #error: unknown;
+  #ended = false;
+
+  constructor(out: Writable, columns: readonly TypedColumn[], opts: { end?: boolean } = {}) {
+    this.#out = out;
+    this.#columns = columns;
+    this.#end = opts.end ?? true;
+    this.#groupRows = rowGroupRows(columns.length);
+    this.#buffer = columns.map(() => []);
+    const names = uniqueNames(columns.map((c) => c.name));
+    const schema: SchemaElement[] = [{ name: 'root', num_children: columns.length }, ...columns.map((c, i) => schemaElement(names[i]!, c.type))];
+    this.#parquet = new ParquetWriter({ writer: this.#writer, schema, createdBy: 'care-etl' });
+    out.on('error', (err) => (this.#error ??= err));
+  }
+
+  /** Buffers one row (values by column name); a full row group is encoded and written. False: await `drain()`. */
+  write(row: Record<string, unknown>): boolean {
+    if (this.#error) throw this.#error;
+    for (let i = 0; i < this.#columns.length; i++) {
+      const { name, type } = this.#columns[i]!;
+      const v = row[name];
+      const c = cell(type, v);
+      if (c === undefined) throw this.#misfit(name, type, v);
+      this.#buffer[i]!.push(c);
+    }
+    this.#rows++;
+    return this.#rows - this.#written < this.#groupRows || this.#flushGroup();
+  }
+
+  #misfit(name: string, type: ColumnType, v: unknown): CareEtlError {
+    return new CareEtlError(`Parquet column \`${name}\` is typed ${TYPE_TEXT[type]}, but row ${this.#rows + 1} holds ${kindOf(v)}`, {
+      exitCode: ExitCode.config,
+      hint: 'Export this data with --format csv or ndjson, or name your own columns (a columns file: its columns are text in Parquet).',
+    });
+  }
+
+  /** Encodes the buffered rows as one row group and hands the bytes to the output. */
+  #flushGroup(): boolean {
+    const n = this.#rows - this.#written;
+    if (n === 0) return true;
+    const columnData = this.#columns.map((c, i) => ({ name: c.name, data: this.#buffer[i]! }));
+    // Schema names are the snake names: hyparquet-writer resolves columns by name, so pass those.
+    const names = this.#parquet.schema.slice(1).map((s) => s.name);
+    for (let i = 0; i < columnData.length; i++) columnData[i]!.name = names[i]!;
+    void this.#parquet.write({ columnData, rowGroupSize: n });
+    this.#buffer = this.#columns.map(() => []);
+    this.#written = this.#rows;
+    return this.#emit();
+  }
+
+  /** The bytes encoded so far → the output (copied: the encoder's buffer is reused). */
+  #emit(): boolean {
+    const w = this.#writer;
+    if (w.index === 0) return true;
+    const chunk = Buffer.from(new Uint8Array(w.buffer, 0, w.index));
+    w.index = 0;
+    return this.#out.write(chunk);
+  }
+
+  /** Resolves when the output has room again; rejects when it failed or `signal` aborts. */
+  async drain(signal?: AbortSignal): Promise<void> {
+    if (this.#error) throw this.#error;
+    if (!this.#out.writableNeedDrain) return;
+    const ac = new AbortController();
+    try {
+      await Promise.race([
+        once(this.#out, 'drain', { signal: signal ? AbortSignal.any([signal, ac.signal]) : ac.signal }),
+        once(this.#out, 'close', { signal: ac.signal }).then(() => {
+          throw this.#error ?? new Error('the output closed before the export ended');
+        }),
+      ]);
+    } finally {
+      ac.abort();
+    }
+  }
+
+  /** Writes the last row group and the footer; resolves once the output has them. */
+  async end(): Promise<void> {
+    if (this.#error) throw this.#error;
+    this.#flushGroup();
+    void this.#parquet.finish();
+    this.#emit();
+    this.#ended = true;
+    if (this.#end) {
+      this.#out.end();
+      await finished(this.#out);
+    } else if (this.#out.writableNeedDrain) await this.drain();
+    if (this.#error) throw this.#error;
+  }
+
+  /** Stops after a failure: the output is destroyed (a file descriptor closed). */
+  async abort(): Promise<void> {
+    if (this.#ended && !this.#error) return;
+    if (!this.#end) return;
+    this.#out.destroy();
+    await finished(this.#out).catch(() => {});
+  }
+}
+
+/** A Parquet file of its own (mode 0600, written in place): for writers other than the observation export. */
+export function openParquetSink(path: string, columns: readonly TypedColumn[]): { write(row: Record<string, unknown>): Promise<void>; close(): Promise<void> } {
+  const sink = new ParquetSink(createWriteStream(path, { fd: openPrivateFile(path), flush: true }), columns);
+  return {
+    async write(row) {
+      if (!sink.write(row)) await sink.drain();
+    },
+    close: () => sink.end(),
+  };
+}
