@@ -11,7 +11,7 @@ import type { CareClient } from '../../src/api/client.js';
 import type { Resource } from '../../src/api/types.js';
 import { DEFAULT_COLUMNS } from '../../src/export/default-columns.js';
 import { runExport } from '../../src/export/run-export.js';
-import { ParquetSink, rowGroupRows, snakeColumnName } from '../../src/export/parquet-sink.js';
+import { MAX_GROUP_BYTES, MAX_GROUP_ROWS, ParquetSink, snakeColumnName } from '../../src/export/parquet-sink.js';
 import { utcDay } from '../../src/export/wide-layout.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { clientFor, Collect, envFor, loadPatients, observation, TENANT, workDir } from './helpers.js';
@@ -54,6 +54,12 @@ const read = async (file: string) => {
   return { meta, rows: (await parquetReadObjects({ file: buf })) as Record<string, unknown>[] };
 };
 
+/** The bytes a sink wrote, as the ArrayBuffer hyparquet reads. */
+function bufferOf(out: Collect): ArrayBuffer {
+  const bytes = Buffer.concat(out.chunks);
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
 const fieldOf = (meta: ReturnType<typeof parquetMetadata>, name: string) => parquetSchema(meta).children.find((c) => c.element.name === name)!.element;
 
 const scoreOf = (o: Record<string, unknown>): bigint | null => (typeof o.valueInteger === 'number' ? BigInt(o.valueInteger) : null);
@@ -75,7 +81,7 @@ describe('export --format parquet', () => {
     expect(fieldOf(meta, 'last_updated')).toMatchObject({ type: 'INT64', logical_type: { type: 'TIMESTAMP', isAdjustedToUTC: true, unit: 'MILLIS' } });
     expect(fieldOf(meta, 'questionnaire')).toMatchObject({ type: 'BYTE_ARRAY', converted_type: 'UTF8' });
     // Bounded row groups: none larger than the bound (the sink's memory is one group).
-    for (const g of meta.row_groups) expect(Number(g.num_rows)).toBeLessThanOrEqual(rowGroupRows(DEFAULT_COLUMNS.length));
+    for (const g of meta.row_groups) expect(Number(g.num_rows)).toBeLessThanOrEqual(MAX_GROUP_ROWS);
 
     expect(rows).toHaveLength(server.length);
     const byId = new Map(rows.map((r) => [r.id as string, r]));
@@ -142,35 +148,40 @@ describe('export --format parquet', () => {
   it('to stdout (a stream: no seek needed), the same typed file', async () => {
     const out = new Collect();
     await runExport({ mappingFile: join(dir, 'mapping-default.yaml'), out: '-', stdout: out, format: 'parquet', env: envFor(sb), patients: ['M2'] });
-    const bytes = Buffer.concat(out.chunks);
-    const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-    const rows = (await parquetReadObjects({ file: buffer })) as Record<string, unknown>[];
+    const rows = (await parquetReadObjects({ file: bufferOf(out) })) as Record<string, unknown>[];
     expect(rows).toHaveLength(PER_PATIENT);
     expect(rows.every((r) => typeof r.value === 'bigint' && r.effective instanceof Date)).toBe(true);
   });
 
-  it('writes row groups of bounded size as rows come (memory flat in the number of rows)', async () => {
+  it('writes row groups bounded in rows and in bytes, as rows come (memory flat in the number of rows)', async () => {
     const out = new Collect();
     const sink = new ParquetSink(out, [
       { name: 'n', type: 'integer' },
       { name: 'day', type: 'date' },
     ]);
-    const bound = rowGroupRows(2);
-    const total = bound * 2 + 10;
+    const total = MAX_GROUP_ROWS * 2 + 10;
     for (let i = 0; i < total; i++) {
       sink.write({ n: i % 7 === 0 ? undefined : i, day: '2024-02-29' });
-      if (i === bound) expect(out.chunks.length).toBeGreaterThan(0); // the first group left before the last row came
+      if (i === MAX_GROUP_ROWS) expect(out.chunks.length).toBeGreaterThan(0); // the first group left before the last row came
     }
     await sink.end();
-    const bytes = Buffer.concat(out.chunks);
-    const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-    const meta = parquetMetadata(buffer);
-    expect(meta.row_groups.map((g) => Number(g.num_rows))).toEqual([bound, bound, 10]);
+    const buffer = bufferOf(out);
+    expect(parquetMetadata(buffer).row_groups.map((g) => Number(g.num_rows))).toEqual([MAX_GROUP_ROWS, MAX_GROUP_ROWS, 10]);
     const rows = (await parquetReadObjects({ file: buffer })) as { n: bigint | null; day: Date }[];
     expect(rows).toHaveLength(total);
     expect(rows[7]!.n).toBeNull();
     expect(rows[total - 1]!.n).toBe(BigInt(total - 1));
     expect(rows[0]!.day).toEqual(new Date('2024-02-29T00:00:00Z'));
+
+    // Wide text rows: the byte bound ends the groups long before the row bound.
+    const text = new Collect();
+    const wide = new ParquetSink(text, [{ name: 'note', type: 'string' }]);
+    const note = 'x'.repeat(1000);
+    for (let i = 0; i < 5000; i++) wide.write({ note });
+    await wide.end();
+    const groups = parquetMetadata(bufferOf(text)).row_groups.map((g) => Number(g.num_rows));
+    expect(groups.length).toBeGreaterThanOrEqual(3);
+    for (const g of groups) expect(g).toBeLessThanOrEqual(Math.ceil(MAX_GROUP_BYTES / 1000));
   });
 
   it('snake names for SQL', () => {
