@@ -11,7 +11,7 @@ const mappingFile = '/nonexistent/mapping.yaml';
 
 const refused: [Partial<RunExportOptions>, string][] = [
   [{ format: 'ndjson', bom: true }, "Expected `bom` to be used with `format: 'csv'`, got `format: 'ndjson'`"],
-  [{ format: 'xml' }, 'Expected `format` to be one of csv, ndjson, got `xml`'],
+  [{ format: 'xml' }, 'Expected `format` to be one of csv, ndjson, parquet, got `xml`'],
   [{ layout: 'tall' }, 'Expected `layout` to be one of long, wide, got `tall`'],
   [{ exportName: 'a', columnsFile: 'c.yaml' }, 'Expected `exportName` or `columnsFile`, got both'],
   [{ layout: 'wide', columnsFile: 'c.yaml' }, "Expected no `columnsFile` with `layout: 'wide'`, got `columnsFile: 'c.yaml'`"],
