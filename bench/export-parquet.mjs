@@ -63,6 +63,7 @@ async function parent() {
     parquetMaxRssMB: parquetMax,
     csvMaxRssMB: Math.max(...runs.csv.map((r) => r.maxRssMB)),
     parquetRowsInFooter: runs.parquet[0].footerRows,
+    parquetRowsChecked: runs.parquet[0].checked,
     withinBudget: parquetMax <= 200,
     node: process.version,
     cpus: os.cpus().length,
@@ -73,8 +74,8 @@ async function parent() {
     console.error('export-parquet: Parquet export over 200 MB peak RSS');
     process.exitCode = 1;
   }
-  if (runs.parquet[0].footerRows !== runs.parquet[0].rows) {
-    console.error('export-parquet: the Parquet footer does not hold the rows written');
+  if (LAYOUT === 'long' && (runs.parquet[0].footerRows !== runs.parquet[0].rows || runs.parquet[0].checked !== N)) {
+    console.error('export-parquet: the Parquet file read back by hyparquet does not hold every observation with its exact values');
     process.exitCode = 1;
   }
 }
@@ -97,6 +98,7 @@ function observationOf(i) {
   const day = Date.UTC(2024, 0, 1) + (k >> 1) * 7 * 86_400_000 + (p % 600) * 60_000;
   return {
     resourceType: 'Observation',
+    id: `obs-${i}`,
     status: 'final',
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'survey', display: 'Survey' }], text: 'Survey' }],
     code: {
@@ -111,7 +113,7 @@ function observationOf(i) {
 }
 
 async function exportChild(cfg) {
-  const [{ CareClient }, { resolveConnection }, { exportObservations }, { Ledger }, { parquetMetadataAsync, asyncBufferFromFile }] = await Promise.all([
+  const [{ CareClient }, { resolveConnection }, { exportObservations }, { Ledger }, hyparquet] = await Promise.all([
     import('../dist/api/client.js'),
     import('../dist/api/connection.js'),
     import('../dist/export/observation-exporter.js'),
@@ -131,8 +133,7 @@ async function exportChild(cfg) {
   const report = await exportObservations({ client, scope, output, pageSize: cfg.pageSize, layout: cfg.layout, format: cfg.format, tempDir: os.tmpdir() });
   const maxRssMB = Math.round(process.resourceUsage().maxRSS / 1024); // before the check reads the footer
   const bytes = statSync(file).size;
-  let footerRows;
-  if (cfg.format === 'parquet') footerRows = Number((await parquetMetadataAsync(await asyncBufferFromFile(file))).num_rows);
+  const check = cfg.format === 'parquet' && cfg.layout === 'long' ? await checkParquet(hyparquet, file) : undefined;
   rmSync(file, { force: true });
   await client.close();
   ledger.close();
@@ -143,7 +144,36 @@ async function exportChild(cfg) {
       durationMs: report.durationMs,
       fileMB: Number((bytes / 1048576).toFixed(1)),
       maxRssMB,
-      footerRows,
+      ...check,
     }),
   );
+}
+
+/**
+ * The long Parquet file read back by hyparquet (the independent reader), 100k rows at a time: every row's score,
+ * effective instant and LOINC code equal to the observation it came from (its id names it). Runs after maxRSS is read.
+ */
+async function checkParquet({ asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects }, file) {
+  const buf = await asyncBufferFromFile(file);
+  const meta = await parquetMetadataAsync(buf);
+  const footerRows = Number(meta.num_rows);
+  const seen = new Set();
+  for (let start = 0; start < footerRows; start += 100_000) {
+    const rows = await parquetReadObjects({
+      file: buf,
+      metadata: meta,
+      rowStart: start,
+      rowEnd: Math.min(footerRows, start + 100_000),
+      columns: ['id', 'loinc', 'effective', 'value'],
+    });
+    for (const r of rows) {
+      const i = Number(r.id.slice(4));
+      const o = observationOf(i);
+      const want = o.valueInteger === undefined ? null : BigInt(o.valueInteger);
+      if (r.value !== want || r.effective.getTime() !== Date.parse(o.effectiveDateTime) || r.loinc !== o.code.coding[0].code || seen.has(i))
+        throw new Error(`export-parquet: row of ${r.id} differs from its observation`);
+      seen.add(i);
+    }
+  }
+  return { footerRows, checked: seen.size };
 }
