@@ -19,6 +19,7 @@ Formula injection: in CSV, text cells starting with = + - @ tab or CR are prefix
 --since last exports what changed since the previous complete --since last export (a watermark in the state ledger, minus --overlap). What the previous export already delivered (same id and version) is skipped and counted, so an immediate repeat returns only what is new or changed.
 --layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)", keyed by coding, else by code.text normalised for case and spaces; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
 --pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
+--format parquet: typed Apache Parquet (scores INT64 with nulls, effective and last updated as UTC timestamps, the wide layout's date as DATE, the rest text; columns of your own exports are text), snake_case column names (phq_9_44261_6), no formula prefix, row groups of at most 64k rows (bounded memory). A value that does not fit its column's type (a decimal score, a partial date) stops the export (exit 2): export it as CSV or NDJSON.
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>. A pipe or device (>(gzip > obs.csv.gz), a FIFO) is written in place as rows come (docs/output-files.md).
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded); CARE_* variables, CI or a target: key without a base URL are refused (exit 2) unless --sandbox.
@@ -29,6 +30,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
     '<%= config.bin %> export mapping.yaml phq --patient 00123 --format ndjson --out -',
     '<%= config.bin %> export mapping.yaml --layout wide -o wide.csv --dictionary dict.csv',
+    '<%= config.bin %> export mapping.yaml --format parquet -o obs.parquet',
     'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize -o a.csv',
     '<%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];

@@ -5,6 +5,7 @@
  */
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
 import { isObj, type Obj } from '../core/is-object.js';
+import type { ColumnType } from './parquet-sink.js';
 import { parseReference } from './references.js';
 
 export const DEFAULT_EXPORT_NAME = 'default';
@@ -24,6 +25,13 @@ export const DEFAULT_COLUMNS = [
   'last_updated',
   'version',
 ] as const;
+
+/** Types of the default columns in a typed output (Parquet); `value` holds scores (an integer, or nothing). */
+export const DEFAULT_COLUMN_TYPES: ReadonlyMap<string, ColumnType> = new Map<string, ColumnType>([
+  ['effective', 'timestamp'],
+  ['value', 'integer'],
+  ['last_updated', 'timestamp'],
+]);
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);

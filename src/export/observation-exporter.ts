@@ -11,13 +11,13 @@ import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
 import { contentHash } from '../core/content-hash.js';
 import type { LedgerScope } from '../state/ledger.js';
-import { defaultExport, DEFAULT_EXPORT_NAME } from './default-columns.js';
+import { defaultExport, DEFAULT_COLUMN_TYPES, DEFAULT_EXPORT_NAME } from './default-columns.js';
 import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, withValueFormats, type DictionaryEntry } from './dictionary.js';
 import { pseudonymizeObservation, type Pseudonymizer } from './pseudonymize.js';
 import { parseReference, SourceKeys } from './references.js';
 import type { ColumnNameStyle } from './column-names.js';
-import { RowSink, type ExportFormat } from './row-sink.js';
-import { WIDE_EXPORT_NAME, WideSpool } from './wide-layout.js';
+import { openRowSink, type ExportFormat, type Sink } from './row-sink.js';
+import { WIDE_COLUMN_TYPES, WIDE_EXPORT_NAME, WIDE_SCORE_TYPE, WideSpool } from './wide-layout.js';
 
 export type ExportLayout = 'long' | 'wide';
 export const EXPORT_LAYOUTS: readonly ExportLayout[] = ['long', 'wide'];
@@ -212,7 +212,7 @@ interface ExportRun {
   /** Delivered observations of the current page, staged in the ledger at the end of the page. */
   staged: { id: string; version: string }[];
   sinkOptions: { format: ExportFormat; bom?: boolean; escapeFormulas?: boolean; end?: boolean };
-  sink?: RowSink;
+  sink?: Sink;
   spool?: WideSpool;
   types: ColumnTypes;
   /** Aborts the page requested ahead when the export fails for another reason. */
@@ -361,7 +361,10 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
     lookUpDelivered: dedupe !== undefined && dedupe.deliveredCount(watermarkName) > 0,
     staged: [],
     sinkOptions,
-    sink: layout === 'long' ? new RowSink(opts.output, { ...sinkOptions, columns: longColumns }) : undefined,
+    sink:
+      layout === 'long'
+        ? openRowSink(opts.output, { ...sinkOptions, columns: longColumns, types: columns.name === DEFAULT_EXPORT_NAME ? DEFAULT_COLUMN_TYPES : undefined })
+        : undefined,
     types: new ColumnTypes(),
     stop,
     signal: opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal,
@@ -475,7 +478,9 @@ async function writeWideRows(run: ExportRun, spool: WideSpool): Promise<void> {
   report.unplaced = spool.unplaced;
   report.mergedTexts = spool.mergedTexts();
   report.columns = spool.columns();
-  const sink = (run.sink = new RowSink(opts.output, { ...run.sinkOptions, columns: report.columns }));
+  const types = new Map(WIDE_COLUMN_TYPES);
+  for (const i of spool.instruments()) types.set(i.name, WIDE_SCORE_TYPE);
+  const sink = (run.sink = openRowSink(opts.output, { ...run.sinkOptions, columns: report.columns, types }));
   for (const row of spool.rows()) {
     run.types.see(row, report.columns);
     if (!sink.write(row)) await sink.drain(run.signal);

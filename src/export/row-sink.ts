@@ -1,6 +1,6 @@
 /**
  * Rows → bytes with backpressure (`write()` false → await `drain()`): strict RFC 4180 CSV with formula
- * neutralising, or NDJSON.
+ * neutralising, NDJSON, or typed Parquet (parquet-sink.ts; `openRowSink` picks).
  * Design: docs/design/export.md.
  */
 import { once } from 'node:events';
@@ -8,9 +8,10 @@ import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
+import { ParquetSink, type ColumnType } from './parquet-sink.js';
 
-export type ExportFormat = 'csv' | 'ndjson';
-export const EXPORT_FORMATS: readonly ExportFormat[] = ['csv', 'ndjson'];
+export type ExportFormat = 'csv' | 'ndjson' | 'parquet';
+export const EXPORT_FORMATS: readonly ExportFormat[] = ['csv', 'ndjson', 'parquet'];
 
 export interface RowSinkOptions {
   format: ExportFormat;
@@ -21,6 +22,21 @@ export interface RowSinkOptions {
   escapeFormulas?: boolean;
   /** End the output when the rows are done (default true; false for process.stdout). */
   end?: boolean;
+  /** Parquet only: each column's type, from its definition (default: text). */
+  types?: ReadonlyMap<string, ColumnType>;
+}
+
+/** What the exporter writes rows through, whatever the format. */
+export type Sink = Pick<RowSink, 'write' | 'drain' | 'end' | 'abort'> & { readonly format: ExportFormat };
+
+/** The sink of a format: CSV/NDJSON through RowSink, Parquet through ParquetSink (no formula neutralising: typed cells). */
+export function openRowSink(out: Writable, opts: RowSinkOptions): Sink {
+  if (opts.format !== 'parquet') return new RowSink(out, opts);
+  return new ParquetSink(
+    out,
+    opts.columns.map((name) => ({ name, type: opts.types?.get(name) ?? 'string' })),
+    { end: opts.end },
+  );
 }
 
 /** One NDJSON value: plain JSON, nothing → null (every key present in every line). */

@@ -12,10 +12,19 @@ import { openScratchDatabase } from '../state/scratch-db.js';
 import { isObj, type Obj } from '../core/is-object.js';
 import { outputNames, type ColumnNameStyle } from './column-names.js';
 import { observationValue } from './default-columns.js';
+import type { ColumnType } from './parquet-sink.js';
 
 export const WIDE_EXPORT_NAME = 'wide';
 export const WIDE_KEY_COLUMNS = ['patient_id', 'patient_source_key', 'date'] as const;
 export const WIDE_TAIL_COLUMNS = ['observations', 'superseded', 'last_updated'] as const;
+/** Types of the wide columns in a typed output (Parquet): the instrument columns hold scores (`WIDE_SCORE_TYPE`). */
+export const WIDE_COLUMN_TYPES: ReadonlyMap<string, ColumnType> = new Map<string, ColumnType>([
+  ['date', 'date'],
+  ['observations', 'integer'],
+  ['superseded', 'integer'],
+  ['last_updated', 'timestamp'],
+]);
+export const WIDE_SCORE_TYPE: ColumnType = 'integer';
 /** More distinct instruments than this is not a table an analyst can use: refused (exit 2). */
 export const MAX_WIDE_INSTRUMENTS = 1000;
 

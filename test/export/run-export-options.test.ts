@@ -13,7 +13,7 @@ const refused: [Partial<RunExportOptions>, string][] = [
   [{ format: 'ndjson', bom: true }, "Expected `bom` to be used with `format: 'csv'`, got `format: 'ndjson'`"],
   [{ format: 'ndjson', escapeFormulas: true }, "Expected `escapeFormulas` to be used with `format: 'csv'`, got `format: 'ndjson'`"],
   [{ columnNames: 'camel' }, 'Expected `columnNames` to be one of original, snake, got `camel`'],
-  [{ format: 'xml' }, 'Expected `format` to be one of csv, ndjson, got `xml`'],
+  [{ format: 'xml' }, 'Expected `format` to be one of csv, ndjson, parquet, got `xml`'],
   [{ layout: 'tall' }, 'Expected `layout` to be one of long, wide, got `tall`'],
   [{ exportName: 'a', columnsFile: 'c.yaml' }, 'Expected `exportName` or `columnsFile`, got both'],
   [{ layout: 'wide', columnsFile: 'c.yaml' }, "Expected no `columnsFile` with `layout: 'wide'`, got `columnsFile: 'c.yaml'`"],
