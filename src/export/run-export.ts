@@ -37,6 +37,8 @@ import {
 } from './observation-exporter.js';
 import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
+import { exportView } from './view/export-view.js';
+import { loadView } from './view/load-view.js';
 
 export interface RunExportOptions {
   mappingFile: string;
@@ -44,6 +46,8 @@ export interface RunExportOptions {
   exportName?: string;
   /** A columns file instead of the mapping's `exports:`. */
   columnsFile?: string;
+  /** A SQL-on-FHIR v2 ViewDefinition file (JSON) over Observation: its columns, its rows (docs/export-views.md). */
+  view?: string;
   /** Output file, or `-` for stdout (default). */
   out?: string;
   format?: string;
@@ -97,6 +101,8 @@ export interface ExportSummary extends ExportReport {
   target: ExportTargetInfo;
   /** Absolute path of the data dictionary written, if asked for. */
   dictionary?: string;
+  /** Absolute path of the ViewDefinition, when the rows came from one. */
+  view?: string;
   warnings: string[];
 }
 
@@ -156,7 +162,25 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
     throw config(`Expected \`dictionary\` to be another file than \`out\`, got \`${opts.dictionary}\` for both`);
   }
+  if (opts.view !== undefined) checkViewOptions(opts, format, layout);
   return { outArg, toStdout, format, layout, query, patients, overlapSeconds, dictionary };
+}
+
+/** `view`: the view defines the rows and columns; what it cannot combine with is refused by name (exit 2). */
+function checkViewOptions(opts: RunExportOptions, format: ExportFormat, layout: ExportLayout): void {
+  const other: [string, boolean][] = [
+    ['exportName', opts.exportName !== undefined],
+    ['columnsFile', opts.columnsFile !== undefined],
+    [`layout: '${layout}'`, layout !== 'long'],
+    ['pseudonymize', opts.pseudonymize === true], // a view reads the observation as stored: refused, never silently not pseudonymised
+    ['since', opts.since !== undefined],
+    ['patients', opts.patients !== undefined && opts.patients.length > 0],
+    ['dictionary', opts.dictionary !== undefined], // the ViewDefinition documents its own columns
+  ];
+  const used = other.filter(([, on]) => on).map(([name]) => `\`${name}\``);
+  if (used.length) throw config(`Expected no ${used.join(', ')} with \`view\`: the ViewDefinition defines the rows and the columns`);
+  // TODO(issue 27 parquet): parquet through openParquetSink once merged.
+  if (format !== 'csv' && format !== 'ndjson') throw config(`Expected \`format\` to be csv or ndjson with \`view\`, got \`${format}\``);
 }
 
 function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {
@@ -275,13 +299,14 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const env = opts.env ?? process.env;
   // Before anything is read or printed: the key is registered as a secret and checked (exit 2 when missing).
   const pseudonymizer = opts.pseudonymize ? new Pseudonymizer(resolvePseudonymKey({ keyFile: opts.pseudonymKeyFile, env })) : undefined;
+  const view = opts.view === undefined ? undefined : loadView(opts.view); // refused here: nothing fetched
 
   const mappingFile = resolve(opts.mappingFile);
   const mapping = await loadMapping(mappingFile, { env });
   const compiled = compileMapping(mapping);
-  // The wide layout has its own columns: the mapping's exports: section describes long rows.
+  // The wide layout (and a view) has its own columns: the mapping's exports: section describes long rows.
   const columns =
-    layout === 'wide'
+    layout === 'wide' || view
       ? defaultExport()
       : opts.columnsFile !== undefined
         ? await loadColumnsFile(opts.columnsFile, mapping)
@@ -310,7 +335,9 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       : files.partial
         ? openOutputFile(files.partial, `${outArg}.partial`)
         : await openOutputInPlace(out, outArg);
-    const report = await exportObservations({
+    // --view: the ViewDefinition's rows (the options it cannot use were refused by checkViewOptions).
+    const exportRows = view ? (o: ExportObservationsOptions) => exportView({ ...o, view }) : exportObservations;
+    const report = await exportRows({
       client,
       scope: opened.ledger.scope(target.scopeUrl, target.settings.tenantId),
       columns,
@@ -339,7 +366,17 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       warnings.push(
         `${report.unplaced} observation${report.unplaced === 1 ? '' : 's'} left out of the wide layout (subject not a Patient, or no coded instrument); the long layout has them`,
       );
-    return { ...report, mappingFile, out, statePath, target: info, ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}), warnings };
+    const viewFile = opts.view !== undefined ? { view: resolve(opts.view) } : {};
+    return {
+      ...report,
+      mappingFile,
+      out,
+      statePath,
+      target: info,
+      ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}),
+      ...viewFile,
+      warnings,
+    };
   } finally {
     await closeAll(files, opened);
   }

@@ -39,7 +39,8 @@ function member(focus: readonly unknown[], name: string, root: boolean): unknown
     // `Observation.code`: a leading type name is the resource itself when it is of that type.
     if (root && /^[A-Z]/.test(name) && item.resourceType === name) out.push(item);
     else if (name in item) pushAll(out, item[name]);
-    else if (CHOICE_ELEMENTS.has(name)) for (const k of Object.keys(item)) if (k.length > name.length && k.startsWith(name) && /[A-Z]/.test(k[name.length]!)) pushAll(out, item[k]);
+    else if (CHOICE_ELEMENTS.has(name))
+      for (const k of Object.keys(item)) if (k.length > name.length && k.startsWith(name) && /[A-Z]/.test(k[name.length]!)) pushAll(out, item[k]);
   }
   return out;
 }

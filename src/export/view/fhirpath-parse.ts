@@ -203,7 +203,10 @@ class Parser {
     const arity = FUNCTIONS[t.v];
     if (!arity) throw new FhirPathSyntaxError(`the function \`${t.v}()\` is not supported`, t.at);
     if (args.length < arity[0] || args.length > arity[1])
-      throw new FhirPathSyntaxError(`\`${t.v}()\` takes ${arity[0] === arity[1] ? arity[0] : `${arity[0]} to ${arity[1]}`} arguments, got ${args.length}`, t.at);
+      throw new FhirPathSyntaxError(
+        `\`${t.v}()\` takes ${arity[0] === arity[1] ? arity[0] : `${arity[0]} to ${arity[1]}`} arguments, got ${args.length}`,
+        t.at,
+      );
     return { kind: 'call', base, name: t.v, args, at: t.at };
   }
 

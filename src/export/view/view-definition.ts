@@ -84,7 +84,10 @@ class ViewChecker {
     if (node.kind === 'call') {
       const typeArg = node.name === 'ofType' || node.name === 'getReferenceKey';
       if (typeArg && node.args[0] && !(node.args[0].kind === 'member' && node.args[0].base === undefined))
-        return new FhirPathSyntaxError(`\`${node.name}()\` takes a type name, e.g. \`${node.name}(${node.name === 'ofType' ? 'Quantity' : 'Patient'})\``, node.at);
+        return new FhirPathSyntaxError(
+          `\`${node.name}()\` takes a type name, e.g. \`${node.name}(${node.name === 'ofType' ? 'Quantity' : 'Patient'})\``,
+          node.at,
+        );
       if (node.name === 'ofType' && node.base?.kind !== 'member')
         return new FhirPathSyntaxError('`ofType()` is supported only right after an element name (`value.ofType(Quantity)`)', node.at);
       if (node.base) children.push(node.base);
@@ -156,7 +159,10 @@ class ViewChecker {
     const first = out.unionAll[0]?.names ?? [];
     out.unionAll.forEach((b, i) => {
       if (b.names.join(',') !== first.join(','))
-        this.fail(`${dot(at)}unionAll[${i}]`, `expected the same columns in the same order as unionAll[0] (${first.join(', ')}), got ${b.names.join(', ') || 'none'}`);
+        this.fail(
+          `${dot(at)}unionAll[${i}]`,
+          `expected the same columns in the same order as unionAll[0] (${first.join(', ')}), got ${b.names.join(', ') || 'none'}`,
+        );
     });
     out.names.push(...first);
   }

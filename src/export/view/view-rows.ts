@@ -23,7 +23,8 @@ function evalError(file: string, at: string, resource: Record<string, unknown>, 
 function columnValue(col: ViewColumn, focus: unknown, env: EvalEnv): unknown {
   const values = evaluate(col.path, [focus], env);
   if (col.collection) return values;
-  if (values.length > 1) throw new FhirPathEvalError(`the column \`${col.name}\` got ${values.length} values: add \`"collection": true\` or pick one (\`first()\`)`);
+  if (values.length > 1)
+    throw new FhirPathEvalError(`the column \`${col.name}\` got ${values.length} values: add \`"collection": true\` or pick one (\`first()\`)`);
   return values[0] ?? null;
 }
 
@@ -56,7 +57,11 @@ function selectRows(sel: ViewSelect, node: unknown, env: EvalEnv, fail: (at: str
     }
     let rows = [own];
     for (const sub of sel.selects) rows = product(rows, selectRows(sub, focus, env, fail));
-    if (sel.unionAll.length) rows = product(rows, sel.unionAll.flatMap((branch) => selectRows(branch, focus, env, fail)));
+    if (sel.unionAll.length)
+      rows = product(
+        rows,
+        sel.unionAll.flatMap((branch) => selectRows(branch, focus, env, fail)),
+      );
     out.push(...rows);
   }
   return out;
@@ -75,7 +80,9 @@ export function viewRows(view: CompiledView, resource: Record<string, unknown>, 
     try {
       keep = evaluate(w.path, [resource], env);
       if (keep.length > 1 || (keep.length === 1 && typeof keep[0] !== 'boolean'))
-        throw new FhirPathEvalError(`a \`where\` path must give true, false or nothing, got ${keep.length > 1 ? `${keep.length} values` : `a ${typeof keep[0]}`}`);
+        throw new FhirPathEvalError(
+          `a \`where\` path must give true, false or nothing, got ${keep.length > 1 ? `${keep.length} values` : `a ${typeof keep[0]}`}`,
+        );
     } catch (err) {
       fail(w.at, err);
     }
