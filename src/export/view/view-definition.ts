@@ -147,7 +147,8 @@ class ViewChecker {
       out.names.push(...out.selects.at(-1)!.names);
     });
     this.unionAll(s.unionAll, at, out, seen);
-    if (!out.names.length && s.unionAll === undefined) this.fail(at || 'select', 'expected at least one column (`column`, `select` or `unionAll`)');
+    const declared = [s.column, s.select, s.unionAll].some((l) => Array.isArray(l) && l.length > 0);
+    if (!declared) this.fail(at || 'select', 'expected at least one column (`column`, `select` or `unionAll`)');
     return out;
   }
 
