@@ -12,7 +12,7 @@ import type { LoadedView } from './load-view.js';
 import { viewRows } from './view-rows.js';
 
 /** The long export's options this export uses (the others are refused with a view: run-export.ts); plus the view. */
-export type ExportViewOptions = Pick<
+type ExportViewOptions = Pick<
   ExportObservationsOptions,
   'client' | 'output' | 'endOutput' | 'format' | 'bom' | 'escapeFormulas' | 'query' | 'pageSize' | 'retry' | 'finalize' | 'onProgress' | 'signal'
 > & { view: LoadedView };

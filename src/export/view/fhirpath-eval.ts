@@ -21,7 +21,7 @@ export class FhirPathEvalError extends Error {
 }
 
 /** Choice elements (`[x]`) of the R4/R5 resources a view over Observation reaches, read bare as their typed keys. */
-export const CHOICE_ELEMENTS = new Set(['value', 'effective', 'deceased', 'multipleBirth', 'onset', 'abatement', 'occurrence', 'performed', 'identified']);
+const CHOICE_ELEMENTS = new Set(['value', 'effective', 'deceased', 'multipleBirth', 'onset', 'abatement', 'occurrence', 'performed', 'identified']);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const upperFirst = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
@@ -71,7 +71,7 @@ function ofType(node: Extract<FhirPathNode, { kind: 'call' }>, focus: readonly u
 }
 
 /** Singleton evaluation as a boolean: empty → undefined; one boolean → itself; one other value → true. */
-export function toBoolean(c: readonly unknown[], what: string): boolean | undefined {
+function toBoolean(c: readonly unknown[], what: string): boolean | undefined {
   if (c.length === 0) return undefined;
   if (c.length > 1) throw new FhirPathEvalError(`${what}: expected one value, got ${c.length}`);
   return typeof c[0] === 'boolean' ? c[0] : true;

@@ -15,10 +15,10 @@ export type FhirPathNode =
   | { kind: 'index'; base: FhirPathNode; index: FhirPathNode; at: number }
   | { kind: 'binary'; op: BinaryOp; left: FhirPathNode; right: FhirPathNode; at: number };
 
-export type BinaryOp = '=' | '!=' | '<' | '>' | '<=' | '>=' | '+' | '-' | '*' | '/' | 'and' | 'or' | 'xor' | 'implies';
+type BinaryOp = '=' | '!=' | '<' | '>' | '<=' | '>=' | '+' | '-' | '*' | '/' | 'and' | 'or' | 'xor' | 'implies';
 
 /** Supported functions: name → [min, max] arguments. `ofType`/`getReferenceKey` take a type name. */
-export const FUNCTIONS: Readonly<Record<string, readonly [number, number]>> = {
+const FUNCTIONS: Readonly<Record<string, readonly [number, number]>> = {
   first: [0, 0],
   last: [0, 0],
   count: [0, 0],
@@ -77,7 +77,7 @@ function readQuoted(src: string, start: number, quote: string): { v: string; end
   return { v, end: i + 1 };
 }
 
-export function tokenize(src: string): Token[] {
+function tokenize(src: string): Token[] {
   const out: Token[] = [];
   let i = 0;
   while (i < src.length) {

@@ -7,7 +7,7 @@ import { CareEtlError, ExitCode, issue } from '../../core/issues.js';
 import { evaluate, FhirPathEvalError, type EvalEnv } from './fhirpath-eval.js';
 import type { CompiledView, ViewColumn, ViewSelect } from './view-definition.js';
 
-export type ViewRow = Record<string, unknown>;
+type ViewRow = Record<string, unknown>;
 
 /** Thrown when an expression fails on a resource: names the view file, the element's JSON path and the resource id (never a value). */
 function evalError(file: string, at: string, resource: Record<string, unknown>, err: unknown): CareEtlError {
