@@ -183,12 +183,6 @@ export const flag = {
     relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
   format: Flags.custom<string>({ description: 'output format', options: ['csv', 'ndjson'], default: 'csv' }),
-  // issue 27 part "view": the ViewDefinition defines rows and columns; what it cannot combine with is refused here
-  view: Flags.custom<string>({
-    description: 'SQL-on-FHIR v2 ViewDefinition (JSON) over Observation: write the columns it defines (docs/export-views.md)',
-    exclusive: ['columns', 'pseudonymize', 'since', 'patient', 'dictionary'],
-    relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
-  }),
   bom: booleanFlag({
     description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
     relationships: [{ type: 'none', flags: [{ name: 'format', when: async (f) => f.format !== 'csv' }] }],
@@ -254,6 +248,12 @@ export const flag = {
       if (input.indexOf('=') <= 0) throw new Error(`Expected \`--query\` to be key=value, got \`${input}\``);
       return input;
     },
+  }),
+  // issue 27 part "view": the ViewDefinition defines rows and columns; what it cannot combine with is refused here
+  view: Flags.custom<string>({
+    description: 'SQL-on-FHIR v2 ViewDefinition (JSON) over Observation: write the columns it defines (docs/export-views.md)',
+    exclusive: ['columns', 'pseudonymize', 'since', 'patient', 'dictionary'],
+    relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
 
   // ---------------------------------------------------------------- sandbox

@@ -18,9 +18,9 @@ Formula injection: text cells starting with = + - @ tab or CR are prefixed with 
 --since last exports what changed since the previous complete --since last export (a watermark in the state ledger, minus --overlap). What the previous export already delivered (same id and version) is skipped and counted, so an immediate repeat returns only what is new or changed.
 --layout wide: one row per patient and UTC day, one column per instrument (e.g. "PHQ-9 (44261-6)"; the latest result of a day wins, counted in superseded), spooled to a private SQLite file in .care-etl/ (bounded memory) and removed afterwards.
 --pseudonymize: patient source keys and every server id become HMAC-SHA-256 pseudonyms (32 hex characters) under the key in CARE_PSEUDONYM_KEY or --pseudonym-key-file (never printed; same key → same pseudonyms); free text (value strings, notes, reference display names) is dropped unless --keep-free-text. Custom columns are evaluated on the pseudonymised observation.
---view view.json: a SQL-on-FHIR v2 ViewDefinition over Observation (select, column, forEach, forEachOrNull, unionAll, where, constant; a FHIRPath subset) gives the rows and columns; a construct outside the subset is refused with its JSON path before anything is fetched (docs/export-views.md).
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>. A pipe or device (>(gzip > obs.csv.gz), a FIFO) is written in place as rows come (docs/output-files.md).
+--view view.json: a SQL-on-FHIR v2 ViewDefinition over Observation (select, column, forEach, forEachOrNull, unionAll, where, constant; a FHIRPath subset) gives the rows and columns; a construct outside the subset is refused with its JSON path before anything is fetched (docs/export-views.md).
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded); CARE_* variables, CI or a target: key without a base URL are refused (exit 2) unless --sandbox.
 
 Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to an --out file.`;
@@ -29,8 +29,8 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     '<%= config.bin %> export mapping.yaml --out observations.csv --bom --since last',
     '<%= config.bin %> export mapping.yaml phq --patient 00123 --patient 00456 --format ndjson --out -',
     '<%= config.bin %> export mapping.yaml --layout wide --out trends.csv --dictionary trends.dictionary.csv',
-    '<%= config.bin %> export mapping.yaml --view phq9-scores.view.json --out phq9.csv',
     'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize --layout wide --out shareable.csv',
+    '<%= config.bin %> export mapping.yaml --view phq9-scores.view.json --out phq9.csv',
     'CARE_BASE_URL=https://care.example.org CARE_API_KEY=… <%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];
   static override args = {
