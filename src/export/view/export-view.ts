@@ -17,8 +17,8 @@ type ExportViewOptions = Pick<
   'client' | 'output' | 'endOutput' | 'format' | 'bom' | 'escapeFormulas' | 'query' | 'pageSize' | 'retry' | 'finalize' | 'onProgress' | 'signal'
 > & { view: LoadedView };
 
-/** The view's name (else `view`), as the report's `export`. */
-const exportNameOf = (v: LoadedView) => `view:${v.view.name ?? 'view'}`;
+/** `view:<its name>` (else `view`), as the report's `export`. */
+const exportNameOf = (v: LoadedView) => (v.view.name ? `view:${v.view.name}` : 'view');
 
 function emptyReport(opts: ExportViewOptions, started: Date): ExportReport {
   return {
