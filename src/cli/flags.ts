@@ -330,6 +330,12 @@ export const flag = {
       return input;
     },
   }),
+  // issue 27 part "view": the ViewDefinition defines rows and columns; what it cannot combine with is refused here
+  view: Flags.custom<string>({
+    description: 'SQL-on-FHIR v2 ViewDefinition (JSON) over Observation: write the columns it defines (docs/export-views.md)',
+    exclusive: ['columns', 'pseudonymize', 'since', 'patient', 'dictionary'],
+    relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
+  }),
 
   // ---------------------------------------------------------------- sandbox
   port: defaultedInteger({ description: 'TCP port (0 = any free port)', default: 8080, min: 0, max: 65535 }),

@@ -22,6 +22,7 @@ Formula injection: in CSV, text cells starting with = + - @ tab or CR are prefix
 --format parquet: typed Apache Parquet (scores INT64 with nulls, effective and last updated as UTC timestamps, the wide layout's date as DATE, the rest text; columns of your own exports are text), snake_case column names (phq_9_44261_6), no formula prefix, row groups of at most 64k rows (bounded memory). A value that does not fit its column's type (a decimal score, a partial date) stops the export (exit 2): export it as CSV or NDJSON.
 --dictionary FILE writes what every column means (name, source expression, type, description): JSON for a .json file, else CSV.
 A file is written as <out>.partial (mode 0600) and renamed when complete: a failed export leaves no <out>. A pipe or device (>(gzip > obs.csv.gz), a FIFO) is written in place as rows come (docs/output-files.md).
+--view view.json: a SQL-on-FHIR v2 ViewDefinition over Observation (select, column, forEach, forEachOrNull, unionAll, where, constant; a FHIRPath subset) gives the rows and columns; a construct outside the subset is refused with its JSON path before anything is fetched (docs/export-views.md).
 With no target configured (flags, CARE_* variables or the mapping's target:), the export reads the embedded sandbox kept in .care-etl/ beside the mapping (what \`care-etl run\` loaded); CARE_* variables, CI or a target: key without a base URL are refused (exit 2) unless --sandbox.
 
 Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping (a column failing on an observation), configuration or authentication error; 3 could not complete — server unreachable or failing, interrupted. On 2 and 3 nothing is written to an --out file.`;
@@ -32,6 +33,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
     '<%= config.bin %> export mapping.yaml --layout wide -o wide.csv --dictionary dict.csv',
     '<%= config.bin %> export mapping.yaml --format parquet -o obs.parquet',
     'CARE_PSEUDONYM_KEY=… <%= config.bin %> export mapping.yaml --pseudonymize -o a.csv',
+    '<%= config.bin %> export mapping.yaml --view phq9.view.json -o phq9.csv',
     '<%= config.bin %> export mapping.yaml --out obs.csv --json',
   ];
   static override args = {
@@ -54,6 +56,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         'output file; a pipe or device (a FIFO, >(gzip > obs.csv.gz)) is written in place; - for stdout (the default; not with --json, which prints the summary there)',
     }),
     columns: flag.columns(),
+    view: flag.view(),
     format: flag.format(),
     bom: flag.bom(),
     'escape-formulas': flag['escape-formulas'](),
@@ -106,6 +109,7 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         mappingFile: args.mapping,
         exportName: args.name,
         columnsFile: flags.columns,
+        view: flags.view,
         out: flags.out,
         format: flags.format,
         bom: flags.bom,
@@ -155,10 +159,11 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
   }
 }
 
-/** The export name is an argument: oclif declares rules between flags only, so its two are checked here. */
-function refuseNameWithOwnColumns(name: string | undefined, flags: { columns?: string; layout: string }): void {
+/** The export name is an argument: oclif declares rules between flags only, so its rules are checked here. */
+function refuseNameWithOwnColumns(name: string | undefined, flags: { columns?: string; layout: string; view?: string }): void {
   if (name === undefined) return;
   if (flags.columns !== undefined) throw new CareEtlError('Give either an export name or `--columns`, not both', { exitCode: ExitCode.config });
+  if (flags.view !== undefined) throw new CareEtlError('Give either an export name or `--view`, not both', { exitCode: ExitCode.config });
   if (flags.layout === 'wide' && name !== DEFAULT_EXPORT_NAME) {
     throw new CareEtlError('`--layout wide` has its own columns (patient, date, one column per instrument): it takes no export name or `--columns`', {
       exitCode: ExitCode.config,

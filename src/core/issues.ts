@@ -118,6 +118,10 @@ export const ISSUE_CODES = [
   'csv-dialect',
   'source-shared-fifo',
   'write-failed',
+  // issue 27 part "view": a SQL-on-FHIR ViewDefinition that cannot be used, or fails on a resource
+  'view-invalid',
+  'view-unsupported',
+  'view-eval',
 ] as const;
 
 /**
@@ -226,6 +230,10 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'csv-dialect': "a source's `csv.delimiter` / `csv.quote` cannot work (empty, a line break, the same character for both)",
   'source-shared-fifo': 'two sources name the same FIFO (named pipe): it can be read only once',
   'write-failed': 'a file or folder care-etl writes (state, rejects, report) cannot be written: disk full, read-only, no permission',
+  // view (issue 27)
+  'view-invalid': 'a SQL-on-FHIR ViewDefinition (`export --view`) is not of the shape it must have, at the named JSON path: nothing was fetched',
+  'view-unsupported': 'a ViewDefinition uses a FHIRPath construct or view feature care-etl does not support (named with its JSON path): nothing was fetched',
+  'view-eval': 'a ViewDefinition expression failed on a resource (several values in a column without `collection: true`, a `where` that is not boolean)',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

@@ -39,6 +39,8 @@ import {
 import { Pseudonymizer, resolvePseudonymKey } from './pseudonymize.js';
 import { EXPORT_FORMATS, type ExportFormat } from './row-sink.js';
 import { writeTablePackage } from './table-schema.js';
+import { exportView } from './view/export-view.js';
+import { loadView } from './view/load-view.js';
 
 export interface RunExportOptions {
   mappingFile: string;
@@ -46,6 +48,8 @@ export interface RunExportOptions {
   exportName?: string;
   /** A columns file instead of the mapping's `exports:`. */
   columnsFile?: string;
+  /** A SQL-on-FHIR v2 ViewDefinition file (JSON) over Observation: its columns, its rows (docs/export-views.md). */
+  view?: string;
   /** Output file, or `-` for stdout (default). */
   out?: string;
   format?: string;
@@ -104,6 +108,8 @@ export interface ExportSummary extends ExportReport {
   dictionary?: string;
   /** Absolute path of the Table Schema (`<name>.datapackage.json`) written beside a CSV file. */
   tableSchema?: string;
+  /** Absolute path of the ViewDefinition, when the rows came from one. */
+  view?: string;
   warnings: string[];
 }
 
@@ -172,7 +178,25 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
     throw config(`Expected \`dictionary\` to be another file than \`out\`, got \`${opts.dictionary}\` for both`);
   }
+  if (opts.view !== undefined) checkViewOptions(opts, format, layout);
   return { outArg, toStdout, format, layout, columnNames, query, patients, overlapSeconds, dictionary };
+}
+
+/** `view`: the view defines the rows and columns; what it cannot combine with is refused by name (exit 2). */
+function checkViewOptions(opts: RunExportOptions, format: ExportFormat, layout: ExportLayout): void {
+  const other: [string, boolean][] = [
+    ['exportName', opts.exportName !== undefined],
+    ['columnsFile', opts.columnsFile !== undefined],
+    [`layout: '${layout}'`, layout !== 'long'],
+    ['pseudonymize', opts.pseudonymize === true], // a view reads the observation as stored: refused, never silently not pseudonymised
+    ['since', opts.since !== undefined],
+    ['patients', opts.patients !== undefined && opts.patients.length > 0],
+    ['dictionary', opts.dictionary !== undefined], // the ViewDefinition documents its own columns
+  ];
+  const used = other.filter(([, on]) => on).map(([name]) => `\`${name}\``);
+  if (used.length) throw config(`Expected no ${used.join(', ')} with \`view\`: the ViewDefinition defines the rows and the columns`);
+  // TODO(issue 27 parquet): parquet through openParquetSink once merged.
+  if (format !== 'csv' && format !== 'ndjson') throw config(`Expected \`format\` to be csv or ndjson with \`view\`, got \`${format}\``);
 }
 
 function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {
@@ -253,8 +277,8 @@ function finalizer(opts: RunExportOptions, checked: CheckedOptions, files: Outpu
         });
       }
     }
-    // A CSV file gets its Table Schema (a pipe or stdout has no "beside").
-    if (files.partial && report.format === 'csv') files.tableSchema = await writeTablePackage(files.out, dict, opts.bom === true);
+    // A CSV file gets its Table Schema (a pipe or stdout has no "beside"; a view's columns are its ViewDefinition's).
+    if (files.partial && report.format === 'csv' && opts.view === undefined) files.tableSchema = await writeTablePackage(files.out, dict, opts.bom === true);
     if (files.partial) {
       renameSync(files.partial, files.out);
       files.renamed = true;
@@ -301,13 +325,14 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
   const env = opts.env ?? process.env;
   // Before anything is read or printed: the key is registered as a secret and checked (exit 2 when missing).
   const pseudonymizer = opts.pseudonymize ? new Pseudonymizer(resolvePseudonymKey({ keyFile: opts.pseudonymKeyFile, env })) : undefined;
+  const view = opts.view === undefined ? undefined : loadView(opts.view); // refused here: nothing fetched
 
   const mappingFile = resolve(opts.mappingFile);
   const mapping = await loadMapping(mappingFile, { env });
   const compiled = compileMapping(mapping);
-  // The wide layout has its own columns: the mapping's exports: section describes long rows.
+  // The wide layout (and a view) has its own columns: the mapping's exports: section describes long rows.
   const columns =
-    layout === 'wide'
+    layout === 'wide' || view
       ? defaultExport()
       : renameExport(
           opts.columnsFile !== undefined ? await loadColumnsFile(opts.columnsFile, mapping) : selectColumns(compiled, opts.exportName),
@@ -337,7 +362,9 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       : files.partial
         ? openOutputFile(files.partial, `${outArg}.partial`)
         : await openOutputInPlace(out, outArg);
-    const report = await exportObservations({
+    // --view: the ViewDefinition's rows (the options it cannot use were refused by checkViewOptions).
+    const exportRows = view ? (o: ExportObservationsOptions) => exportView({ ...o, view }) : exportObservations;
+    const report = await exportRows({
       client,
       scope: opened.ledger.scope(target.scopeUrl, target.settings.tenantId),
       columns,
@@ -371,6 +398,7 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       warnings.push(
         `${report.mergedTexts} wide column${report.mergedTexts === 1 ? '' : 's'} keyed by code.text merged spellings that differ only in case or spaces (the dictionary lists them)`,
       );
+    const viewFile = opts.view !== undefined ? { view: resolve(opts.view) } : {};
     return {
       ...report,
       mappingFile,
@@ -379,6 +407,7 @@ export async function runExport(opts: RunExportOptions): Promise<ExportSummary> 
       target: info,
       ...(checked.dictionary !== undefined ? { dictionary: checked.dictionary } : {}),
       ...(files.tableSchema ? { tableSchema: files.tableSchema } : {}),
+      ...viewFile,
       warnings,
     };
   } finally {

@@ -1,0 +1,107 @@
+/**
+ * `export --view`: every Observation of the tenant, page by page, through a compiled ViewDefinition → the rows it
+ * defines, streamed to CSV or NDJSON (row-sink.ts) with bounded memory. The report has the shape of the long
+ * export's (observation-exporter.ts) so the CLI and `--json` treat both alike.
+ * TODO(issue 27 parquet): `--format parquet` once `openParquetSink(path, columns)` is merged (column types from the view).
+ */
+import type { Resource } from '../../api/types.js';
+import { CareEtlError, ExitCode } from '../../core/issues.js';
+import type { ExportObservationsOptions, ExportReport } from '../observation-exporter.js';
+import { RowSink } from '../row-sink.js';
+import type { LoadedView } from './load-view.js';
+import { viewRows } from './view-rows.js';
+
+/** The long export's options this export uses (the others are refused with a view: run-export.ts); plus the view. */
+type ExportViewOptions = Pick<
+  ExportObservationsOptions,
+  'client' | 'output' | 'endOutput' | 'format' | 'bom' | 'escapeFormulas' | 'query' | 'pageSize' | 'retry' | 'finalize' | 'onProgress' | 'signal'
+> & { view: LoadedView };
+
+/** `view:<its name>` (else `view`), as the report's `export`. */
+const exportNameOf = (v: LoadedView) => (v.view.name ? `view:${v.view.name}` : 'view');
+
+function emptyReport(opts: ExportViewOptions, started: Date): ExportReport {
+  return {
+    export: exportNameOf(opts.view),
+    format: opts.format ?? 'csv',
+    layout: 'long',
+    pseudonymized: false,
+    columns: opts.view.view.root.names,
+    rows: 0,
+    observations: 0,
+    pages: 0,
+    scanned: 0,
+    alreadyDelivered: 0,
+    remembered: 0,
+    unplaced: 0,
+    mergedTexts: 0,
+    escapeFormulas: (opts.format ?? 'csv') === 'csv' && opts.escapeFormulas !== false,
+    undated: 0,
+    since: null,
+    sinceMode: 'none',
+    watermarkName: '',
+    watermark: '',
+    watermarkSaved: false,
+    startedAt: started.toISOString(),
+    finishedAt: '',
+    durationMs: 0,
+  };
+}
+
+export async function exportView(opts: ExportViewOptions): Promise<ExportReport> {
+  const started = new Date();
+  const t0 = performance.now();
+  const report = emptyReport(opts, started);
+  const { view, file } = opts.view;
+  const sink = new RowSink(opts.output, {
+    format: report.format,
+    columns: report.columns,
+    bom: opts.bom,
+    escapeFormulas: opts.escapeFormulas,
+    end: opts.endOutput,
+  });
+  try {
+    opts.signal?.throwIfAborted();
+    for await (const bundle of opts.client.pages<Resource>('Observation', {
+      query: opts.query,
+      pageSize: opts.pageSize,
+      signal: opts.signal,
+      retry: opts.retry,
+    })) {
+      report.pages++;
+      for (const entry of bundle.entry ?? []) {
+        const obs = entry?.resource;
+        if (!obs || typeof obs !== 'object' || obs.resourceType !== 'Observation') continue;
+        report.scanned++;
+        const rows = viewRows(view, obs as Record<string, unknown>, file);
+        if (rows.length) report.observations++;
+        for (const row of rows) {
+          if (!sink.write(row)) await sink.drain(opts.signal);
+          report.rows++;
+        }
+      }
+      opts.onProgress?.({ pages: report.pages, scanned: report.scanned, rows: report.rows });
+      opts.signal?.throwIfAborted();
+    }
+    await sink.end();
+    await opts.finalize?.({ dictionary: [], report });
+  } catch (err) {
+    await sink.abort();
+    throw asViewFailure(opts.signal?.aborted ? (opts.signal.reason ?? err) : err, report);
+  }
+  report.finishedAt = new Date().toISOString();
+  report.durationMs = Math.round(performance.now() - t0);
+  return report;
+}
+
+/** A view or authentication error keeps its exit code; anything else mid-export could not complete (3). */
+function asViewFailure(err: unknown, at: ExportReport): CareEtlError {
+  if (err instanceof CareEtlError) return err;
+  const where = `after ${at.rows} rows from ${at.pages} pages`;
+  const interrupted = (err as { name?: string })?.name === 'AbortError';
+  return new CareEtlError(interrupted ? `Export interrupted ${where}` : `Export failed ${where}: ${(err as Error)?.message ?? String(err)}`, {
+    exitCode: ExitCode.incomplete,
+    cause: err,
+    hint: interrupted ? 'Nothing was written to --out: export again.' : undefined,
+  });
+}
