@@ -178,12 +178,12 @@ function checkOptions(opts: RunExportOptions): CheckedOptions {
   if (dictionary !== undefined && !toStdout && (dictionary === resolve(outArg) || dictionary === resolve(`${outArg}.partial`))) {
     throw config(`Expected \`dictionary\` to be another file than \`out\`, got \`${opts.dictionary}\` for both`);
   }
-  if (opts.view !== undefined) checkViewOptions(opts, format, layout);
+  if (opts.view !== undefined) checkViewOptions(opts, layout);
   return { outArg, toStdout, format, layout, columnNames, query, patients, overlapSeconds, dictionary };
 }
 
 /** `view`: the view defines the rows and columns; what it cannot combine with is refused by name (exit 2). */
-function checkViewOptions(opts: RunExportOptions, format: ExportFormat, layout: ExportLayout): void {
+function checkViewOptions(opts: RunExportOptions, layout: ExportLayout): void {
   const other: [string, boolean][] = [
     ['exportName', opts.exportName !== undefined],
     ['columnsFile', opts.columnsFile !== undefined],
@@ -195,8 +195,6 @@ function checkViewOptions(opts: RunExportOptions, format: ExportFormat, layout: 
   ];
   const used = other.filter(([, on]) => on).map(([name]) => `\`${name}\``);
   if (used.length) throw config(`Expected no ${used.join(', ')} with \`view\`: the ViewDefinition defines the rows and the columns`);
-  // TODO(issue 27 parquet): parquet through openParquetSink once merged.
-  if (format !== 'csv' && format !== 'ndjson') throw config(`Expected \`format\` to be csv or ndjson with \`view\`, got \`${format}\``);
 }
 
 function selectColumns(compiled: ReturnType<typeof compileMapping>, name: string | undefined): CompiledExport & { sources?: Map<string, ColumnSource> } {

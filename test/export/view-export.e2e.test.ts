@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parquetReadObjects } from 'hyparquet';
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { cli, envFor, observation, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
@@ -50,6 +51,19 @@ describe('care-etl export --view', () => {
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(readFileSync(file, 'utf8').split('\r\n')[0]).toBe('id,integer_value'); // the view's columns, in its order
     expect(parseCsv(readFileSync(file, 'utf8')).sort(byId)).toEqual(c.expect.map(asCsv).sort(byId));
+  });
+
+  test('the same suite view to Parquet: read back by hyparquet, integers typed (INT64), the expected rows', async () => {
+    const { resources, c } = suiteCase('fn_oftype.json', 'select integer values');
+    sb.addObservations(TENANT, resources);
+    writeFileSync(join(dir, 'view.json'), JSON.stringify(c.view));
+    const r = await exportCli(['--view', 'view.json', '--format', 'parquet', '--out', 'out.parquet']);
+    expect(r.code).toBe(0);
+    const b = readFileSync(join(dir, 'out.parquet'));
+    const rows = (await parquetReadObjects({ file: b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer })) as Record<string, unknown>[];
+    expect(rows.map((row) => typeof row.integer_value)).toContain('bigint');
+    const plain = rows.map((row) => ({ ...row, integer_value: typeof row.integer_value === 'bigint' ? Number(row.integer_value) : row.integer_value }));
+    expect(plain.sort(byId)).toEqual([...c.expect].sort(byId));
   });
 
   test('NDJSON keeps the types; a where with a constant filters; forEach gives one row per coding', async () => {

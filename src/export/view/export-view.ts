@@ -2,12 +2,14 @@
  * `export --view`: every Observation of the tenant, page by page, through a compiled ViewDefinition → the rows it
  * defines, streamed to CSV or NDJSON (row-sink.ts) with bounded memory. The report has the shape of the long
  * export's (observation-exporter.ts) so the CLI and `--json` treat both alike.
- * TODO(issue 27 parquet): `--format parquet` once `openParquetSink(path, columns)` is merged (column types from the view).
+ * Parquet (`openRowSink`): integer columns as INT64 (`viewParquetTypes`), everything else text.
  */
 import type { Resource } from '../../api/types.js';
 import { CareEtlError, ExitCode } from '../../core/issues.js';
 import type { ExportObservationsOptions, ExportReport } from '../observation-exporter.js';
-import { RowSink } from '../row-sink.js';
+import type { ColumnType } from '../parquet-sink.js';
+import { openRowSink } from '../row-sink.js';
+import type { CompiledView } from './view-definition.js';
 import type { LoadedView } from './load-view.js';
 import { viewRows } from './view-rows.js';
 
@@ -16,6 +18,15 @@ type ExportViewOptions = Pick<
   ExportObservationsOptions,
   'client' | 'output' | 'endOutput' | 'format' | 'bom' | 'escapeFormulas' | 'query' | 'pageSize' | 'retry' | 'finalize' | 'onProgress' | 'signal'
 > & { view: LoadedView };
+
+/**
+ * Parquet column types from the view's declared FHIR types: the integer types as INT64; the rest as text — a FHIR
+ * `date`/`dateTime` may be partial (`2024-03`), which no Parquet date or timestamp holds, and a collection is a list.
+ */
+function viewParquetTypes(view: CompiledView): Map<string, ColumnType> {
+  const integer = /^(integer|integer64|positiveInt|unsignedInt)$/;
+  return new Map(view.columns.map((c) => [c.name, !c.collection && c.type !== undefined && integer.test(c.type) ? 'integer' : 'string']));
+}
 
 /** `view:<its name>` (else `view`), as the report's `export`. */
 const exportNameOf = (v: LoadedView) => (v.view.name ? `view:${v.view.name}` : 'view');
@@ -53,12 +64,13 @@ export async function exportView(opts: ExportViewOptions): Promise<ExportReport>
   const t0 = performance.now();
   const report = emptyReport(opts, started);
   const { view, file } = opts.view;
-  const sink = new RowSink(opts.output, {
+  const sink = openRowSink(opts.output, {
     format: report.format,
     columns: report.columns,
     bom: opts.bom,
     escapeFormulas: opts.escapeFormulas,
     end: opts.endOutput,
+    types: viewParquetTypes(view),
   });
   try {
     opts.signal?.throwIfAborted();
