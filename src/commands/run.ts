@@ -3,7 +3,7 @@ import { CareCommand } from '../cli/base-command.js';
 import { cancelledLine } from '../cli/run-summary.js';
 import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
-import type { ErrorJson } from '../cli/render.js';
+import { JSON_FORMAT_VERSION, type ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-report.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import type { VerifyPolicy } from '../load/duplicate-check.js';
@@ -213,7 +213,8 @@ function verificationLine(checks: NonNullable<RunReport['verification']>): strin
 /** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */
 async function renderReportFile(file: string, report: RunReport, includeRows: boolean, redact: (s: string) => string): Promise<string> {
   const ext = file.toLowerCase().split('.').pop();
-  if (ext !== 'html' && ext !== 'htm' && ext !== 'md') return `${redact(JSON.stringify(report, null, 2))}\n`;
+  // The JSON report is the `--json` document: with its format version.
+  if (ext !== 'html' && ext !== 'htm' && ext !== 'md') return `${redact(JSON.stringify({ ...report, formatVersion: JSON_FORMAT_VERSION }, null, 2))}\n`;
   const [{ readRejectsFile }, { outputKindOf }] = await Promise.all([import('../report/report-model.js'), import('../core/secure-fs.js')]);
   // Rejects sent to a pipe or a device cannot be read back (a FIFO would wait for a writer forever).
   const rejectsStreamed = report.rejectsFile !== undefined && outputKindOf(report.rejectsFile) === 'stream';

@@ -85,7 +85,7 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
     const text = await runCli(['plan', mapping, '--progress', 'none'], { env: env() });
     expect(text.stdout).toMatch(/^mapping\s+type\s+read\s+skipped\s+create\s/m);
     expect(text.stdout).toMatch(/^patient\s+Patient\s+10\s+3\s+7\s/m);
-    expect(text.stdout).toContain('7 skipped (where: or a map producing nothing)');
+    expect(text.stderr).toContain('7 skipped (where: or a map producing nothing)'); // the plan's verdict line, on stderr
     expect((await serverHolds('t-where')).patients).toEqual([]);
   });
 
