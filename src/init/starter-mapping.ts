@@ -555,7 +555,7 @@ function headerLines(exports: { shown: string }[], outDir: string, readyMade: st
     `# Starter mapping written by \`care-etl init\` from: ${exports.map((e) => e.shown).join(', ')}`,
     ...(readyMade ? fhirHeader(fhirTypes, relativeFrom(outDir, readyMade[0]!), relativeFrom(outDir, readyMade[1]!)) : []),
     ...(omop ?? []),
-    '# Next steps (README "Writing a mapping"):',
+    '# Next steps (docs/mappings.md, "Writing a mapping"):',
     '#   1. Resolve every `$TODO("…")`. `care-etl validate <this file>` lists each one with its text, line and column.',
     '#   2. In each `map`, uncomment the fields you need (remove `/*` and `*/`) and adapt them: the functions',
     '#      ($date, $name, $phone, $lookup, $ref …) are described in docs/mapping-functions.md.',
