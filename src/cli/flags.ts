@@ -242,7 +242,13 @@ export const flag = {
     description: "YAML file with `columns:` (header → JSONata) instead of the mapping's exports:; long layout only",
     relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
-  format: Flags.custom<string>({ summary: 'csv, ndjson or parquet', helpValue: '<format>', description: 'output format', options: ['csv', 'ndjson', 'parquet'], default: 'csv' }),
+  format: Flags.custom<string>({
+    summary: 'csv, ndjson or parquet',
+    helpValue: '<format>',
+    description: 'output format',
+    options: ['csv', 'ndjson', 'parquet'],
+    default: 'csv',
+  }),
   bom: booleanFlag({
     summary: 'CSV: start with a byte order mark (Excel)',
     description: 'CSV only (--format csv): start with a UTF-8 byte order mark (Excel)',
