@@ -12,6 +12,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { cli, clientFor, envFor, loadPatients, ROOT, TENANT, workDir } from './helpers.js';
@@ -140,6 +141,26 @@ describe.skipIf(!PYTHON).each(['coded', 'text-only'] as const)('wide layout on a
       // the sandbox's label variants: "PHQ-9 total score", "PHQ-9\ntotal score", "\tPHQ-9\ttotal score" share a column
       expect(instruments.some((c) => (c.questionnaire!.texts ?? []).length > 1)).toBe(true);
       expect(r.stderr).toMatch(/warning: \d+ wide columns? keyed by code\.text merged spellings/);
+    }
+  });
+
+  it('the wide Parquet too: every scored observation exactly once, in its row (read back by hyparquet)', async () => {
+    const scored = (await serverList(sb)).filter((o) => typeof o.valueInteger === 'number');
+    const r = await exportCli(['--layout', 'wide', '--format', 'parquet', '--out', 'wide.parquet', '--dictionary', 'wide.parquet.dictionary.json']);
+    expect(r.code, r.stderr).toBe(0);
+    const dict = JSON.parse(readFileSync(join(dir, 'wide.parquet.dictionary.json'), 'utf8')) as Dict;
+    const instruments = dict.columns.filter((c) => c.questionnaire);
+    const [patientCol, , dateCol] = dict.columns.map((c) => c.name);
+    const records = (await parquetReadObjects({ file: await asyncBufferFromFile(join(dir, 'wide.parquet')) })) as Record<string, unknown>[];
+    const rows = new Map(records.map((rec) => [`${String(rec[patientCol!])}|${(rec[dateCol!] as Date).toISOString().slice(0, 10)}`, rec]));
+    expect(rows.size).toBe(records.length);
+    let cells = 0;
+    for (const row of rows.values()) cells += instruments.filter((c) => row[c.name] !== null && row[c.name] !== undefined).length;
+    expect(cells).toBe(scored.length);
+    for (const o of scored) {
+      const row = rows.get(`${o.subject!.reference!.slice('Patient/'.length)}|${utcDay(o.effectiveDateTime!)}`);
+      expect(row).toBeDefined();
+      expect(instruments.filter((c) => Number(row![c.name]) === o.valueInteger).length).toBeGreaterThanOrEqual(1);
     }
   });
 
