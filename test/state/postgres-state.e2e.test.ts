@@ -7,7 +7,8 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
@@ -18,7 +19,7 @@ import { countBy, duplicates, identifierValue, listAll, until } from '../sync/he
 let sb: Sandbox;
 let pg: PgCluster;
 beforeAll(async () => {
-  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill'], observationsPerPatient: 1 }), startPostgres()]);
+  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill', 't-digest'], observationsPerPatient: 1 }), startPostgres()]);
   sb.setFaults({ latencyMs: 20 });
 });
 afterAll(async () => {
@@ -160,4 +161,30 @@ describe('a shared PostgreSQL state', () => {
     expect(next.stderr).not.toMatch(/waiting for the lease/);
     await expectEachOnce('t-kill');
   }, 120_000);
+
+  it('a name|birthDate match rule: no family name or birth date readable in any table (keyed digests only)', async () => {
+    const db = new URL(await pg.createDatabase()).pathname.slice(1);
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-pg-hmac-'));
+    copyFileSync(join(ROOT, 'test/fixtures/hmac/name-birthdate-mapping.yaml'), join(dir, 'mapping.yaml'));
+    const people = [
+      ['M001', 'Dulcinea', 'Quixotely', '1980-01-02'],
+      ['M002', 'Sancho', 'Panzabrook', '1975-11-23'],
+    ];
+    writeFileSync(join(dir, 'patients.csv'), `MRN,FIRST,LAST,DOB\n${people.map((p) => p.join(',')).join('\n')}\n`);
+    const r = await start(['run', join(dir, 'mapping.yaml'), '--state', pg.passwordUrl(db), '--progress', 'none'], 't-digest').done;
+    expect(r.code, r.stderr).toBe(0);
+    expectNoPassword(r);
+    // Every row of every table of care-etl's schema, as text (read with the superuser, outside care-etl).
+    const tables = await pg.query(db, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'care_etl'");
+    expect(tables.rows.length).toBeGreaterThan(3);
+    let all = '';
+    for (const { table_name } of tables.rows as { table_name: string }[])
+      all += JSON.stringify((await pg.query(db, `SELECT * FROM care_etl."${table_name}"`)).rows);
+    for (const [mrn, , family, birthDate] of people) {
+      expect(all).toContain(mrn); // keys stay readable: state check, rejects and reports name them
+      expect(all).not.toContain(family);
+      expect(all).not.toContain(birthDate);
+    }
+    expect(all).not.toContain(STATE_SECRET);
+  });
 });
