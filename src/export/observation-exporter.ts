@@ -316,31 +316,20 @@ function openExport(opts: ExportObservationsOptions, started: Date): ExportRun {
   dedupe?.discardStagedDelivered(watermarkName);
   const keys = new SourceKeys(opts.scope);
   const longColumns = [...columns.columns];
-  const report: ExportReport = {
-    export: exportName,
-    format,
-    layout,
-    pseudonymized: pseudo !== undefined,
-    columns: layout === 'long' ? longColumns : [],
-    rows: 0,
-    observations: 0,
-    pages: 0,
-    scanned: 0,
-    alreadyDelivered: 0,
-    remembered: 0,
-    unplaced: 0,
-    mergedTexts: 0,
-    escapeFormulas: format === 'csv' && opts.escapeFormulas !== false,
-    undated: 0,
-    since: sinceMs === undefined ? null : new Date(sinceMs).toISOString(),
-    sinceMode,
-    watermarkName,
-    watermark: '',
-    watermarkSaved: false,
-    startedAt: started.toISOString(),
-    finishedAt: '',
-    durationMs: 0,
-  };
+  const report = newExportReport(
+    {
+      export: exportName,
+      format,
+      layout,
+      pseudonymized: pseudo !== undefined,
+      columns: layout === 'long' ? longColumns : [],
+      since: sinceMs === undefined ? null : new Date(sinceMs).toISOString(),
+      sinceMode,
+      watermarkName,
+    },
+    opts.escapeFormulas,
+    started,
+  );
   const sinkOptions = { format, bom: opts.bom, escapeFormulas: opts.escapeFormulas, end: opts.endOutput };
   const stop = new AbortController();
   return {
@@ -541,4 +530,30 @@ function asExportFailure(err: unknown, at: ExportReport): CareEtlError {
     exitCode: ExitCode.incomplete,
     cause: err,
   });
+}
+
+/** A report before the first page: the export's identity, every count at zero. */
+export function newExportReport(
+  head: Pick<ExportReport, 'export' | 'format' | 'layout' | 'pseudonymized' | 'columns' | 'since' | 'sinceMode' | 'watermarkName'>,
+  escapeFormulas: boolean | undefined,
+  started: Date,
+): ExportReport {
+  return {
+    ...head,
+    rows: 0,
+    observations: 0,
+    pages: 0,
+    scanned: 0,
+    alreadyDelivered: 0,
+    remembered: 0,
+    unplaced: 0,
+    mergedTexts: 0,
+    escapeFormulas: head.format === 'csv' && escapeFormulas !== false,
+    undated: 0,
+    watermark: '',
+    watermarkSaved: false,
+    startedAt: started.toISOString(),
+    finishedAt: '',
+    durationMs: 0,
+  };
 }

@@ -6,7 +6,7 @@
  */
 import type { Resource } from '../../api/types.js';
 import { CareEtlError, ExitCode } from '../../core/issues.js';
-import type { ExportObservationsOptions, ExportReport } from '../observation-exporter.js';
+import { newExportReport, type ExportObservationsOptions, type ExportReport } from '../observation-exporter.js';
 import type { ColumnType } from '../parquet-sink.js';
 import { openRowSink } from '../row-sink.js';
 import type { CompiledView } from './view-definition.js';
@@ -32,31 +32,14 @@ function viewParquetTypes(view: CompiledView): Map<string, ColumnType> {
 const exportNameOf = (v: LoadedView) => (v.view.name ? `view:${v.view.name}` : 'view');
 
 function emptyReport(opts: ExportViewOptions, started: Date): ExportReport {
-  return {
+  const head = {
     export: exportNameOf(opts.view),
     format: opts.format ?? 'csv',
     layout: 'long',
     pseudonymized: false,
     columns: opts.view.view.root.names,
-    rows: 0,
-    observations: 0,
-    pages: 0,
-    scanned: 0,
-    alreadyDelivered: 0,
-    remembered: 0,
-    unplaced: 0,
-    mergedTexts: 0,
-    escapeFormulas: (opts.format ?? 'csv') === 'csv' && opts.escapeFormulas !== false,
-    undated: 0,
-    since: null,
-    sinceMode: 'none',
-    watermarkName: '',
-    watermark: '',
-    watermarkSaved: false,
-    startedAt: started.toISOString(),
-    finishedAt: '',
-    durationMs: 0,
-  };
+  } as const;
+  return newExportReport({ ...head, since: null, sinceMode: 'none', watermarkName: '' }, opts.escapeFormulas, started);
 }
 
 export async function exportView(opts: ExportViewOptions): Promise<ExportReport> {
