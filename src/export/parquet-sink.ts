@@ -106,8 +106,7 @@ export class ParquetSink {
     this.#end = opts.end ?? true;
     this.#buffer = columns.map(() => []);
     // Named as the export chose (`--column-names`: snake by default for Parquet, src/export/column-names.ts).
-    const names = columns.map((c) => c.name);
-    const schema: SchemaElement[] = [{ name: 'root', num_children: columns.length }, ...columns.map((c, i) => schemaElement(names[i]!, c.type))];
+    const schema: SchemaElement[] = [{ name: 'root', num_children: columns.length }, ...columns.map((c) => schemaElement(c.name, c.type))];
     this.#parquet = new ParquetWriter({ writer: this.#writer, schema, createdBy: 'care-etl' });
     out.on('error', (err) => (this.#error ??= err));
   }
@@ -139,9 +138,6 @@ export class ParquetSink {
     const n = this.#rows - this.#written;
     if (n === 0) return true;
     const columnData = this.#columns.map((c, i) => ({ name: c.name, data: this.#buffer[i]! }));
-    // Schema names are the snake names: hyparquet-writer resolves columns by name, so pass those.
-    const names = this.#parquet.schema.slice(1).map((s) => s.name);
-    for (let i = 0; i < columnData.length; i++) columnData[i]!.name = names[i]!;
     void this.#parquet.write({ columnData, rowGroupSize: n });
     this.#buffer = this.#columns.map(() => []);
     this.#written = this.#rows;

@@ -28,13 +28,14 @@ function fieldTypeOf(e: DictionaryEntry): FieldType {
 /** The Tabular Data Package describing one CSV export (`path` relative to the package file). */
 function tablePackage(csvPath: string, dict: DataDictionary, bom: boolean): Record<string, unknown> {
   const file = basename(csvPath);
+  const id = snakeName(file.replace(/\.csv$/i, '')).replace(/_/g, '-'); // Frictionless names: lower case, digits, `-`
   return {
     profile: 'tabular-data-package',
-    name: snakeName(file.replace(/\.csv$/i, '')).replace(/_/g, '-'),
+    name: id,
     created: dict.generatedAt,
     resources: [
       {
-        name: snakeName(file.replace(/\.csv$/i, '')).replace(/_/g, '-'),
+        name: id,
         path: file,
         profile: 'tabular-data-resource',
         format: 'csv',

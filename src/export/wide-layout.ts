@@ -287,7 +287,9 @@ export class WideSpool {
       if (taken.has(inst.name)) inst.name = `${inst.name} #${createHash('sha256').update(inst.key).digest('hex').slice(0, 8)}`;
       taken.add(inst.name);
     }
-    const names = outputNames([...WIDE_KEY_COLUMNS, ...all.map((i) => i.name), ...WIDE_TAIL_COLUMNS], this.#names).slice(WIDE_KEY_COLUMNS.length);
+    // The fixed columns first, so that an instrument whose snake name equals one of them is the one suffixed.
+    const fixed = [...WIDE_KEY_COLUMNS, ...WIDE_TAIL_COLUMNS];
+    const names = outputNames([...fixed, ...all.map((i) => i.name)], this.#names).slice(fixed.length);
     this.#named = all.map((i, n) => (names[n] === i.name ? i : { ...i, name: names[n]!, label: i.name }));
     return this.#named;
   }

@@ -406,7 +406,7 @@ export function buildReportModel(input: RunReportInput): ReportModel {
     report,
     includeRows,
     exitMeaning: exitMeaning(report.exitCode, report.dryRun),
-    headline: headlineOf(report, mappings, input.rejects.length),
+    headline: headlineOf(report, mappings, input.rejectsStreamed ? rejected : input.rejects.length),
     mappingFile: report.mappingFile,
     targetUrl: report.target ? displayUrl(report.target.baseUrl) : undefined,
     duration: formatDuration(report.durationMs),
