@@ -38,8 +38,18 @@ export function resolveStateLocation(input: StateLocationInput): string {
 
 /** A URL's password is a secret from the moment the URL is known (`--state`'s parse, the environment, the mapping). */
 export function registerStateSecret(location: string): void {
-  if (isPostgresLocation(location)) displayStateLocation(location);
+  if (!isPostgresLocation(location)) return;
+  try {
+    parsePostgresLocation(location);
+  } catch {
+    // registered before the parse failed
+  }
 }
+
+/** `user:password@` in a URL that `new URL` may not accept: the password is group 2. */
+const PASSWORD_IN_URL = /(\/\/[^:/@]*):([^@]*)@/;
+
+const withoutPassword = (raw: string): string => raw.replace(PASSWORD_IN_URL, '$1@');
 
 function registered(url: string): string {
   registerStateSecret(url);
@@ -61,8 +71,9 @@ export function parsePostgresLocation(location: string): PostgresLocation {
   try {
     url = new URL(raw);
   } catch {
-    const shown = raw.replace(/(\/\/[^:/@]*):[^@]*@/, '$1@');
-    throw new CareEtlError(`State URL ${shown} is not a valid URL.`, {
+    const password = PASSWORD_IN_URL.exec(raw)?.[2];
+    if (password) registerSecret(password);
+    throw new CareEtlError(`State URL ${withoutPassword(raw)} is not a valid URL.`, {
       hint: 'write it as postgres://user@host:5432/database (the password in PGPASSWORD or ~/.pgpass)',
       exitCode: ExitCode.config,
     });
@@ -96,6 +107,6 @@ export function displayStateLocation(location: string): string {
   try {
     return parsePostgresLocation(location).display;
   } catch {
-    return location.replace(/(\/\/[^:/@]*):[^@]*@/, '$1@');
+    return withoutPassword(location);
   }
 }

@@ -39,4 +39,12 @@ describe('resolveStateLocation', () => {
     expect((err as CareEtlError).message).toMatch(/schema "x;drop" is not a plain PostgreSQL identifier/);
     expect(displayStateLocation(`${PG}?schema=x;drop`)).not.toContain('Loc-pw-123');
   });
+
+  it('registers the password of a URL that does not parse, and names the URL without it (exit 2)', () => {
+    const bad = 'postgres://etl:Bad-pw-987@db.internal:port/care';
+    resolveStateLocation({ flag: bad, mappingDir: dir });
+    expect(redactKnown(`the state at ${bad} is down`)).not.toContain('Bad-pw-987');
+    expect(displayStateLocation(bad)).toBe('postgres://etl@db.internal:port/care');
+    expect(() => Ledger.open(bad)).toThrow(/State URL postgres:\/\/etl@db.internal:port\/care is not a valid URL/);
+  });
 });
