@@ -339,7 +339,7 @@ export const flag = {
   // issue 27 part "view": the ViewDefinition defines rows and columns; what it cannot combine with is refused here
   view: Flags.custom<string>({
     description: 'SQL-on-FHIR v2 ViewDefinition (JSON) over Observation: write the columns it defines (docs/export-views.md)',
-    exclusive: ['columns', 'pseudonymize', 'since', 'patient', 'dictionary'],
+    exclusive: ['columns', 'pseudonymize', 'since', 'patient', 'dictionary', 'column-names'],
     relationships: [{ type: 'none', flags: [{ name: 'layout', when: async (f) => f.layout === 'wide' }] }],
   }),
 

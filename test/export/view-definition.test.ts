@@ -66,6 +66,13 @@ describe('ViewDefinition checks: every problem named by file and JSON path, all 
     expect(out.join('\n')).toContain('at select[1].unionAll[1]: expected the same columns in the same order as unionAll[0] (u), got v');
   });
 
+  test('a file saved with a BOM (Windows editors) loads', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-view-'));
+    const file = join(dir, 'bom.view.json');
+    writeFileSync(file, '\uFEFF' + JSON.stringify({ resource: 'Observation', select: [{ column: [{ name: 'id', path: 'id' }] }] }));
+    expect(loadView(file).view).toBeDefined();
+  });
+
   test('a JSON syntax error is named at its line:col', () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-view-'));
     const file = join(dir, 'broken.view.json');

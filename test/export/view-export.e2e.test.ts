@@ -156,6 +156,15 @@ describe('care-etl export --view', () => {
     expect(readdirSync(dir).filter((f) => f.startsWith('bad.csv'))).toEqual([]);
   });
 
+  test('--column-names with --view is refused (the view names its columns), nothing fetched (exit 2)', async () => {
+    writeFileSync(join(dir, 'ids.view.json'), JSON.stringify({ resource: 'Observation', select: [{ column: [{ name: 'id', path: 'id' }] }] }));
+    const before = sb.stats().requests;
+    const r = await exportCli(['--view', 'ids.view.json', '--column-names', 'snake', '--out', 'ids.csv']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--column-names=snake cannot also be provided when using --view|cannot also be provided when using --column-names/);
+    expect(sb.stats().requests).toBe(before);
+  });
+
   test('a column with several values without collection: true stops the export (exit 2) naming the column, not the values', async () => {
     sb.addObservations(TENANT, [
       observation('p1', {

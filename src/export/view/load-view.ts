@@ -24,6 +24,8 @@ export function loadView(file: string, resource = 'Observation'): LoadedView {
   let text: string;
   try {
     text = readFileSync(resolve(file), 'utf8');
+    // Windows editors save JSON with a BOM; JSON.parse refuses it.
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new CareEtlError(`Cannot read the ViewDefinition ${file}${code ? ` (${code})` : ''}`, {
