@@ -10,8 +10,8 @@
 const TICK_MS = 5;
 /** A tick this late or less is timer granularity, not a stall. */
 const MIN_STALL_MS = 1;
-/** Stalls further apart than this had an on-time tick between them: the loop was free there. */
-const FREE_GAP_MS = 1.5 * TICK_MS;
+/** A response handled this long after a stall ended did not wait for it: the next tick would have seen the loop busy. */
+const FREE_AFTER_MS = TICK_MS + MIN_STALL_MS;
 /** Stalls older than this are forgotten (no round trip the limiter measures is longer). */
 const KEEP_MS = 120_000;
 
@@ -47,9 +47,9 @@ export class StallTimeline implements LoopStalls {
   }
 
   /**
-   * The stalled time within [from, to] of the run of stalls reaching `to` (none if the loop ticked on time shortly
-   * before `to`). A response handled at `to` arrived after the loop was last seen free (else it would have been
-   * handled then), so it waited at most that long; stalls before that free moment were the server's time, not ours.
+   * How long a response handled at `to` (sent at `from`) waited for the loop, at most: the part of [from, to] in the
+   * stall it was handled in or just after. The late tick that ended a stall ran at its end, so the loop was free there:
+   * a response that arrived before would have been handled then, and earlier stalls fell within the server's time.
    */
   delayBefore(from: number, to: number): number {
     let lo = this.head;
@@ -59,13 +59,9 @@ export class StallTimeline implements LoopStalls {
       if (this.starts[mid]! < to) lo = mid + 1;
       else hi = mid;
     }
-    let i = lo - 1; // the last stall that began before `to`
-    let sum = 0;
-    for (let next = to; i >= this.head && this.ends[i]! > from && this.ends[i]! >= next - FREE_GAP_MS; i--) {
-      sum += Math.min(to, this.ends[i]!) - Math.max(from, this.starts[i]!);
-      next = this.starts[i]!;
-    }
-    return sum;
+    const i = lo - 1; // the last stall that began before `to`
+    if (i < this.head || this.ends[i]! < to - FREE_AFTER_MS) return 0;
+    return Math.max(0, Math.min(to, this.ends[i]!) - Math.max(from, this.starts[i]!));
   }
 
   private prune(before: number): void {
