@@ -57,11 +57,11 @@ async function main() {
     capacity: CAPACITY,
     boundPerSec: bound,
     burners,
-    quietRatio: ratio('this burners=0'),
+    noBurnersRatio: ratio('this burners=0'),
     burnersRatio: ratio(`this burners=${burners}`),
     ...(values['baseline-dist']
       ? {
-          baselineQuietRatio: ratio('baseline burners=0'),
+          baselineNoBurnersRatio: ratio('baseline burners=0'),
           baselineBurnersRatio: ratio(`baseline burners=${burners}`),
           burnersVsBaseline: round(runs[`this burners=${burners}`].createsPerSec / runs[`baseline burners=${burners}`].createsPerSec),
         }
