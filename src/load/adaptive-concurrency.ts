@@ -6,6 +6,7 @@
 import { AdmittedRateEstimator } from './admitted-rate.js';
 import { ConcurrencyWindow, type WindowGrowth, type WindowStats } from './concurrency-window.js';
 import { FifoQueue } from '../core/fifo-queue.js';
+import { LoopStallMeter, type LoopStalls } from './loop-stalls.js';
 import { RatePacer } from './rate-pacer.js';
 
 export interface AdaptiveLimiterOptions {
@@ -36,6 +37,11 @@ export interface AdaptiveLimiterOptions {
   rateDecrease?: number;
   /** Pacing time the cubic growth takes to climb back to the ceiling (default 8000 ms). */
   rateRecoveryMs?: number;
+  /**
+   * The event loop's stalls on the `now` clock, taken out of each round-trip time given to `onSuccess` (default none;
+   * `forRun` measures them with a LoopStallMeter when the window is discovered).
+   */
+  loopStalls?: LoopStalls;
 }
 
 /** The concurrency a run settled on, for its report. */
@@ -82,7 +88,8 @@ export class AdaptiveLimiter {
     const shared = { retryAfterCapMs: Math.min(AdaptiveLimiter.SHARED_PAUSE_CAP_MS, o.maxRetryAfterMs ?? Infinity), now: o.clock };
     if (o.concurrency !== undefined) return new AdaptiveLimiter({ initial: o.concurrency, max: o.concurrency, min: 1, ...shared });
     const max = o.maxConcurrency ?? AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY;
-    return new AdaptiveLimiter({ initial: Math.min(AdaptiveLimiter.DISCOVERY_START, max), max, min: 1, growth: 'gradient', ...shared });
+    const loopStalls = new LoopStallMeter(o.clock);
+    return new AdaptiveLimiter({ initial: Math.min(AdaptiveLimiter.DISCOVERY_START, max), max, min: 1, growth: 'gradient', loopStalls, ...shared });
   }
 
   private readonly max: number;
@@ -94,6 +101,9 @@ export class AdaptiveLimiter {
   private readonly window: ConcurrencyWindow;
   private readonly pacer: RatePacer;
   private readonly admitted: AdmittedRateEstimator;
+  private readonly loopStalls: LoopStalls | undefined;
+  /** Round-trip samples ending after the last tick of `loopStalls`: their stalls are not known yet. */
+  private unseen: { rttMs: number; t: number; inFlight: number }[] = [];
 
   private _inFlight = 0;
   private maxInFlight = 0;
@@ -136,6 +146,7 @@ export class AdaptiveLimiter {
       beta: Math.min(0.99, Math.max(0.1, opts.rateDecrease ?? 0.9)),
       recoveryMs: Math.max(1, opts.rateRecoveryMs ?? 8000),
     });
+    this.loopStalls = opts.loopStalls;
   }
 
   /** Current concurrency limit. */
@@ -192,6 +203,7 @@ export class AdaptiveLimiter {
         const t = this.now();
         this.admitted.setBusy(true, t);
         this.window.setBusy(true, t);
+        this.loopStalls?.setBusy?.(true);
       }
       this.pump();
     });
@@ -199,14 +211,34 @@ export class AdaptiveLimiter {
 
   /**
    * Report a success (a 2xx) and, for capacity discovery, its round-trip time in ms (the request alone, not its
-   * wait in this queue). `aimd`: +1 per round of `limit` successes; `gradient`: the RTTs steer the window.
+   * wait in this queue), measured up to now. `aimd`: +1 per round of `limit` successes; `gradient`: the RTTs steer
+   * the window, less the event loop's stalls within them (`loopStalls`).
    */
   onSuccess(rttMs?: number): void {
     const t = this.now();
     this.admitted.success(t);
     // Only one of the two grows the window: `onRtt` in gradient mode, `onSuccess` in AIMD mode.
-    const grew = (rttMs !== undefined && this.window.onRtt(rttMs, this._inFlight, t)) || this.window.onSuccess(t);
+    const grew = (rttMs !== undefined && this.onRtt(rttMs, t)) || this.window.onSuccess(t);
     if (grew) this.pump();
+  }
+
+  /**
+   * Gives the window the round-trip times less the loop's stalls. A stall is known once a tick ran after it (a
+   * response can be handled before the late tick): samples wait in `unseen` until then — a few milliseconds.
+   */
+  private onRtt(rttMs: number, t: number): boolean {
+    const stalls = this.loopStalls;
+    if (!stalls) return this.window.onRtt(rttMs, this._inFlight, t);
+    this.unseen.push({ rttMs, t, inFlight: this._inFlight });
+    let grew = false;
+    let n = 0;
+    for (const s of this.unseen) {
+      if (s.t > stalls.seenUntil) break;
+      grew = this.window.onRtt(s.rttMs, s.inFlight, s.t, stalls.delayBefore(s.t - s.rttMs, s.t)) || grew;
+      n++;
+    }
+    if (n > 0) this.unseen.splice(0, n);
+    return grew;
   }
 
   /**
@@ -368,6 +400,8 @@ export class AdaptiveLimiter {
     if (this._inFlight === 0 && this.queued === 0) {
       this.admitted.setBusy(false, t);
       this.window.setBusy(false, t);
+      this.loopStalls?.setBusy?.(false);
+      this.unseen = [];
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();

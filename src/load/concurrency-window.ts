@@ -49,6 +49,8 @@ export class ConcurrencyWindow {
 
   // gradient
   private samples: number[] = [];
+  /** The same round's samples minus the client's own stalls (loop-stalls.ts): what the server took at most. */
+  private served: number[] = [];
   private roundMaxInFlight = 0;
   /** Sliding-window minimum of round medians: [time, rtt], rtt increasing. */
   private baseline: [number, number][] = [];
@@ -82,18 +84,24 @@ export class ConcurrencyWindow {
     return true;
   }
 
-  /** One round-trip time (ms) of a success, with the tasks running (it included) when it ended. Returns whether it grew. */
-  onRtt(rttMs: number, inFlight: number, t: number): boolean {
+  /**
+   * One round-trip time (ms) of a success, with the tasks running (it included) when it ended, and `stalledMs` of it
+   * during which this process's event loop was stalled (the client's delay, not the server's). Returns whether it grew.
+   */
+  onRtt(rttMs: number, inFlight: number, t: number, stalledMs = 0): boolean {
     if (this.o.growth !== 'gradient' || !Number.isFinite(rttMs) || rttMs < 0 || t - rttMs < this.freshAfter) return false;
     this.samples.push(rttMs);
+    this.served.push(Math.max(0, rttMs - Math.max(0, stalledMs)));
     this.roundMaxInFlight = Math.max(this.roundMaxInFlight, inFlight);
     if (this.samples.length < Math.max(MIN_ROUND_SAMPLES, this.limit)) return false;
-    const short = median(this.samples);
+    const measured = median(this.samples);
+    const short = median(this.served);
     const busiest = this.roundMaxInFlight;
     this.samples = [];
+    this.served = [];
     this.roundMaxInFlight = 0;
     const before = this.limit;
-    this.adjust(short, busiest, t);
+    this.adjust(short, measured, busiest, t);
     return this.limit > before;
   }
 
@@ -102,6 +110,7 @@ export class ConcurrencyWindow {
     this.slowStart = false;
     this.successesThisRound = 0;
     this.samples = [];
+    this.served = [];
     this.roundMaxInFlight = 0;
     this.set(Math.max(this.o.min, Math.min(this.limit, next)), t);
   }
@@ -130,8 +139,13 @@ export class ConcurrencyWindow {
     return { settled, max: this.maxReached, current: this.limit };
   }
 
-  private adjust(short: number, busiest: number, t: number): void {
-    const base = this.addBaseline(t, short);
+  /**
+   * `short`: the round's median with the loop's stalls taken out (a lower bound of the server's share); `measured`:
+   * as measured (an upper bound). The baseline comes from `measured`, so that a stall subtracted too generously never
+   * lowers it; queueing is judged on `short`, so that a stalled loop never reads as a queue at the server.
+   */
+  private adjust(short: number, measured: number, busiest: number, t: number): void {
+    const base = this.addBaseline(t, measured);
     const flat = short <= base * (1 + FLAT_TOLERANCE) + NOISE_MS;
     if (flat || this.lastFlatAt === -Infinity) this.lastFlatAt = t;
     const est = this.estimate;
@@ -159,12 +173,13 @@ export class ConcurrencyWindow {
 
   private set(estimate: number, t: number): void {
     this.mark(t);
-    this.freshAfter = t;
+    this.freshAfter = Math.max(this.freshAfter, t);
     this.estimate = estimate;
     this.maxReached = Math.max(this.maxReached, this.limit);
   }
 
   private mark(t: number): void {
+    if (t < this.lastMark) return; // a round-trip sample held until the loop's stalls were known ends in the past
     if (this.busy && t > this.lastMark) this.timeAt.set(this.limit, (this.timeAt.get(this.limit) ?? 0) + (t - this.lastMark));
     this.lastMark = t;
   }
