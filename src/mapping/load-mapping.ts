@@ -52,6 +52,8 @@ export interface LoadMappingOptions {
   lookupMemoryMaxBytes?: number;
   /** Parent folder of on-disk lookup indexes (default: the system temp dir). */
   lookupTempDir?: string;
+  /** The mapping's text as an editor holds it (the studio): used instead of reading `file`, whose folder still resolves relative paths. */
+  text?: string;
 }
 
 /** What every step shares: where the file is, its YAML positions, the issues found so far. */
@@ -71,7 +73,7 @@ interface LoadContext {
 export async function loadMapping(file: string, opts: LoadMappingOptions = {}): Promise<LoadedMapping> {
   const env = opts.env ?? process.env;
   const abs = resolve(file);
-  const { data, loc, warnings, fail } = await readMappingYaml(file);
+  const { data, loc, warnings, fail } = await readMappingYaml(file, opts.text);
   const ctx = loadContext(file, abs, env, loc, warnings);
 
   const validate = mappingValidator();
@@ -113,9 +115,10 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
 }
 
 /** Reads and parses the file (`readYamlConfig`); YAML errors (and a document that is not a mapping) throw at once. */
-async function readMappingYaml(file: string): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
+async function readMappingYaml(file: string, text?: string): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
   const yaml = await readYamlConfig(file, {
     what: 'mapping file',
+    text,
     // A key written in the file must not leak through a YAML error's snippet either.
     beforeParse: (text) => {
       for (const m of text.matchAll(/^[ \t]*apiKey[ \t]*:[ \t]*["']?([^"'\s#]{4,})/gm)) if (!m[1].startsWith('${')) registerSecret(m[1]);
