@@ -88,7 +88,8 @@ export async function startStudio(opts: StartStudioOptions): Promise<StudioServe
     res.setHeader('Referrer-Policy', 'no-referrer');
     res.setHeader('Content-Security-Policy', CSP);
     if (!allowedHosts.has((req.headers.host ?? '').toLowerCase())) throw new HttpError(403, 'this server answers only requests addressed to it by its own host and port');
-    const { pathname } = new URL(req.url ?? '/', 'http://studio.invalid');
+    // The path as sent: a URL parser would resolve `/assets/../x` (or `%2e%2e`) before the check could see it.
+    const pathname = (req.url ?? '/').split('?')[0]!;
     if (pathname.startsWith('/api/')) {
       const auth = Buffer.from(req.headers.authorization ?? '');
       if (auth.length !== expected.length || !timingSafeEqual(auth, expected)) throw new HttpError(401, 'missing or wrong token: open the URL the studio printed');
