@@ -12,6 +12,7 @@ import { closeLookups, loadMapping, type LoadedMapping } from '../mapping/load-m
 import { TODO_HINT, findTodoMarkers, todoIssue } from '../mapping/todo-markers.js';
 import { TEST_CONNECTION_ENV } from '../mapping-tests/run-mapping-tests.js';
 import { diagsOf, diagsOfError, sortDiags } from './diagnostics.js';
+import type { SampleCache } from './sample-cache.js';
 import type { Diag, ResourceInfo } from './types.js';
 
 export interface CompiledText {
@@ -28,7 +29,7 @@ export function offlineEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Process
   return { ...env, ...TEST_CONNECTION_ENV };
 }
 
-export async function compileText(file: string, text: string, env: NodeJS.ProcessEnv): Promise<CompiledText> {
+export async function compileText(file: string, text: string, env: NodeJS.ProcessEnv, cache?: SampleCache): Promise<CompiledText> {
   const todos = findTodoMarkers(text, file);
   const todoDiags = diagsOf(todos.map(todoIssue), text, TODO_HINT);
   // The compiler's "`$TODO` is not a function" only restates a marker.
@@ -41,7 +42,7 @@ export async function compileText(file: string, text: string, env: NodeJS.Proces
   }
   const resources = mapping.resources.map((r) => ({ name: r.name, type: r.type, source: r.from }));
   const errors = [...diagsOf(mapping.warnings, text), ...todoDiags];
-  errors.push(...diagsOf(await columnContractIssues(mapping), text, COLUMN_CONTRACT_HINT));
+  errors.push(...diagsOf(await columnContractIssues(mapping, undefined, cache ? (source) => cache.columns(source) : undefined), text, COLUMN_CONTRACT_HINT));
   errors.push(...diagsOf(await missingSources(mapping), text));
   let compiled: CompiledMapping | undefined;
   try {

@@ -4,6 +4,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { openSource, type SourceConfig, type SourceItem } from '../sources/open-source.js';
+import { sourceColumns, type SourceColumns } from '../sources/source-columns.js';
 
 interface Entry {
   stamp: string;
@@ -15,6 +16,8 @@ export interface SampleCache {
   sample(source: SourceConfig, size: number): Promise<SourceItem[]>;
   /** Records of a source already sampled (for the resource list), or undefined. */
   sampled(source: SourceConfig, size: number): number | undefined;
+  /** The source's columns for the column contract (`sourceColumns`), read again only when the file changed. */
+  columns(source: SourceConfig): Promise<SourceColumns | undefined>;
 }
 
 /** Everything that changes what is read: the reader's settings, the sample size. */
@@ -23,13 +26,18 @@ function idOf(source: SourceConfig, size: number): string {
   return JSON.stringify([path, format, records, csv, size]);
 }
 
+const stampOf = async (path: string): Promise<string> => {
+  const st = await stat(path);
+  return `${st.size}:${st.mtimeMs}`;
+};
+
 export function createSampleCache(): SampleCache {
   const entries = new Map<string, Entry>();
+  const columns = new Map<string, { stamp: string; columns: Promise<SourceColumns | undefined> }>();
   return {
     async sample(source, size) {
       const id = idOf(source, size);
-      const st = await stat(source.path);
-      const stamp = `${st.size}:${st.mtimeMs}`;
+      const stamp = await stampOf(source.path);
       const hit = entries.get(id);
       if (hit && hit.stamp === stamp) return hit.items;
       const items: SourceItem[] = [];
@@ -44,6 +52,15 @@ export function createSampleCache(): SampleCache {
     },
     sampled(source, size) {
       return entries.get(idOf(source, size))?.items.length;
+    },
+    async columns(source) {
+      const id = idOf(source, 0);
+      const stamp = await stampOf(source.path);
+      const hit = columns.get(id);
+      if (hit && hit.stamp === stamp) return hit.columns;
+      const read = sourceColumns(source);
+      columns.set(id, { stamp, columns: read });
+      return read;
     },
   };
 }

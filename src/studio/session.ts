@@ -89,7 +89,7 @@ export function createStudioSession(opts: StudioOptions): StudioSession {
   const compiledFor = (text: string): Promise<CompiledText> => {
     if (lastCompile?.text === text) return lastCompile.result;
     const previous = lastCompile?.result;
-    const result = compileText(opts.mappingFile, text, env);
+    const result = compileText(opts.mappingFile, text, env, samples);
     lastCompile = { text, result };
     // The lookups of the text before (an on-disk index) are closed once it is replaced.
     void previous?.then((p) => p.compiled && closeLookups(p.compiled.mapping.lookups));
