@@ -18,6 +18,14 @@ export interface EvaluatedRow extends RowResult {
   rejectedBy?: { stage: string; code: string };
 }
 
+/** A row of an evaluation, with what it was evaluated from (for "add as test case"). */
+export interface RowInContext {
+  row: EvaluatedRow;
+  rows: readonly EvaluatedRow[];
+  compiled: CompiledMapping;
+  resource: string;
+}
+
 export interface RowEvaluation {
   rows: EvaluatedRow[];
   totals: Totals;

@@ -10,7 +10,7 @@ import { closeLookups } from '../mapping/load-mapping.js';
 import { issue } from '../core/issues.js';
 import { compileText, offlineEnv, type CompiledText } from './compile-text.js';
 import { diagsOf } from './diagnostics.js';
-import { evaluateRows, type EvaluatedRow, type RowEvaluation } from './row-results.js';
+import { evaluateRows, type EvaluatedRow, type RowEvaluation, type RowInContext } from './row-results.js';
 import { createSampleCache } from './sample-cache.js';
 import { sha256 } from './save-file.js';
 import { testFileFor } from './test-case.js';
@@ -39,14 +39,6 @@ export interface MappingDoc {
   hash: string;
   testFile: string;
   sampleSize: number;
-}
-
-/** A row of an evaluation, with what it was evaluated from (for "add as test case"). */
-export interface RowInContext {
-  row: EvaluatedRow;
-  rows: readonly EvaluatedRow[];
-  compiled: NonNullable<CompiledText['compiled']>;
-  resource: string;
 }
 
 export interface StudioSession {

@@ -9,7 +9,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Document, isMap, isSeq, parseDocument, type YAMLSeq } from 'yaml';
-import type { RowInContext } from './session.js';
+import type { RowInContext } from './row-results.js';
 import { writeFileAtomic } from './save-file.js';
 
 const TEST_FILE = /\.test\.ya?ml$/;
