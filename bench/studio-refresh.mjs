@@ -34,7 +34,8 @@ async function refresh(text) {
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   const cpu = (c.user + c.system) / 1000;
-  if (r.status !== 200 || body.errors.length || body.totals.sampled !== rows) throw new Error(`unexpected answer: ${r.status} ${JSON.stringify(body.errors ?? body)}`);
+  if (r.status !== 200 || body.errors.length || body.totals.sampled !== rows)
+    throw new Error(`unexpected answer: ${r.status} ${JSON.stringify(body.errors ?? body)}`);
   return { ms, cpu, server: body.elapsedMs, totals: body.totals };
 }
 

@@ -115,7 +115,10 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
 }
 
 /** Reads and parses the file (`readYamlConfig`); YAML errors (and a document that is not a mapping) throw at once. */
-async function readMappingYaml(file: string, text?: string): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
+async function readMappingYaml(
+  file: string,
+  text?: string,
+): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
   const yaml = await readYamlConfig(file, {
     what: 'mapping file',
     text,

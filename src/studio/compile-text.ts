@@ -73,4 +73,3 @@ async function missingSources(mapping: LoadedMapping): Promise<Issue[]> {
   }
   return issues;
 }
-

@@ -14,7 +14,12 @@ export function sha256(data: string | Buffer): string {
 /** Atomically replaces (or creates) `path` with `text`, with `mode` (default: the file's own, else 0600). */
 export async function writeFileAtomic(path: string, text: string, mode?: number): Promise<void> {
   const target = await realpath(path).catch(() => path); // a symlinked mapping: its target is replaced, the link kept
-  const keep = mode ?? (await stat(target).then((st) => st.mode & 0o7777, () => 0o600));
+  const keep =
+    mode ??
+    (await stat(target).then(
+      (st) => st.mode & 0o7777,
+      () => 0o600,
+    ));
   const tmp = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
   const fh = await open(tmp, 'wx', keep);
   try {

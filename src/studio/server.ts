@@ -60,83 +60,38 @@ class HttpError extends Error {
 
 const hostPart = (host: string) => (host.includes(':') ? `[${host}]` : host);
 
+/** What the request handlers share: the session, the page's folder, the token, the hosts accepted, the API queue. */
+interface ServerContext {
+  session: StudioSession;
+  staticDir: string;
+  expected: Buffer;
+  allowedHosts: Set<string>;
+  serialized<T>(work: () => Promise<T>): Promise<T>;
+}
+
 export async function startStudio(opts: StartStudioOptions): Promise<StudioServer> {
   const host = opts.host ?? '127.0.0.1';
   const session = createStudioSession(opts);
-  const staticDir = opts.staticDir ?? DEFAULT_STATIC_DIR;
   const token = randomBytes(32).toString('base64url');
-  const expected = Buffer.from(`Bearer ${token}`);
-  let allowedHosts = new Set<string>();
   let queue: Promise<unknown> = Promise.resolve();
-  const serialized = <T>(work: () => Promise<T>): Promise<T> => {
-    const run = queue.then(work, work);
-    queue = run.catch(() => undefined);
-    return run;
+  const cx: ServerContext = {
+    session,
+    staticDir: opts.staticDir ?? DEFAULT_STATIC_DIR,
+    expected: Buffer.from(`Bearer ${token}`),
+    allowedHosts: new Set(),
+    serialized(work) {
+      const run = queue.then(work, work);
+      queue = run.catch(() => undefined);
+      return run;
+    },
   };
-
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    handle(cx, req, res).catch((err: unknown) => {
       const e = err instanceof HttpError ? err : new HttpError(500, err instanceof Error ? err.message : String(err));
       if (!res.headersSent) sendJson(res, e.status, { error: e.message, ...e.extra });
       else res.destroy();
     });
   });
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    res.setHeader('Cache-Control', 'no-store');
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.setHeader('Referrer-Policy', 'no-referrer');
-    res.setHeader('Content-Security-Policy', CSP);
-    if (!allowedHosts.has((req.headers.host ?? '').toLowerCase())) throw new HttpError(403, 'this server answers only requests addressed to it by its own host and port');
-    // The path as sent: a URL parser would resolve `/assets/../x` (or `%2e%2e`) before the check could see it.
-    const pathname = (req.url ?? '/').split('?')[0]!;
-    if (pathname.startsWith('/api/')) {
-      const auth = Buffer.from(req.headers.authorization ?? '');
-      if (auth.length !== expected.length || !timingSafeEqual(auth, expected)) throw new HttpError(401, 'missing or wrong token: open the URL the studio printed');
-      const body = req.method === 'POST' ? await readJson(req) : undefined;
-      const answer = await serialized(() => api(req.method ?? 'GET', pathname, body));
-      sendJson(res, 200, answer);
-      return;
-    }
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'only GET');
-    const file = await staticFile(staticDir, pathname);
-    if (file.status !== 200) throw new HttpError(file.status, file.message);
-    res.writeHead(200, { 'Content-Type': file.type, 'Content-Length': file.body.length });
-    res.end(req.method === 'HEAD' ? undefined : file.body);
-  }
-
-  async function api(method: string, pathname: string, body: Record<string, unknown> | undefined): Promise<unknown> {
-    const route = `${method} ${pathname}`;
-    switch (route) {
-      case 'GET /api/mapping':
-        return session.readMapping();
-      case 'POST /api/evaluate':
-        return session.evaluate({ ...(body as object), text: textOf(body) } as EvaluateRequest);
-      case 'POST /api/save': {
-        if (typeof body?.baseHash !== 'string') throw new HttpError(400, '`baseHash` (the sha256 of the text last read) is required');
-        const out = await saveIfUnchanged(session.file, textOf(body), body.baseHash);
-        if ('conflict' in out) throw new HttpError(409, 'the file changed on disk since it was read: reload it (or copy your text) before saving', { hash: out.hash });
-        return out;
-      }
-      case 'POST /api/test-case':
-        return addCase(body);
-      default:
-        if (['/api/mapping', '/api/evaluate', '/api/save', '/api/test-case'].includes(pathname)) throw new HttpError(405, `${method} is not allowed on ${pathname}`);
-        throw new HttpError(404, `no such API: ${pathname}`);
-    }
-  }
-
-  async function addCase(body: Record<string, unknown> | undefined): Promise<{ file: string; name: string }> {
-    const text = textOf(body);
-    if (typeof body?.resource !== 'string' || typeof body.index !== 'number') throw new HttpError(400, '`resource` (a mapping name) and `index` (a row index) are required');
-    const at = await session.rowOf(text, body.resource, body.index);
-    if ('problem' in at) throw new HttpError(422, at.problem);
-    const file = await testFileFor(session.file);
-    const out = await addTestCase(file, session.file, at, text, session.now);
-    if ('problem' in out) throw new HttpError(422, out.problem);
-    return { file: session.shown(file), name: out.name };
-  }
-
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port ?? 0, host, () => {
@@ -145,7 +100,7 @@ export async function startStudio(opts: StartStudioOptions): Promise<StudioServe
     });
   });
   const { port } = server.address() as AddressInfo;
-  allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `${hostPart(host).toLowerCase()}:${port}`]);
+  for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `${hostPart(host).toLowerCase()}:${port}`]) cx.allowedHosts.add(h);
   const origin = `http://${hostPart(host)}:${port}`;
   return {
     url: `${origin}/?token=${token}`,
@@ -161,6 +116,65 @@ export async function startStudio(opts: StartStudioOptions): Promise<StudioServe
       session.close();
     },
   };
+}
+
+async function handle(cx: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('Content-Security-Policy', CSP);
+  if (!cx.allowedHosts.has((req.headers.host ?? '').toLowerCase()))
+    throw new HttpError(403, 'this server answers only requests addressed to it by its own host and port');
+  // The path as sent: a URL parser would resolve `/assets/../x` (or `%2e%2e`) before the check could see it.
+  const pathname = (req.url ?? '/').split('?')[0]!;
+  if (pathname.startsWith('/api/')) {
+    const auth = Buffer.from(req.headers.authorization ?? '');
+    if (auth.length !== cx.expected.length || !timingSafeEqual(auth, cx.expected))
+      throw new HttpError(401, 'missing or wrong token: open the URL the studio printed');
+    const body = req.method === 'POST' ? await readJson(req) : undefined;
+    const answer = await cx.serialized(() => api(cx.session, req.method ?? 'GET', pathname, body));
+    sendJson(res, 200, answer);
+    return;
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'only GET');
+  const file = await staticFile(cx.staticDir, pathname);
+  if (file.status !== 200) throw new HttpError(file.status, file.message);
+  res.writeHead(200, { 'Content-Type': file.type, 'Content-Length': file.body.length });
+  res.end(req.method === 'HEAD' ? undefined : file.body);
+}
+
+async function api(session: StudioSession, method: string, pathname: string, body: Record<string, unknown> | undefined): Promise<unknown> {
+  switch (`${method} ${pathname}`) {
+    case 'GET /api/mapping':
+      return session.readMapping();
+    case 'POST /api/evaluate':
+      return session.evaluate({ ...(body as object), text: textOf(body) } as EvaluateRequest);
+    case 'POST /api/save': {
+      if (typeof body?.baseHash !== 'string') throw new HttpError(400, '`baseHash` (the sha256 of the text last read) is required');
+      const out = await saveIfUnchanged(session.file, textOf(body), body.baseHash);
+      if ('conflict' in out)
+        throw new HttpError(409, 'the file changed on disk since it was read: reload it (or copy your text) before saving', { hash: out.hash });
+      return out;
+    }
+    case 'POST /api/test-case':
+      return addCase(session, body);
+    default:
+      if (['/api/mapping', '/api/evaluate', '/api/save', '/api/test-case'].includes(pathname))
+        throw new HttpError(405, `${method} is not allowed on ${pathname}`);
+      throw new HttpError(404, `no such API: ${pathname}`);
+  }
+}
+
+async function addCase(session: StudioSession, body: Record<string, unknown> | undefined): Promise<{ file: string; name: string }> {
+  const text = textOf(body);
+  if (typeof body?.resource !== 'string' || typeof body.index !== 'number')
+    throw new HttpError(400, '`resource` (a mapping name) and `index` (a row index) are required');
+  const at = await session.rowOf(text, body.resource, body.index);
+  if ('problem' in at) throw new HttpError(422, at.problem);
+  const file = await testFileFor(session.file);
+  const out = await addTestCase(file, session.file, at, text, session.now);
+  if ('problem' in out) throw new HttpError(422, out.problem);
+  return { file: session.shown(file), name: out.name };
 }
 
 function textOf(body: Record<string, unknown> | undefined): string {

@@ -64,27 +64,18 @@ interface Evaluated {
   sourceErrors: Diag[];
 }
 
-export function createStudioSession(opts: StudioOptions): StudioSession {
-  const cwd = opts.cwd ?? process.cwd();
-  const file = resolve(cwd, opts.mappingFile);
-  const sampleSize = opts.sampleSize ?? DEFAULT_SAMPLE_SIZE;
-  const env = offlineEnv(opts.env);
-  const now = opts.now ?? new Date();
+/** Text → its evaluation, keeping the last compiled text, the last evaluation and the samples between calls. */
+function createEvaluator(mappingFile: string, env: NodeJS.ProcessEnv, now: Date) {
   const samples = createSampleCache();
-  const shown = (p: string) => {
-    const rel = relative(cwd, p);
-    return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : p;
-  };
   let lastCompile: { text: string; result: Promise<CompiledText> } | undefined;
   let lastEval: { id: string; items: unknown; result: Evaluated } | undefined;
+  const closeCompiled = (p: Promise<CompiledText> | undefined) => void p?.then((c) => c.compiled && closeLookups(c.compiled.mapping.lookups));
 
   const compiledFor = (text: string): Promise<CompiledText> => {
     if (lastCompile?.text === text) return lastCompile.result;
-    const previous = lastCompile?.result;
-    const result = compileText(opts.mappingFile, text, env, samples);
+    closeCompiled(lastCompile?.result); // the lookups of the text before (an on-disk index): closed once it is replaced
+    const result = compileText(mappingFile, text, env, samples);
     lastCompile = { text, result };
-    // The lookups of the text before (an on-disk index) are closed once it is replaced.
-    void previous?.then((p) => p.compiled && closeLookups(p.compiled.mapping.lookups));
     return result;
   };
 
@@ -115,6 +106,28 @@ export function createStudioSession(opts: StudioOptions): StudioSession {
   };
 
   return {
+    samples,
+    evaluated,
+    close() {
+      closeCompiled(lastCompile?.result);
+      lastCompile = undefined;
+      lastEval = undefined;
+    },
+  };
+}
+
+export function createStudioSession(opts: StudioOptions): StudioSession {
+  const cwd = opts.cwd ?? process.cwd();
+  const file = resolve(cwd, opts.mappingFile);
+  const sampleSize = opts.sampleSize ?? DEFAULT_SAMPLE_SIZE;
+  const now = opts.now ?? new Date();
+  const { samples, evaluated, close } = createEvaluator(opts.mappingFile, offlineEnv(opts.env), now);
+  const shown = (p: string) => {
+    const rel = relative(cwd, p);
+    return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : p;
+  };
+
+  return {
     file,
     shownPath: opts.mappingFile,
     sampleSize,
@@ -135,7 +148,12 @@ export function createStudioSession(opts: StudioOptions): StudioSession {
         return rows === undefined ? r : { ...r, rows };
       });
       const limit = clampInt(req.limit, 1, MAX_PAGE, DEFAULT_PAGE);
-      const { rows, offset, total } = pageOf(ev.rows, { search: req.search, line: req.line, offset: clampInt(req.offset, 0, Number.MAX_SAFE_INTEGER, 0), limit });
+      const { rows, offset, total } = pageOf(ev.rows, {
+        search: req.search,
+        line: req.line,
+        offset: clampInt(req.offset, 0, Number.MAX_SAFE_INTEGER, 0),
+        limit,
+      });
       return {
         errors: [...ev.compiledText.errors, ...ev.sourceErrors],
         resources,
@@ -155,11 +173,7 @@ export function createStudioSession(opts: StudioOptions): StudioSession {
       if (!row) return { problem: `no row ${index} in the sample of \`${resource}\` (${ev.rows.length} rows)` };
       return { row, rows: ev.rows, compiled, resource };
     },
-    close() {
-      void lastCompile?.result.then((p) => p.compiled && closeLookups(p.compiled.mapping.lookups));
-      lastCompile = undefined;
-      lastEval = undefined;
-    },
+    close,
   };
 }
 

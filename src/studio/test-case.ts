@@ -73,7 +73,10 @@ function spliced(text: string, doc: Document, c: Record<string, unknown>): strin
   const cut = text.indexOf('\n', Math.max(end - 1, 0));
   const at = cut === -1 ? text.length : cut + 1;
   const block = new Document([c]).toString({ lineWidth: 0 });
-  const lines = block.replace(/\n$/, '').split('\n').map((l) => `${indent}${l}`);
+  const lines = block
+    .replace(/\n$/, '')
+    .split('\n')
+    .map((l) => `${indent}${l}`);
   const before = text.slice(0, at);
   return `${before}${before.endsWith('\n') ? '' : '\n'}\n${lines.join('\n')}\n${text.slice(at)}`;
 }
@@ -96,7 +99,13 @@ function newFile(mappingFile: string): string {
 }
 
 /** Appends the case of `at.row` to `testFile` (created if missing; mode 0600: it holds row data). */
-export async function addTestCase(testFile: string, mappingFile: string, at: RowInContext, text: string, now: Date): Promise<{ name: string } | { problem: string }> {
+export async function addTestCase(
+  testFile: string,
+  mappingFile: string,
+  at: RowInContext,
+  text: string,
+  now: Date,
+): Promise<{ name: string } | { problem: string }> {
   const problem = notACase(at.row);
   if (problem) return { problem };
   const existing = await readFile(testFile, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
@@ -119,4 +128,3 @@ export async function addTestCase(testFile: string, mappingFile: string, at: Row
   await writeFileAtomic(testFile, after, 0o600);
   return { name };
 }
-

@@ -33,7 +33,13 @@ describe('care-etl studio (the built CLI)', () => {
     const recorder = await connectionRecorder();
     const mappingFile = join(dir, 'mapping.yaml');
     // A mapping that names the API through variables, as a real one does.
-    writeFileSync(mappingFile, readFileSync(mappingFile, 'utf8').replace(/^# target:\n#   baseUrl: .*\n#   apiKey: .*\n/m, 'target:\n  baseUrl: ${CARE_BASE_URL}\n  apiKey: ${CARE_API_KEY}\n'));
+    writeFileSync(
+      mappingFile,
+      readFileSync(mappingFile, 'utf8').replace(
+        /^# target:\n# {3}baseUrl: .*\n# {3}apiKey: .*\n/m,
+        'target:\n  baseUrl: ${CARE_BASE_URL}\n  apiKey: ${CARE_API_KEY}\n',
+      ),
+    );
     const env = { ...cleanEnv(), CARE_BASE_URL: recorder.url, CARE_API_URL: recorder.url, CARE_API_KEY: MARKER, CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
     const child = spawn(process.execPath, [BIN, 'studio', mappingFile, '--no-open'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

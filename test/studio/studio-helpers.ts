@@ -21,7 +21,7 @@ export interface Answer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: string;
-  json: () => any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  json: () => any;
 }
 
 /** One HTTP exchange with any headers, Host included (fetch does not let a caller set Host). */

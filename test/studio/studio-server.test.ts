@@ -112,7 +112,7 @@ describe('studio server: evaluation on examples/clinic', () => {
     expect(jump.page.offset).toBe(jump.rows[0]!.index);
   });
 
-  it("the $refs a row resolves, stubbed as care-etl test stubs `auto`, at their place in the resource", async () => {
+  it('the $refs a row resolves, stubbed as care-etl test stubs `auto`, at their place in the resource', async () => {
     const r = await evaluate({ resource: 'careteam', limit: 1 });
     expect(r.resource).toBe('careteam');
     expect(r.rows[0]!.refs).toEqual([
