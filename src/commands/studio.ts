@@ -29,6 +29,10 @@ export default class Studio extends CareCommand<void> {
     sample: flag.sample({ description: 'rows of each source shown and counted (the first N)', default: 1000 }),
   };
 
+  protected override cancelNotice(sig: NodeJS.Signals): string {
+    return `${sig}: stopping the studio (unsaved edits in the page are not saved)`;
+  }
+
   async run(): Promise<void> {
     const { args, flags } = await this.parse(Studio);
     const [{ startStudio }, { readTextFile }] = await Promise.all([import('../studio/server.js'), import('../core/read-text-file.js')]);

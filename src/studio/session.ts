@@ -165,7 +165,8 @@ export function createStudioSession(opts: StudioOptions): StudioSession {
       };
     },
     async rowOf(text, resource, index) {
-      const ev = await evaluated(text, resource, sampleSize);
+      // The page may have asked for a larger sample: rows are the same from the start of the file, only more.
+      const ev = await evaluated(text, resource, clampInt(index + 1, sampleSize, MAX_SAMPLE_SIZE, sampleSize));
       const compiled = ev.compiledText.compiled;
       if (!compiled) return { problem: 'the mapping has errors: fix them first' };
       if (ev.resource !== resource) return { problem: `\`${resource}\` is not a resource mapping of this text` };

@@ -80,6 +80,7 @@ describe('care-etl studio (the built CLI)', () => {
       recorder.close();
       rmSync(dir, { recursive: true, force: true });
       expect(code).toBe(0);
+      expect(stderr).toMatch(/SIGTERM: stopping the studio/);
     }
   });
 });
