@@ -16,6 +16,7 @@ import { defaultLimits, defaultOnMissing } from './mapping-defaults.js';
 import { schemaJson } from '../schemas/schema-files.js';
 import { readYamlConfig, schemaHint } from './yaml-config.js';
 import { closeLookups, readLookups } from './lookup-tables.js';
+import type { LookupFileReader } from './lookup-file.js';
 import type { ExportColumn, ExportsConfig, LoadedMapping, MappingLimits, ResourceMapping, SourceConfig, TargetConfig, UpdateMethodConfig } from './types.js';
 import { YamlLocator, toPointer, type DocPath } from './yaml-positions.js';
 import { foldMisspelledKeys, schemaIssue } from './schema-issues.js';
@@ -52,6 +53,8 @@ export interface LoadMappingOptions {
   lookupMemoryMaxBytes?: number;
   /** Parent folder of on-disk lookup indexes (default: the system temp dir). */
   lookupTempDir?: string;
+  /** Reads each lookup file (default `readLookupFile`; the studio's keeps unchanged files' tables between edits). */
+  lookupReader?: LookupFileReader;
   /** The mapping's text as an editor holds it (the studio): used instead of reading `file`, whose folder still resolves relative paths. */
   text?: string;
 }
@@ -87,7 +90,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
   const sources = await readSources(data.sources, ctx);
   const lookups = await readLookups(data.lookups, {
     ...ctx,
-    read: { timeoutMs: limits.expressionTimeoutMs, memoryMaxBytes: opts.lookupMemoryMaxBytes, tempDir: opts.lookupTempDir },
+    read: { timeoutMs: limits.expressionTimeoutMs, memoryMaxBytes: opts.lookupMemoryMaxBytes, tempDir: opts.lookupTempDir, reader: opts.lookupReader },
   });
   const resources = readResources(data.resources, ctx);
   const exportsCfg = readExports(data.exports, ctx);

@@ -12,7 +12,8 @@ import { closeLookups, loadMapping, type LoadedMapping } from '../mapping/load-m
 import { TODO_HINT, findTodoMarkers, todoIssue } from '../mapping/todo-markers.js';
 import { TEST_CONNECTION_ENV } from '../mapping-tests/run-mapping-tests.js';
 import { diagsOf, diagsOfError, sortDiags } from './diagnostics.js';
-import type { SampleCache } from './sample-cache.js';
+import { readLookupFile, type LookupFileReader } from '../mapping/lookup-file.js';
+import { filesStamp, type SampleCache } from './sample-cache.js';
 import type { Diag, ResourceInfo } from './types.js';
 
 export interface CompiledText {
@@ -22,6 +23,9 @@ export interface CompiledText {
   errors: Diag[];
   /** The resource mappings the text declares (empty when it cannot be loaded). */
   resources: ResourceInfo[];
+  /** The files the result depends on besides the text (sources, lookup files), and their stamp when it was made. */
+  files: string[];
+  stamp: string;
 }
 
 /** Variables for `${VAR}`: the process's, with every connection variable replaced by a placeholder. */
@@ -34,12 +38,19 @@ export async function compileText(file: string, text: string, env: NodeJS.Proces
   const todoDiags = diagsOf(todos.map(todoIssue), text, TODO_HINT);
   // The compiler's "`$TODO` is not a function" only restates a marker.
   const notTodo = (d: Diag) => !(d.code === 'function-unknown' && d.message.includes('`$TODO` is not a function'));
+  const files: string[] = [];
+  const lookupReader: LookupFileReader = (spec, opts) => {
+    files.push(spec.path);
+    return cache ? cache.lookupFile(spec, opts) : readLookupFile(spec, opts);
+  };
   let mapping: LoadedMapping;
   try {
-    mapping = await loadMapping(file, { text, env });
+    mapping = await loadMapping(file, { text, env, lookupReader });
   } catch (err) {
-    return { errors: sortDiags([...diagsOfError(err, text).filter(notTodo), ...todoDiags]), resources: [] };
+    return { errors: sortDiags([...diagsOfError(err, text).filter(notTodo), ...todoDiags]), resources: [], files, stamp: await filesStamp(files) };
   }
+  files.push(...Object.values(mapping.sources).map((s) => s.path));
+  const stamp = await filesStamp(files);
   const resources = mapping.resources.map((r) => ({ name: r.name, type: r.type, source: r.from }));
   const errors = [...diagsOf(mapping.warnings, text), ...todoDiags];
   errors.push(...diagsOf(await columnContractIssues(mapping, undefined, cache ? (source) => cache.columns(source) : undefined), text, COLUMN_CONTRACT_HINT));
@@ -52,7 +63,7 @@ export async function compileText(file: string, text: string, env: NodeJS.Proces
     closeLookups(mapping.lookups);
     errors.push(...diagsOfError(err, text).filter(notTodo));
   }
-  return { compiled, errors: sortDiags(errors), resources };
+  return { compiled, errors: sortDiags(errors), resources, files, stamp };
 }
 
 /** A source whose file is not there, at its `path:` (as `validate` says it). */

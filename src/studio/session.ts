@@ -11,7 +11,7 @@ import { issue } from '../core/issues.js';
 import { compileText, offlineEnv, type CompiledText } from './compile-text.js';
 import { diagsOf } from './diagnostics.js';
 import { evaluateRows, type EvaluatedRow, type RowEvaluation, type RowInContext } from './row-results.js';
-import { createSampleCache } from './sample-cache.js';
+import { createSampleCache, filesStamp } from './sample-cache.js';
 import { sha256 } from './save-file.js';
 import { testFileFor } from './test-case.js';
 import type { Diag, EvaluateRequest, EvaluateResponse, RowResult } from './types.js';
@@ -68,11 +68,18 @@ interface Evaluated {
 function createEvaluator(mappingFile: string, env: NodeJS.ProcessEnv, now: Date) {
   const samples = createSampleCache();
   let lastCompile: { text: string; result: Promise<CompiledText> } | undefined;
-  let lastEval: { id: string; items: unknown; result: Evaluated } | undefined;
+  let lastEval: { id: string; items: unknown; compiled: CompiledText; result: Evaluated } | undefined;
   const closeCompiled = (p: Promise<CompiledText> | undefined) => void p?.then((c) => c.compiled && closeLookups(c.compiled.mapping.lookups));
 
-  const compiledFor = (text: string): Promise<CompiledText> => {
-    if (lastCompile?.text === text) return lastCompile.result;
+  // The same text compiles to the same result while its sources and lookup files stay the same.
+  const compiledFor = async (text: string): Promise<CompiledText> => {
+    if (lastCompile?.text === text) {
+      const same = await lastCompile.result.then(
+        async (c) => (await filesStamp(c.files)) === c.stamp,
+        () => false,
+      );
+      if (same) return lastCompile.result;
+    }
     closeCompiled(lastCompile?.result); // the lookups of the text before (an on-disk index): closed once it is replaced
     const result = compileText(mappingFile, text, env, samples);
     lastCompile = { text, result };
@@ -98,10 +105,10 @@ function createEvaluator(mappingFile: string, env: NodeJS.ProcessEnv, now: Date)
       return { compiledText, resource, rows: [], totals: empty, sourceErrors: diagsOf([issue.error('source-missing', message, { location: at })], text) };
     }
     const id = JSON.stringify([text, resource, size]);
-    if (lastEval?.id === id && lastEval.items === items) return lastEval.result;
+    if (lastEval?.id === id && lastEval.items === items && lastEval.compiled === compiledText) return lastEval.result;
     const { rows, totals } = await evaluateRows(compiled, resource, items, now);
     const result = { compiledText, resource, rows, totals, sourceErrors: [] };
-    lastEval = { id, items, result };
+    lastEval = { id, items, compiled: compiledText, result };
     return result;
   };
 

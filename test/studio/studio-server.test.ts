@@ -148,6 +148,21 @@ describe('studio server: evaluation on examples/clinic', () => {
     expect(skipped[0]!.key).toMatch(/^0000/);
   });
 
+  it('reads a source or lookup file again once it changed on disk', async () => {
+    writeFileSync(join(dir, 'data', 'sex.csv'), 'CODE,LABEL\nM,male\nF,female\nU,unknown\n');
+    const withFile = text.replace('gender: { M: male, F: female, U: unknown }', 'gender: { path: data/sex.csv, key: CODE, value: LABEL }');
+    const gender = async () => ((await api(s, 'POST', '/api/evaluate', { text: withFile, resource: 'patient', limit: 1 })).json() as EvaluateResponse).rows[0]!;
+    expect((await gender()).resource).toMatchObject({ gender: 'female' });
+    writeFileSync(join(dir, 'data', 'sex.csv'), 'CODE,LABEL\nM,male\nF,other\nU,unknown\n');
+    expect((await gender()).resource).toMatchObject({ gender: 'other' });
+    const csv = join(dir, 'data', 'patients.csv');
+    const before = readFileSync(csv, 'utf8');
+    writeFileSync(csv, before.replace('000001,Sofia,Yilmaz', '000001,Sofia,Yilmaz-Berg'));
+    expect((await gender()).input.LAST).toBe('Yilmaz-Berg');
+    writeFileSync(csv, before);
+    rmSync(join(dir, 'data', 'sex.csv'));
+  });
+
   it('save: the text byte for byte, the mode kept; a file changed on disk since → 409 and left alone', async () => {
     chmodSync(mappingFile, 0o640);
     const m = (await api(s, 'GET', '/api/mapping')).json();
