@@ -8,6 +8,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname, networkInterfaces } from 'node:os';
 import { createStudioSession, type StudioOptions, type StudioSession } from './session.js';
 import { saveIfUnchanged } from './save-file.js';
 import { DEFAULT_STATIC_DIR, staticFile } from './static-files.js';
@@ -101,6 +102,11 @@ export async function startStudio(opts: StartStudioOptions): Promise<StudioServe
   });
   const { port } = server.address() as AddressInfo;
   for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `${hostPart(host).toLowerCase()}:${port}`]) cx.allowedHosts.add(h);
+  // Bound to every interface (`--host 0.0.0.0`): the page is reached by this machine's addresses and name.
+  if (host === '0.0.0.0' || host === '::') {
+    for (const a of Object.values(networkInterfaces()).flat()) if (a) cx.allowedHosts.add(`${hostPart(a.address).toLowerCase()}:${port}`);
+    cx.allowedHosts.add(`${hostname().toLowerCase()}:${port}`);
+  }
   const origin = `http://${hostPart(host)}:${port}`;
   return {
     url: `${origin}/?token=${token}`,

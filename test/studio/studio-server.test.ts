@@ -1,4 +1,5 @@
 import { chmodSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMappingTests } from '../../src/mapping-tests/run-mapping-tests.js';
@@ -39,6 +40,17 @@ describe('studio server: who may ask', () => {
     expect(rebound.status).toBe(403);
     expect((await exchange(s, 'GET', '/', { headers: { host: 'evil.example' } })).status).toBe(403);
     expect((await exchange(s, 'GET', '/api/mapping', { headers: { authorization: `Bearer ${s.token}`, host: `localhost:${s.port}` } })).status).toBe(200);
+  });
+
+  it("bound to every interface (--host 0.0.0.0): answers requests addressed by the machine's name, still not another host", async () => {
+    const wide = await studioOn(mappingFile, { cwd: dir, host: '0.0.0.0' });
+    try {
+      const auth = { authorization: `Bearer ${wide.token}` };
+      expect((await exchange(wide, 'GET', '/api/mapping', { headers: { ...auth, host: `${hostname()}:${wide.port}` } })).status).toBe(200);
+      expect((await exchange(wide, 'GET', '/api/mapping', { headers: { ...auth, host: `evil.example:${wide.port}` } })).status).toBe(403);
+    } finally {
+      await wide.close();
+    }
   });
 
   it('serves the page without the token, under a strict CSP, never cached; nothing outside assets/', async () => {
