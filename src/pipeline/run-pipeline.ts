@@ -344,7 +344,7 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
   const remembered = opts.concurrency === undefined ? rememberedWindow(setup.scope) : undefined;
   const limiter = AdaptiveLimiter.forRun({ ...opts, startAt: remembered?.window, maxRetryAfterMs: setup.client?.retryOptions(opts.retry).retryAfterCapMs });
   const keys = { rejectedKeys: new Map<string, Set<string>>(), loadedKeys: new Map<string, KeyIndex>(), foundIds: new Map<string, Map<string, string>>() };
-  const indexes = serverIndexes(compiled, opts, setup);
+  const indexes = serverIndexes(compiled, opts, setup, limiter);
   report.indexes = indexes?.builds ?? [];
   const run: RunContext = {
     ...setup,
@@ -370,7 +370,7 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
 }
 
 /** One listing per type serves every mapping of that type (each indexes it by its own match rule). */
-function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSetup): ServerIndexes | undefined {
+function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSetup, limiter: AdaptiveLimiter): ServerIndexes | undefined {
   if (!setup.client) return undefined;
   const rulesByType = new Map<WritableType, Map<string, MatchRule>>();
   for (const r of compiled.resources.values()) {
@@ -383,6 +383,7 @@ function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: Run
     retry: opts.retry,
     signal: opts.signal,
     keepBodies: setup.mode.keepsBodies,
+    slot: (listing) => limiter.run(listing, opts.signal),
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }),
   });
 }
