@@ -63,7 +63,12 @@ export async function runScheduled(
  * first create waits for its type's listing. A listing that fails is not kept: the phase that needs it lists again
  * and meets the failure itself.
  */
-export function startListings(compiled: CompiledMapping, indexes: ServerIndexes, scope: LedgerScope, policyOf: (res: CompiledResource) => ReconcilePolicy): void {
+export function startListings(
+  compiled: CompiledMapping,
+  indexes: ServerIndexes,
+  scope: LedgerScope,
+  policyOf: (res: CompiledResource) => ReconcilePolicy,
+): void {
   const started = new Set<string>();
   for (const name of compiled.order) {
     const res = compiled.resources.get(name)!;

@@ -84,7 +84,9 @@ describe('a shared PostgreSQL state', () => {
   it('remembers the window a runner settled at: the next run of the target, from another folder, starts there (issue 28)', async () => {
     const state = await sharedState();
     const discovered = (folder: string) =>
-      runCli(['run', join(copyTree('examples/clinic', `care-etl-${folder}-`), 'mapping.yaml'), '--state', state, '--json', '--progress', 'none'], { env: env('t-window') });
+      runCli(['run', join(copyTree('examples/clinic', `care-etl-${folder}-`), 'mapping.yaml'), '--state', state, '--json', '--progress', 'none'], {
+        env: env('t-window'),
+      });
     const r1 = await discovered('window-a');
     const r2 = await discovered('window-b');
     expectNoPassword(r1, r2);
