@@ -87,6 +87,8 @@ export interface SyncDeps {
    * A create so ended keeps its intent pending (outcome unknown); nothing else is recorded for an ended request.
    */
   signal?: AbortSignal;
+  /** Called once, at the first key the ledger does not know (the run may start other listings then: issue 28). */
+  onUnknownKey?: () => void;
 }
 
 /** Without CARE_STATE_SECRET: an unkeyed digest (a local state only; `matchDigestFor`). */
@@ -282,8 +284,11 @@ export class ResourceSync {
 
   /** Why this mapping needs a listing before creating a key the ledger does not know (decided once, at the first one). */
   #reasonToLook(): string {
-    this.#unknownReason ??=
-      listingCertain(this.res.def.name, this.deps.scope, 'auto') ?? `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+    if (this.#unknownReason === undefined) {
+      this.#unknownReason =
+        listingCertain(this.res.def.name, this.deps.scope, 'auto') ?? `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+      this.deps.onUnknownKey?.();
+    }
     return this.#unknownReason;
   }
 

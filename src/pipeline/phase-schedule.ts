@@ -79,3 +79,23 @@ export function startListings(
     indexes.get(res.def.type, reason).catch(() => {});
   }
 }
+
+/**
+ * What to do when a mapping meets its first key the state does not know: the mappings that refer to it with
+ * `$ref` most likely have new keys too (new patients come with their care teams), so their listings start now —
+ * while the mapping still loads — rather than when they start. A re-run that only updates meets no such key and
+ * lists nothing.
+ */
+export function listingsOnNewKeys(
+  compiled: CompiledMapping,
+  indexes: ServerIndexes,
+  policyOf: (res: CompiledResource) => ReconcilePolicy,
+): (mapping: string) => void {
+  return (mapping) => {
+    for (const name of compiled.order) {
+      const res = compiled.resources.get(name)!;
+      if (!res.refs.includes(mapping) || policyOf(res) !== 'auto' || indexes.peek(res.def.type)) continue;
+      indexes.get(res.def.type, `${name}: its \`$ref\` target ${mapping} has keys unknown to the state, so it most likely has too`).catch(() => {});
+    }
+  };
+}

@@ -3,7 +3,7 @@ import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { createPrivateWriteStream, endPrivateStream } from '../core/secure-fs.js';
-import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
+import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { closeLookups, loadMapping } from '../mapping/load-mapping.js';
@@ -30,7 +30,7 @@ import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
 import { checkedRejectThreshold } from './reject-threshold.js';
-import { phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
+import { listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
 import { rememberedWindow } from './remembered-window.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
 
@@ -361,7 +361,9 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
   const runOne = (name: string) => setup.mode.mapping(openMappingPhase(name, run), run);
   if (setup.mode.overlapsPhases && indexes && setup.scope) {
     // Listings up front, and each mapping as soon as those it refers to are done (phase-schedule.ts).
-    startListings(compiled, indexes, setup.scope, (res) => opts.reconcile ?? res.def.reconcile ?? defaultReconcile());
+    const policyOf = (res: CompiledResource) => opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
+    startListings(compiled, indexes, setup.scope, policyOf);
+    run.onNewKeys = listingsOnNewKeys(compiled, indexes, policyOf);
     await runScheduled(compiled.order, phasePrerequisites(compiled), runOne);
   } else {
     for (const name of compiled.order) if ((await runOne(name)) === 'stop') break;

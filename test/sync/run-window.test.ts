@@ -9,14 +9,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
-import { connectionOf, makeClinic, patientsCsv, run, startRecordingProxy } from './helpers.js';
+import { connectionOf, defaultAssignments, makeClinic, patientsCsv, run, startRecordingProxy } from './helpers.js';
 
 const N = 60; // patients
 const M = 6; // practitioners
 let sb: Sandbox;
 
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-window', 't-other'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
+  sb = await startSandbox({ tenants: ['t-window', 't-new', 't-remember', 't-other'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
 });
 afterAll(async () => {
   await sb.close();
@@ -55,10 +55,37 @@ describe('the window across phases', () => {
     }
   });
 
+  it('a later run with new patients lists the care teams while the patients load (their `$ref` target has new keys)', async () => {
+    const clinic = makeClinic(N, M, 'care-etl-window-new-');
+    const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
+    const proxy = await startRecordingProxy(sb.url);
+    try {
+      const runVia = () => runPipeline({ mappingFile: clinic.mapping, env: {}, connection: { ...connectionOf(sb, 't-new'), baseUrl: proxy.url }, ...opts });
+      expect((await runVia()).exitCode).toBe(0);
+      // Unchanged: no key is new, nothing is listed.
+      proxy.timeline.length = 0;
+      expect((await runVia()).totals).toMatchObject({ created: 0, rejected: 0 });
+      expect(proxy.timeline.filter((l) => l.startsWith('> GET /CareTeam') || l.startsWith('> GET /Practitioner'))).toEqual([]);
+      // 20 new patients with their care teams: the care teams' listing does not wait for the patient phase.
+      clinic.writePatients(patientsCsv(N + 20));
+      clinic.writeAssignments(defaultAssignments(N + 20, M));
+      proxy.timeline.length = 0;
+      const report = await runVia();
+      expect(report.mappings.patient).toMatchObject({ created: 20, rejected: 0 });
+      expect(report.mappings.careteam).toMatchObject({ created: 20, rejected: 0 });
+      const t = proxy.timeline;
+      expect(first(t, '> GET /CareTeam')).toBeGreaterThan(-1);
+      expect(first(t, '> GET /CareTeam')).toBeLessThan(last(t, '< POST /Patient'));
+      expect(first(t, '> POST /CareTeam')).toBeGreaterThan(last(t, '< POST /Patient'));
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('starts the next run of the same target at the window the last one settled at, not another target', async () => {
     const clinic = makeClinic(N, M, 'care-etl-window-remember-');
     const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
-    const one = await run(sb, 't-window', clinic.mapping, opts);
+    const one = await run(sb, 't-remember', clinic.mapping, opts);
     expect(one.exitCode).toBe(0);
     expect(one.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
     expect(one.concurrency?.rememberedFrom).toBeUndefined();
@@ -67,15 +94,15 @@ describe('the window across phases', () => {
     // Same server and tenant, same state, new patients: discovery starts where the first run settled.
     clinic.writePatients(patientsCsv(N + 20));
     const windows: number[] = [];
-    const two = await run(sb, 't-window', clinic.mapping, { ...opts, onEvent: (e) => void (e.type === 'progress' && windows.push(e.limit!)) });
+    const two = await run(sb, 't-remember', clinic.mapping, { ...opts, onEvent: (e) => void (e.type === 'progress' && windows.push(e.limit!)) });
     expect(two.mappings.patient).toMatchObject({ created: 20, rejected: 0 });
     expect(two.concurrency).toMatchObject({ mode: 'discovered', started: settled, rememberedFrom: one.runId });
     expect(windows[0]).toBe(settled);
 
     // Bounded by --max-concurrency; a pinned --concurrency is what it says.
-    const capped = await run(sb, 't-window', clinic.mapping, { ...opts, maxConcurrency: 2 });
+    const capped = await run(sb, 't-remember', clinic.mapping, { ...opts, maxConcurrency: 2 });
     expect(capped.concurrency).toMatchObject({ started: Math.min(2, two.concurrency!.settled), ceiling: 2 });
-    const pinned = await run(sb, 't-window', clinic.mapping, { ...opts, concurrency: 3 });
+    const pinned = await run(sb, 't-remember', clinic.mapping, { ...opts, concurrency: 3 });
     expect(pinned.concurrency).toMatchObject({ mode: 'pinned', started: 3 });
     expect(pinned.concurrency?.rememberedFrom).toBeUndefined();
 

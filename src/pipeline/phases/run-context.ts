@@ -104,6 +104,8 @@ export interface RunContext extends RunSetup {
   totalRejected: number;
   /** The window the limiter started at, and the earlier run of the target it was remembered from (issue 28). */
   startWindow: { window: number; rememberedFrom?: number };
+  /** A mapping met its first key unknown to the state (phase-schedule.ts starts the listings that make likely). */
+  onNewKeys?: (mapping: string) => void;
 }
 
 /** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
@@ -208,6 +210,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
           policy,
           matchDigest: run.matchDigest,
           signal: opts.signal,
+          onUnknownKey: () => run.onNewKeys?.(name),
         })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),
