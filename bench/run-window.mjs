@@ -180,6 +180,7 @@ async function loadChild(mappingFile, statePath, connJson) {
   const { baseUrl, apiKey, emrId, tenantId } = JSON.parse(connJson);
   let firstWindow;
   let t0;
+  const cpu0 = process.cpuUsage();
   const report = await runPipeline({
     mappingFile,
     connection: { baseUrl, apiKey, emrId, tenantId },
@@ -197,7 +198,10 @@ async function loadChild(mappingFile, statePath, connJson) {
     },
   });
   const t = report.totals;
-  return { created: t.created, rejected: t.rejected, runSeconds: report.durationMs / 1000, firstWindow, concurrency: report.concurrency };
+  const cpu = process.cpuUsage(cpu0);
+  // The client's CPU per request (the whole child: transform, ledger, HTTP): a starved client cannot fill a window.
+  const clientCpuMsPerCreate = Math.round(((cpu.user + cpu.system) / 1000 / Math.max(1, t.created)) * 100) / 100;
+  return { created: t.created, rejected: t.rejected, runSeconds: report.durationMs / 1000, clientCpuMsPerCreate, firstWindow, concurrency: report.concurrency };
 }
 
 const [, , mode, ...args] = process.argv;
