@@ -83,13 +83,16 @@ export class AdaptiveLimiter {
    * above); without it the capacity is discovered from DISCOVERY_START up to `maxConcurrency` (default
    * DEFAULT_MAX_CONCURRENCY). The caller validates both (integers ≥ 1). A 429's shared pause lasts at most
    * SHARED_PAUSE_CAP_MS, or `maxRetryAfterMs` (`--max-retry-after`) when smaller. `clock`: ms, for tests.
+   * `startAt`: where discovery starts instead of DISCOVERY_START (the window an earlier run of the same target
+   * settled at, issue 28), within 1…`maxConcurrency`; ignored when pinned.
    */
-  static forRun(o: { concurrency?: number; maxConcurrency?: number; maxRetryAfterMs?: number; clock?: () => number }): AdaptiveLimiter {
+  static forRun(o: { concurrency?: number; maxConcurrency?: number; maxRetryAfterMs?: number; clock?: () => number; startAt?: number }): AdaptiveLimiter {
     const shared = { retryAfterCapMs: Math.min(AdaptiveLimiter.SHARED_PAUSE_CAP_MS, o.maxRetryAfterMs ?? Infinity), now: o.clock };
     if (o.concurrency !== undefined) return new AdaptiveLimiter({ initial: o.concurrency, max: o.concurrency, min: 1, ...shared });
     const max = o.maxConcurrency ?? AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY;
     const loopStalls = new LoopStallMeter(o.clock);
-    return new AdaptiveLimiter({ initial: Math.min(AdaptiveLimiter.DISCOVERY_START, max), max, min: 1, growth: 'gradient', loopStalls, ...shared });
+    const start = o.startAt !== undefined && Number.isInteger(o.startAt) && o.startAt >= 1 ? o.startAt : AdaptiveLimiter.DISCOVERY_START;
+    return new AdaptiveLimiter({ initial: Math.min(start, max), max, min: 1, growth: 'gradient', loopStalls, ...shared });
   }
 
   private readonly max: number;

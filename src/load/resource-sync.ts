@@ -87,6 +87,8 @@ export interface SyncDeps {
    * A create so ended keeps its intent pending (outcome unknown); nothing else is recorded for an ended request.
    */
   signal?: AbortSignal;
+  /** Called once, at the first key the ledger does not know (the run may start other listings then: issue 28). */
+  onUnknownKey?: () => void;
 }
 
 /** Without CARE_STATE_SECRET: an unkeyed digest (a local state only; `matchDigestFor`). */
@@ -283,11 +285,9 @@ export class ResourceSync {
   /** Why this mapping needs a listing before creating a key the ledger does not know (decided once, at the first one). */
   #reasonToLook(): string {
     if (this.#unknownReason === undefined) {
-      const synced = this.deps.scope.counts(this.res.def.name).synced;
       this.#unknownReason =
-        synced === 0
-          ? `the state holds no loaded ${this.res.def.name} for this server and tenant (new or lost state)`
-          : `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+        listingCertain(this.res.def.name, this.deps.scope, 'auto') ?? `${this.res.def.name} keys unknown to the state (it may be older than the server)`;
+      this.deps.onUnknownKey?.();
     }
     return this.#unknownReason;
   }
@@ -867,6 +867,17 @@ export function endedBody(type: WritableType, current: Resource, end: string): R
     body.active = false;
   }
   return body;
+}
+
+/**
+ * Why a mapping will list its type whatever its rows are, or undefined when that depends on its rows: `always`
+ * lists before the phase; under `auto`, a state holding none of its keys for this target looks every key up.
+ * The run starts such listings up front (issue 28), so that no phase's creates wait for its listing.
+ */
+export function listingCertain(mapping: string, scope: LedgerScope, policy: ReconcilePolicy): string | undefined {
+  if (policy === 'always') return `--reconcile always (${mapping})`;
+  if (policy === 'auto' && scope.counts(mapping).synced === 0) return `the state holds no loaded ${mapping} for this server and tenant (new or lost state)`;
+  return undefined;
 }
 
 /** The mapped resource's match value ('' when its rule rejected it: then `decide` rejects the key first). */

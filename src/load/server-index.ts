@@ -157,6 +157,11 @@ export interface ServerIndexesOptions {
    * bodies of ends). Costs the size of the listed types; a run never asks for it.
    */
   keepBodies?: boolean;
+  /**
+   * Runs a whole listing (its pages follow one another: one request in flight) in a slot of the run's window, so
+   * that listings and writes together never exceed it (issue 28: listings start up front, alongside writes).
+   */
+  slot?: <T>(listing: () => Promise<T>) => Promise<T>;
 }
 
 export const DEFAULT_INDEX_PAGE_SIZE = 1000;
@@ -199,7 +204,11 @@ export class ServerIndexes {
     return p;
   }
 
-  async #build(type: WritableType, reason: string): Promise<ServerIndex> {
+  #build(type: WritableType, reason: string): Promise<ServerIndex> {
+    return this.opts.slot ? this.opts.slot(() => this.#list(type, reason)) : this.#list(type, reason);
+  }
+
+  async #list(type: WritableType, reason: string): Promise<ServerIndex> {
     const pageSize = this.opts.pageSize ?? DEFAULT_INDEX_PAGE_SIZE;
     const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies });
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };

@@ -3,7 +3,7 @@ import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { createPrivateWriteStream, endPrivateStream } from '../core/secure-fs.js';
-import { compileMapping, RefError, type CompiledMapping } from '../mapping/compile-mapping.js';
+import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
 import { closeLookups, loadMapping } from '../mapping/load-mapping.js';
@@ -30,6 +30,9 @@ import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
 import { checkedRejectThreshold } from './reject-threshold.js';
+import { listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
+import { rememberedWindow } from './remembered-window.js';
+import { defaultReconcile } from '../mapping/mapping-defaults.js';
 
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
@@ -337,19 +340,39 @@ async function preflight(client: CareClient, retry: RetryOptions | undefined, si
 }
 
 async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: RunReport, setup: RunSetup): Promise<void> {
-  const limiter = AdaptiveLimiter.forRun({ ...opts, maxRetryAfterMs: setup.client?.retryOptions(opts.retry).retryAfterCapMs });
+  // One limiter for the whole run, starting where the last run of this target settled (issue 28).
+  const remembered = opts.concurrency === undefined ? rememberedWindow(setup.scope) : undefined;
+  const limiter = AdaptiveLimiter.forRun({ ...opts, startAt: remembered?.window, maxRetryAfterMs: setup.client?.retryOptions(opts.retry).retryAfterCapMs });
   const keys = { rejectedKeys: new Map<string, Set<string>>(), loadedKeys: new Map<string, KeyIndex>(), foundIds: new Map<string, Map<string, string>>() };
-  const indexes = serverIndexes(compiled, opts, setup);
+  const indexes = serverIndexes(compiled, opts, setup, limiter);
   report.indexes = indexes?.builds ?? [];
-  const run: RunContext = { ...setup, compiled, opts, report, limiter, indexes, ...keys, ctx: refContext(compiled, opts, setup, keys), totalRejected: 0 };
-  for (const name of compiled.order) {
-    if ((await setup.mode.mapping(openMappingPhase(name, run), run)) === 'stop') break;
+  const run: RunContext = {
+    ...setup,
+    compiled,
+    opts,
+    report,
+    limiter,
+    indexes,
+    ...keys,
+    ctx: refContext(compiled, opts, setup, keys),
+    totalRejected: 0,
+    startWindow: { window: limiter.limit, rememberedFrom: remembered && remembered.window === limiter.limit ? remembered.runId : undefined },
+  };
+  const runOne = (name: string) => setup.mode.mapping(openMappingPhase(name, run), run);
+  if (setup.mode.overlapsPhases && indexes && setup.scope) {
+    // Listings up front, and each mapping as soon as those it refers to are done (phase-schedule.ts).
+    const policyOf = (res: CompiledResource) => opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
+    startListings(compiled, indexes, setup.scope, policyOf);
+    run.onNewKeys = listingsOnNewKeys(compiled, indexes, policyOf);
+    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne);
+  } else {
+    for (const name of compiled.order) if ((await runOne(name)) === 'stop') break;
   }
   setup.mode.end(run);
 }
 
 /** One listing per type serves every mapping of that type (each indexes it by its own match rule). */
-function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSetup): ServerIndexes | undefined {
+function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: RunSetup, limiter: AdaptiveLimiter): ServerIndexes | undefined {
   if (!setup.client) return undefined;
   const rulesByType = new Map<WritableType, Map<string, MatchRule>>();
   for (const r of compiled.resources.values()) {
@@ -362,6 +385,7 @@ function serverIndexes(compiled: CompiledMapping, opts: PhaseOptions, setup: Run
     retry: opts.retry,
     signal: opts.signal,
     keepBodies: setup.mode.keepsBodies,
+    slot: (listing) => limiter.run(listing, opts.signal),
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e }),
   });
 }

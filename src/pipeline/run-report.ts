@@ -91,7 +91,16 @@ export interface RunReport {
    * `ceiling` (`--max-concurrency`). `settled`: the window most of the loading time was spent at (time-weighted
    * median while requests were queued or running); `max`: the largest window; `maxInFlight`: most requests at once.
    */
-  concurrency?: { mode: 'pinned' | 'discovered'; settled: number; max: number; maxInFlight: number; ceiling: number };
+  concurrency?: {
+    mode: 'pinned' | 'discovered';
+    settled: number;
+    max: number;
+    maxInFlight: number;
+    ceiling: number;
+    /** The window the run started at; `rememberedFrom`: the earlier run of this target that settled there (issue 28). */
+    started?: number;
+    rememberedFrom?: number;
+  };
   /** `--fail-on-rejects` as given: rejects up to it do not fail the run (exit 0, with a warning). */
   failOnRejects?: string;
   /** 0 all loaded, 1 some rows rejected (or `--max-errors`), 3 interrupted — see `ExitCode` and the README. */

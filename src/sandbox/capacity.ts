@@ -17,6 +17,13 @@ export interface CapacityStats {
   maxQueued: number;
   /** Requests that had to wait for a slot. */
   queuedTotal: number;
+  /**
+   * Time-weighted mean of the requests served at once, from the first request admitted to the last answered
+   * (idle gaps between them included: a client's phase changes count); 0 before any request.
+   */
+  meanInFlight: number;
+  /** That span in ms. */
+  spanMs: number;
 }
 /** A request waiting for a slot: `admitted` resolves true when its turn comes, false once it has `leave`n the queue. */
 export interface CapacityTurn {
@@ -40,6 +47,11 @@ export class CapacityGate {
   private maxServing = 0;
   private maxWaiting = 0;
   private waitedTotal = 0;
+  /** ∫ serving dt (request·ms) since the first admission, and the times it spans. */
+  private servedArea = 0;
+  private firstAt: number | undefined;
+  private markAt = 0;
+  private lastReleaseAt = 0;
 
   /** K requests at once; undefined = unlimited (those waiting are let in as slots allow). */
   setLimit(k: number | undefined): void {
@@ -71,6 +83,7 @@ export class CapacityGate {
 
   /** Gives the slot back: the oldest waiting request gets it. */
   release(): void {
+    this.lastReleaseAt = this.mark();
     this.serving--;
     if (this.queued > 0 && this.serving < this.limit) this.admitNext();
   }
@@ -88,6 +101,7 @@ export class CapacityGate {
       maxInFlight: this.maxServing,
       maxQueued: this.maxWaiting,
       queuedTotal: this.waitedTotal,
+      ...this.meanServed(),
     };
   }
 
@@ -102,7 +116,26 @@ export class CapacityGate {
   }
 
   private admitted(): void {
+    this.mark();
+    this.firstAt ??= this.markAt;
     this.serving++;
     this.maxServing = Math.max(this.maxServing, this.serving);
+  }
+
+  /** Adds the time since the last change of `serving` to its integral; returns now (ms). */
+  private mark(): number {
+    const t = performance.now();
+    if (this.firstAt !== undefined) this.servedArea += this.serving * (t - this.markAt);
+    this.markAt = t;
+    return t;
+  }
+
+  private meanServed(): { meanInFlight: number; spanMs: number } {
+    if (this.firstAt === undefined) return { meanInFlight: 0, spanMs: 0 };
+    // Up to the last answer: the time since (an idle server after the run) is not the client's.
+    const area = this.servedArea + this.serving * (performance.now() - this.markAt);
+    const end = this.serving > 0 ? performance.now() : this.lastReleaseAt;
+    const spanMs = end - this.firstAt;
+    return { meanInFlight: spanMs > 0 ? Math.round((area / spanMs) * 100) / 100 : 0, spanMs: Math.round(spanMs) };
   }
 }

@@ -39,6 +39,10 @@ describe('capacity (maxInFlight)', () => {
       expect(s).toMatchObject({ limit: 2, maxInFlight: 2, inFlight: 0, queued: 0 });
       expect(s.queuedTotal).toBeGreaterThan(0);
       expect(s.maxQueued).toBeGreaterThan(0);
+      // Saturated from the first request to the last answer: K served at once on average over that span (issue 28).
+      expect(s.spanMs).toBeGreaterThan(0);
+      expect(s.meanInFlight).toBeGreaterThan(1.8);
+      expect(s.meanInFlight).toBeLessThanOrEqual(2);
     } finally {
       await oc.close();
       await own.close();

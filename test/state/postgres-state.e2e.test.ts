@@ -13,13 +13,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { BIN, cleanEnv, copyTree, ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
 import { PG_PASSWORD, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { countBy, duplicates, identifierValue, listAll, until } from '../sync/helpers.js';
 
 let sb: Sandbox;
 let pg: PgCluster;
 beforeAll(async () => {
-  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill', 't-digest'], observationsPerPatient: 1 }), startPostgres()]);
+  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-race', 't-wait', 't-kill', 't-digest', 't-window'], observationsPerPatient: 1 }), startPostgres()]);
   sb.setFaults({ latencyMs: 20 });
 });
 afterAll(async () => {
@@ -80,6 +81,20 @@ function expectNoPassword(...results: CliResult[]): void {
 }
 
 describe('a shared PostgreSQL state', () => {
+  it('remembers the window a runner settled at: the next run of the target, from another folder, starts there (issue 28)', async () => {
+    const state = await sharedState();
+    const discovered = (folder: string) =>
+      runCli(['run', join(copyTree('examples/clinic', `care-etl-${folder}-`), 'mapping.yaml'), '--state', state, '--json', '--progress', 'none'], {
+        env: env('t-window'),
+      });
+    const r1 = await discovered('window-a');
+    const r2 = await discovered('window-b');
+    expectNoPassword(r1, r2);
+    const [one, two] = [r1, r2].map((r) => JSON.parse(r.stdout) as RunReport);
+    expect(one.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
+    expect(two.concurrency).toMatchObject({ mode: 'discovered', started: one.concurrency!.settled, rememberedFrom: one.runId });
+  }, 60_000);
+
   it('two runs at once from two folders: one loads, the other exits 3 naming the holder; a later run writes nothing', async () => {
     const state = await sharedState();
     const [a, b] = await Promise.all([clinicRun(state, 't-race').done, clinicRun(state, 't-race').done]);

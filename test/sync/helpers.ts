@@ -159,13 +159,17 @@ export async function until(cond: () => boolean, everyMs = 5): Promise<void> {
  * test can tell which stage a run is in (e.g. the reconciliation's `GET /CareTeam?_count=500`). Bodies and
  * answers pass through untouched; a connection the sandbox drops is dropped towards the client too.
  */
-export async function startRecordingProxy(target: string): Promise<{ url: string; log: string[]; close(): Promise<void> }> {
+export async function startRecordingProxy(target: string): Promise<{ url: string; log: string[]; timeline: string[]; close(): Promise<void> }> {
   const { createServer, request, Agent } = await import('node:http');
   const t = new URL(target);
   const agent = new Agent({ keepAlive: true });
   const log: string[] = [];
+  /** `> METHOD /path?query` when a request arrives, `< METHOD /path?query` when its answer has been sent: the order the server saw. */
+  const timeline: string[] = [];
   const server = createServer((req, res) => {
     log.push(`${req.method} ${req.url}`);
+    timeline.push(`> ${req.method} ${req.url}`);
+    res.once('finish', () => timeline.push(`< ${req.method} ${req.url}`));
     const up = request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
       res.writeHead(ur.statusCode!, ur.headers);
       ur.pipe(res);
@@ -179,6 +183,7 @@ export async function startRecordingProxy(target: string): Promise<{ url: string
   return {
     url: `http://127.0.0.1:${port}`,
     log,
+    timeline,
     close: () =>
       new Promise<void>((r) => {
         server.close(() => r());

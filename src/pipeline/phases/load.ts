@@ -28,6 +28,7 @@ export const loadMode: RunMode = {
   recordsRun: true,
   keepsBodies: false,
   foundIdsFirst: false,
+  overlapsPhases: true,
   openState: openLeasedLedger,
   begin: () => {},
   async mapping(phase, run) {
@@ -50,6 +51,8 @@ export const loadMode: RunMode = {
       max: c.max,
       maxInFlight: c.maxInFlight,
       ceiling: c.ceiling,
+      started: run.startWindow.window,
+      ...(run.startWindow.rememberedFrom !== undefined ? { rememberedFrom: run.startWindow.rememberedFrom } : {}),
     };
   },
   exitCode: runExitCode,

@@ -60,6 +60,8 @@ export interface RunMode {
   readonly keepsBodies: boolean;
   /** `$ref`s resolve to the ids this mode found (or planned) before the ledger's. */
   readonly foundIdsFirst: boolean;
+  /** Against a server: listings started up front, mappings run alongside those they do not refer to (phase-schedule.ts). */
+  readonly overlapsPhases?: boolean;
   openState(statePath: string, scopeUrl: string, tenantId: string, lease: LeaseRequest): Promise<OpenedState>;
   begin(report: RunReport): void;
   mapping(phase: MappingPhase, run: RunContext): Promise<'next' | 'stop'>;
@@ -100,6 +102,10 @@ export interface RunContext extends RunSetup {
    */
   foundIds: Map<string, Map<string, string>>;
   totalRejected: number;
+  /** The window the limiter started at, and the earlier run of the target it was remembered from (issue 28). */
+  startWindow: { window: number; rememberedFrom?: number };
+  /** A mapping met its first key unknown to the state (phase-schedule.ts starts the listings that make likely). */
+  onNewKeys?: (mapping: string) => void;
 }
 
 /** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
@@ -204,6 +210,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
           policy,
           matchDigest: run.matchDigest,
           signal: opts.signal,
+          onUnknownKey: () => run.onNewKeys?.(name),
         })
       : undefined,
     progress: () => opts.onEvent?.({ type: 'progress', mapping: name, counts, limit: run.limiter.limit, bytes: bytes.snapshot() }),

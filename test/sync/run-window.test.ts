@@ -1,0 +1,115 @@
+/**
+ * Issue 28 item 1: the window used across the whole run. Real HTTP against the sandbox (15 ms latency); the order
+ * the server saw is recorded by a loopback proxy in front of it (`startRecordingProxy`: arrivals and answers).
+ * - listings up front: the care teams' listing reaches the server before the last patient create is answered;
+ * - mappings alongside: practitioners (no `$ref` between them) are created while patients still are, and no care
+ *   team is sent before every patient and practitioner it may refer to has been answered;
+ * - the window remembered per target (server URL + tenant) in the state's run history.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import { connectionOf, defaultAssignments, makeClinic, patientsCsv, run, startRecordingProxy } from './helpers.js';
+
+const N = 60; // patients
+const M = 6; // practitioners
+let sb: Sandbox;
+
+beforeAll(async () => {
+  sb = await startSandbox({ tenants: ['t-window', 't-new', 't-remember', 't-other'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
+});
+afterAll(async () => {
+  await sb.close();
+});
+
+const first = (log: string[], prefix: string) => log.findIndex((l) => l.startsWith(prefix));
+const last = (log: string[], prefix: string) => log.findLastIndex((l) => l.startsWith(prefix));
+
+describe('the window across phases', () => {
+  it('lists every type up front and runs practitioners alongside patients; care teams only after both', async () => {
+    const clinic = makeClinic(N, M, 'care-etl-window-');
+    const proxy = await startRecordingProxy(sb.url);
+    try {
+      const report = await runPipeline({
+        mappingFile: clinic.mapping,
+        env: {},
+        connection: { ...connectionOf(sb, 't-window'), baseUrl: proxy.url },
+        statePath: clinic.state,
+        rejectsFile: clinic.rejects,
+      });
+      expect(report.exitCode).toBe(0);
+      expect(report.totals).toMatchObject({ created: N + M + new Set(clinic.assignments.map((a) => a.mrn)).size, rejected: 0 });
+      const t = proxy.timeline;
+      const lastPatientAnswered = last(t, '< POST /Patient');
+      // (a) the next phase's listing is not waiting for the previous phase's creates
+      expect(first(t, '> GET /CareTeam')).toBeGreaterThan(-1);
+      expect(first(t, '> GET /CareTeam')).toBeLessThan(lastPatientAnswered);
+      // practitioners do not wait for the patients: no `$ref` between them
+      expect(first(t, '> POST /Practitioner')).toBeLessThan(lastPatientAnswered);
+      // (c) the `$ref` order holds: no care team before every patient and practitioner create was answered
+      const firstTeam = first(t, '> POST /CareTeam');
+      expect(firstTeam).toBeGreaterThan(lastPatientAnswered);
+      expect(firstTeam).toBeGreaterThan(last(t, '< POST /Practitioner'));
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a later run with new patients lists the care teams while the patients load (their `$ref` target has new keys)', async () => {
+    const clinic = makeClinic(N, M, 'care-etl-window-new-');
+    const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
+    const proxy = await startRecordingProxy(sb.url);
+    try {
+      const runVia = () => runPipeline({ mappingFile: clinic.mapping, env: {}, connection: { ...connectionOf(sb, 't-new'), baseUrl: proxy.url }, ...opts });
+      expect((await runVia()).exitCode).toBe(0);
+      // Unchanged: no key is new, nothing is listed.
+      proxy.timeline.length = 0;
+      expect((await runVia()).totals).toMatchObject({ created: 0, rejected: 0 });
+      expect(proxy.timeline.filter((l) => l.startsWith('> GET /CareTeam') || l.startsWith('> GET /Practitioner'))).toEqual([]);
+      // 20 new patients with their care teams: the care teams' listing does not wait for the patient phase.
+      clinic.writePatients(patientsCsv(N + 20));
+      clinic.writeAssignments(defaultAssignments(N + 20, M));
+      proxy.timeline.length = 0;
+      const report = await runVia();
+      expect(report.mappings.patient).toMatchObject({ created: 20, rejected: 0 });
+      expect(report.mappings.careteam).toMatchObject({ created: 20, rejected: 0 });
+      const t = proxy.timeline;
+      expect(first(t, '> GET /CareTeam')).toBeGreaterThan(-1);
+      expect(first(t, '> GET /CareTeam')).toBeLessThan(last(t, '< POST /Patient'));
+      expect(first(t, '> POST /CareTeam')).toBeGreaterThan(last(t, '< POST /Patient'));
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('starts the next run of the same target at the window the last one settled at, not another target', async () => {
+    const clinic = makeClinic(N, M, 'care-etl-window-remember-');
+    const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };
+    const one = await run(sb, 't-remember', clinic.mapping, opts);
+    expect(one.exitCode).toBe(0);
+    expect(one.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
+    expect(one.concurrency?.rememberedFrom).toBeUndefined();
+    const settled = one.concurrency!.settled;
+
+    // Same server and tenant, same state, new patients: discovery starts where the first run settled.
+    clinic.writePatients(patientsCsv(N + 20));
+    const windows: number[] = [];
+    const two = await run(sb, 't-remember', clinic.mapping, { ...opts, onEvent: (e) => void (e.type === 'progress' && windows.push(e.limit!)) });
+    expect(two.mappings.patient).toMatchObject({ created: 20, rejected: 0 });
+    expect(two.concurrency).toMatchObject({ mode: 'discovered', started: settled, rememberedFrom: one.runId });
+    expect(windows[0]).toBe(settled);
+
+    // Bounded by --max-concurrency; a pinned --concurrency is what it says.
+    const capped = await run(sb, 't-remember', clinic.mapping, { ...opts, maxConcurrency: 2 });
+    expect(capped.concurrency).toMatchObject({ started: Math.min(2, two.concurrency!.settled), ceiling: 2 });
+    const pinned = await run(sb, 't-remember', clinic.mapping, { ...opts, concurrency: 3 });
+    expect(pinned.concurrency).toMatchObject({ mode: 'pinned', started: 3 });
+    expect(pinned.concurrency?.rememberedFrom).toBeUndefined();
+
+    // Another tenant in the same state file is another target: it discovers from 4.
+    const other = await run(sb, 't-other', clinic.mapping, opts);
+    expect(other.exitCode).toBe(0);
+    expect(other.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
+    expect(other.concurrency?.rememberedFrom).toBeUndefined();
+  });
+});
