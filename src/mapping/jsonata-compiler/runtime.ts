@@ -137,6 +137,7 @@ export function string(arg: unknown, prettify = false): string | undefined {
 }
 
 export function isDeepEqual(lhs: unknown, rhs: unknown): boolean {
+  if (typeof lhs === 'function' || typeof rhs === 'function') bail(); // the interpreter compares its own function objects
   if (lhs === rhs) return true;
   if (typeof lhs === 'object' && typeof rhs === 'object' && lhs !== null && rhs !== null) {
     if (Array.isArray(lhs) && Array.isArray(rhs)) {
@@ -205,6 +206,7 @@ export function comparison(lhs: unknown, rhs: unknown, op: string): boolean | un
 
 export function includes(lhs: unknown, rhs: unknown): boolean {
   if (lhs === undefined || rhs === undefined) return false;
+  if (typeof lhs === 'function') bail();
   const r = Array.isArray(rhs) ? rhs : [rhs];
   for (let i = 0; i < r.length; i++) if (r[i] === lhs) return true;
   return false;
