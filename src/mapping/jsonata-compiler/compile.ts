@@ -26,7 +26,7 @@ import {
   seq1,
   type Seq,
 } from './runtime.js';
-import { builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
+import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
 import { regexValue } from './regex.js';
 import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
@@ -47,13 +47,17 @@ interface Scope {
   names: Map<string, number>;
   /** The frame this scope's slots live in (slot 0 is the enclosing frame). */
   frame: { size: number };
+  /** Names whose `:=` has run by this point of the block (a lambda's parameters: all of them). */
+  bound: Set<string>;
+  /** A lambda's scope: what is read inside runs later, when the block's later bindings may have run. */
+  lambda?: boolean;
 }
 
 export function compileExpression(ast: unknown, options: CompileOptions): CompileResult {
   try {
     const c = new Compiler(options);
     const frame = { size: 1 };
-    const top = c.compile(ast as AstNode, { names: new Map(), frame });
+    const top = c.compile(ast as AstNode, { names: new Map(), frame, bound: new Set() });
     c.limits.depth = lambdaDepthLimit(c.deepest);
     const functions = c.functionValues;
     const fn: CompiledExpression = (input, bindings) => {
@@ -93,19 +97,27 @@ class Compiler {
 
   constructor(private readonly options: CompileOptions) {}
 
-  private lookupLocal(scope: Scope | undefined, name: string): { hops: number; slot: number } | undefined {
-    let hops = 0;
+  /**
+   * A variable of an enclosing block or lambda, as JSONata's frame lookup finds it: a block's name before its
+   * `:=` has run is looked up further out — read from a lambda (which runs later), that is decided at run time.
+   */
+  private localVariable(scope: Scope | undefined, name: string, hops = 0, deferred = false): Fn | undefined {
     for (let s = scope; s; s = s.parent) {
       const slot = s.names.get(name);
-      if (slot !== undefined) return { hops, slot };
-      if (s.parent && s.parent.frame !== s.frame) hops++;
+      const up = s.parent && s.parent.frame !== s.frame ? 1 : 0;
+      if (slot !== undefined) {
+        if (s.bound.has(name)) return slotReader(hops, slot);
+        if (deferred) return boundOr(hops, slot, this.localVariable(s.parent, name, hops + up, true) ?? this.globalVariable(name, true));
+      }
+      if (s.lambda) deferred = true;
+      hops += up;
     }
     return undefined;
   }
 
-  private userBound(scope: Scope, name: string): boolean {
+  private userBound(name: string): boolean {
     const o = this.options;
-    return this.lookupLocal(scope, name) !== undefined || o.bindingNames.has(name) || Object.prototype.hasOwnProperty.call(o.assigned, name);
+    return o.bindingNames.has(name) || Object.prototype.hasOwnProperty.call(o.assigned, name);
   }
 
   /** `evaluate(node)`: the node's own value, then its predicates, its group, and the sequence tail. */
@@ -226,8 +238,13 @@ class Compiler {
   private compileVariable(name: string, scope: Scope): Fn {
     if (name === '') return (input) => (input && (input as Seq).outerWrapper ? (input as Seq)[0] : input);
     if (name === '$') return (_input, env) => env.root;
-    const local = this.lookupLocal(scope, name);
-    if (local !== undefined) return slotReader(local.hops, local.slot);
+    return this.localVariable(scope, name) ?? this.globalVariable(name, false);
+  }
+
+  /** `$name` outside every block and lambda: a binding, a lookup table, a built-in as a value, or nothing. */
+  private globalVariable(name: string, shadowable: boolean): Fn {
+    // a built-in a block may rebind later: the call site would have to choose at run time (not compiled)
+    if (shadowable && (this.options.functionNames.has(name) || this.options.functions.has(name))) unsupported(`$${name} rebound after its use`);
     if (this.options.bindingNames.has(name)) return (_input, env) => env.bindings?.[name];
     if (Object.prototype.hasOwnProperty.call(this.options.assigned, name)) {
       const v = this.options.assigned[name];
@@ -300,15 +317,20 @@ class Compiler {
   private compileBlock(node: AstNode, scope: Scope): Fn {
     // a lambda defined here captures this evaluation's bindings: the block then gets a frame per evaluation
     const ownFrame = definesLambda(node.expressions);
-    const inner: Scope = { parent: scope, names: new Map(), frame: ownFrame ? { size: 1 } : scope.frame };
+    const inner: Scope = { parent: scope, names: new Map(), frame: ownFrame ? { size: 1 } : scope.frame, bound: new Set() };
+    // every name the block binds has one slot (a second `:=` of a name rebinds it: a closure sees the last value)
+    for (const stmt of node.expressions as AstNode[]) {
+      const lhs = stmt.lhs as AstNode | undefined;
+      if (stmt.type === 'bind' && lhs?.type === 'variable' && !inner.names.has(String(lhs.value))) inner.names.set(String(lhs.value), inner.frame.size++);
+    }
     const stmts = (node.expressions as AstNode[]).map((stmt) => {
       if (stmt.type !== 'bind') return this.compile(stmt, inner);
       const lhs = stmt.lhs as AstNode;
       const name = String(lhs.value);
       if (lhs.type !== 'variable' || name === '' || name === '$' || this.options.bindingNames.has(name)) unsupported(`binding $${name}`);
       const rhs = this.compile(stmt.rhs as AstNode, inner);
-      const slot = inner.frame.size++;
-      inner.names.set(name, slot);
+      const slot = inner.names.get(name)!;
+      inner.bound.add(name);
       return this.wrapBind(stmt, (input, env) => (env.frame[slot] = rhs(input, env)), inner);
     });
     const run: Fn =
@@ -356,13 +378,15 @@ class Compiler {
     if (proc.type !== 'variable' || proc.predicate || proc.group || proc.keepArray) unsupported('call of a computed function');
     const name = String(proc.value);
     const args = (node.arguments as AstNode[]).map((a) => this.compile(a, scope));
-    const local = this.lookupLocal(scope, name);
-    if (local !== undefined) return this.dynamicCall(slotReader(local.hops, local.slot), args, applyTo, tail);
-    if (this.userBound(scope, name)) unsupported(`call of the variable $${name}`);
+    const local = this.localVariable(scope, name);
+    if (local !== undefined) return this.dynamicCall(local, args, applyTo, tail);
+    if (this.userBound(name)) unsupported(`call of the variable $${name}`);
     const impl = this.options.functions.get(name) ?? unsupported(`$${name}()`);
     const count = args.length + (applyTo ? 1 : 0);
     if (impl.maxArgs !== undefined && count > impl.maxArgs) unsupported(`$${name}() with ${args.length} arguments`);
     const takesFunctions = impl.takesFunctions === true;
+    // JSONata's `$sort` calls its comparator as a plain JS function: a lambda handed over unwrapped (tail call) fails
+    const noFunctions = tail && name === 'sort';
     const contextSignature = tail ? (impl.signature ?? impl.contextSignature) : undefined;
     return (input, env) => {
       const values: unknown[] = [];
@@ -370,7 +394,8 @@ class Compiler {
       for (const a of args) {
         const v = a(input, env);
         // the interpreter wraps function arguments in closures; only the functions taking one are ported for that
-        if (isFunction(v) && (!takesFunctions || (tail && isNativeValue(v)))) return bailOut();
+        // (and data that looks like a JSONata function object is wrapped too: not ported)
+        if (isFunction(v) && (!takesFunctions || noFunctions || typeof v !== 'function' || (tail && isNativeValue(v)))) return bailOut();
         values.push(v);
       }
       if (contextSignature?.readsContext(values)) return bailOut(); // the interpreter gives it its caller's context
@@ -387,7 +412,7 @@ class Compiler {
       if (applyTo) values.push(applyTo(input, env));
       for (const a of args) {
         const v = a(input, env);
-        if (tail && isNativeValue(v)) return bailOut();
+        if ((tail && isNativeValue(v)) || (typeof v === 'object' && isFunction(v))) return bailOut(); // see compileCall
         values.push(v);
       }
       return (f as FunctionValue)(values);
@@ -405,7 +430,7 @@ class Compiler {
       names.set(p, frame.size++);
     }
     if (thunkUnderTail(node.body as AstNode, false)) unsupported('a tail call under a predicate');
-    const body = this.compile(node.body as AstNode, { parent: scope, names, frame });
+    const body = this.compile(node.body as AstNode, { parent: scope, names, frame, bound: new Set(params), lambda: true });
     this.functionValues = true;
     const shape = { body, params: params.length, frame, limits: this.limits };
     return (input, env) => lambdaValue(shape, input, env);

@@ -65,6 +65,15 @@ export function slotReader(hops: number, slot: number): Fn {
   };
 }
 
+/** A block's slot read from a lambda: its value once the `:=` has run (a hole before), else `outer`. */
+export function boundOr(hops: number, slot: number, outer: Fn): Fn {
+  return (input, env) => {
+    let f = env.frame;
+    for (let h = 0; h < hops; h++) f = f[0] as Frame;
+    return slot in f ? f[slot] : outer(input, env);
+  };
+}
+
 /** Whether a value holds a function anywhere (the interpreter's result would hold its lambda objects). */
 export function holdsFunction(v: unknown): boolean {
   if (typeof v === 'function') return true;
