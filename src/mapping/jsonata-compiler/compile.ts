@@ -27,7 +27,7 @@ import {
   type Seq,
 } from './runtime.js';
 import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
-import { regexValue } from './regex.js';
+import { regexLiteral } from './regex.js';
 import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
@@ -188,8 +188,7 @@ class Compiler {
         return node.thunk === true ? this.compileTailCall(node, scope) : this.compileLambda(node, scope);
       case 'regex': {
         this.functionValues = true;
-        const re = node.value as RegExp;
-        return () => regexValue(re);
+        return regexLiteral(node.value as RegExp);
       }
       default:
         return unsupported(`\`${node.type}\` expressions`);

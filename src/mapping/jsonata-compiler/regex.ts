@@ -20,8 +20,17 @@ type Matcher = (str: string, fromIndex?: number) => RegexMatch | undefined;
 
 const MATCHER: unique symbol = Symbol('regex matcher');
 
-/** The value of a regex literal: a new engine each evaluation, as the interpreter's `evaluateRegex`. */
-export function regexValue(source: RegExp): FunctionValue {
+/**
+ * The value of a regex literal, made once per literal: the interpreter makes a new engine at each evaluation, but
+ * every use sets `lastIndex` first and runs to its end before another starts (no user code runs in between: a
+ * replacement function BAILs), so one engine and its RE2 matcher serve them all.
+ */
+export function regexLiteral(source: RegExp): () => FunctionValue {
+  let value: FunctionValue | undefined;
+  return () => (value ??= regexValue(source));
+}
+
+function regexValue(source: RegExp): FunctionValue {
   const re = new LinearRegExp(source);
   const closure: Matcher = (str, fromIndex) => {
     re.lastIndex = fromIndex || 0;

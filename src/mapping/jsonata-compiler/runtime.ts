@@ -94,6 +94,28 @@ export function append(arg1: unknown, arg2: unknown): unknown {
   return a1.concat(a2);
 }
 
+/** `append(…append(items[0], items[1])…, items[n-1])` in one pass: what that chain of concatenations returns. */
+export function appendAll(items: unknown[]): unknown {
+  let data = items[0];
+  let owned = false; // data is a fresh plain array of ours, safe to push onto
+  for (let i = 1; i < items.length; i++) {
+    const item = items[i];
+    if (item === undefined) continue;
+    if (data === undefined) {
+      data = item;
+      owned = false;
+      continue;
+    }
+    if (!owned) {
+      data = Array.isArray(data) ? Array.prototype.slice.call(data) : [data];
+      owned = true;
+    }
+    if (Array.isArray(item)) for (let j = 0; j < item.length; j++) (data as unknown[]).push(item[j]);
+    else (data as unknown[]).push(item);
+  }
+  return data;
+}
+
 /** `fn.boolean`: undefined stays undefined. */
 export function boolean(arg: unknown): boolean | undefined {
   if (arg === undefined) return undefined;
