@@ -4,9 +4,13 @@
 // Synthea 3.0.0 sample replicated COPIES times with fresh ids (27 patients, 166 providers, 604 encounters a copy).
 //   compiled     runPipeline({ dryRun: true }) as shipped
 //   interpreter  the same with CARE_JSONATA_COMPILE=0
-// The two run back to back in every round (order alternating), each in a fresh child process; `compiledVsInterpreter`
-// is compiled / interpreter per round ([min, max]) and of the medians; rows = source rows read (all three files).
-// Every round checks the two runs' NDJSON files byte-identical (`outputIdentical`) and that no row was rejected.
+//   eval-compiled / eval-interpreter   the mapping's expressions alone: key, groupBy and map of every resource over
+//                rows read beforehand (in memory, grouped as the pipeline groups them), to tell the expressions' share
+//                from the rest of the per-row pipeline (CSV reading, lookups, validation, NDJSON)
+// Each pair runs back to back in every round (order alternating), each run in a fresh child process;
+// `compiledVsInterpreter` / `evaluationCompiledVsInterpreter` are compiled / interpreter per round ([min, max]) and of
+// the medians; rows = source rows read (all three files). Every round checks the two dry runs' NDJSON files
+// byte-identical (`outputIdentical`) and that no row was rejected.
 // Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -20,7 +24,10 @@ const self = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SAMPLE = join(ROOT, 'mappings/synthea/sample');
 const FILES = ['patients.csv', 'providers.csv', 'encounters.csv'];
-const MODES = ['compiled', 'interpreter'];
+const PAIRS = [
+  ['compiled', 'interpreter'],
+  ['eval-compiled', 'eval-interpreter'],
+];
 
 /** Synthea's ids are UUIDs: copy k gets the same ones with their first 8 hex digits replaced (consistent across files). */
 function replicate(dir, copies) {
@@ -45,22 +52,25 @@ function main() {
   const dir = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-synthea-'));
   try {
     const rows = replicate(dir, COPIES);
-    const wall = { compiled: [], interpreter: [] };
-    const cpu = { compiled: [], interpreter: [] };
+    const wall = Object.fromEntries(PAIRS.flat().map((m) => [m, []]));
+    const cpu = Object.fromEntries(PAIRS.flat().map((m) => [m, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const mode of round % 2 === 0 ? MODES : [...MODES].reverse()) {
+      for (const mode of PAIRS.flatMap((p) => (round % 2 === 0 ? p : [...p].reverse()))) {
         const r = spawnChild(mode, dir);
         if (r.read !== rows) throw new Error(`${mode}: read ${r.read} rows of ${rows}`);
         wall[mode].push(r.rowsPerSec);
         cpu[mode].push(r.rowsPerCpuSec);
       }
-      const [a, b] = MODES.map((m) => digestOf(join(dir, `out-${m}`)));
+      const [a, b] = PAIRS[0].map((m) => digestOf(join(dir, `out-${m}`)));
       if (a !== b) throw new Error(`round ${round + 1}: the compiled and interpreted dry runs wrote different NDJSON`);
     }
     const ratio = (x, y) => Math.round((x / y) * 100) / 100;
-    const perRound = (o) => {
-      const r = o.compiled.map((v, i) => ratio(v, o.interpreter[i]));
-      return [Math.min(...r), Math.max(...r)];
+    const compare = (x, y) => {
+      const range = (o) => {
+        const r = o[x].map((v, i) => ratio(v, o[y][i]));
+        return [Math.min(...r), Math.max(...r)];
+      };
+      return { wall: range(wall), cpu: range(cpu), medianWall: ratio(median(wall[x]), median(wall[y])), medianCpu: ratio(median(cpu[x]), median(cpu[y])) };
     };
     const med = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(median(v))]));
     console.log(
@@ -72,12 +82,8 @@ function main() {
         rowsPerSec: wall,
         rowsPerCpuSec: cpu,
         medianRowsPerSec: med(wall),
-        compiledVsInterpreter: {
-          wall: perRound(wall),
-          cpu: perRound(cpu),
-          medianWall: ratio(median(wall.compiled), median(wall.interpreter)),
-          medianCpu: ratio(median(cpu.compiled), median(cpu.interpreter)),
-        },
+        compiledVsInterpreter: compare('compiled', 'interpreter'),
+        evaluationCompiledVsInterpreter: compare('eval-compiled', 'eval-interpreter'),
         outputIdentical: true,
         loadAvg1m: [loadBefore[0], loadAvg()[0]],
         node: process.version,
@@ -103,7 +109,8 @@ function spawnChild(mode, dir) {
 }
 
 async function child(mode, dir) {
-  if (mode === 'interpreter') process.env.CARE_JSONATA_COMPILE = '0';
+  if (mode.endsWith('interpreter')) process.env.CARE_JSONATA_COMPILE = '0';
+  if (mode.startsWith('eval-')) return evaluation(mode, dir);
   const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
   const t0 = performance.now();
   const c0 = process.cpuUsage();
@@ -120,7 +127,54 @@ async function child(mode, dir) {
   const cpuSeconds = (c.user + c.system) / 1e6;
   const t = report.totals;
   if (t.rejected) throw new Error(`${mode}: ${t.rejected} rows rejected (${report.rejectsFile})`);
-  return { mode, read: t.read, written: t.written, seconds, rowsPerSec: Math.round(t.read / seconds), cpuSeconds, rowsPerCpuSec: Math.round(t.read / cpuSeconds) };
+  return {
+    mode,
+    read: t.read,
+    written: t.written,
+    seconds,
+    rowsPerSec: Math.round(t.read / seconds),
+    cpuSeconds,
+    rowsPerCpuSec: Math.round(t.read / cpuSeconds),
+  };
+}
+
+/** Key, groupBy and map of every resource over the rows of its source, read (and grouped) beforehand. */
+async function evaluation(mode, dir) {
+  const { loadMapping } = await import('../dist/mapping/load-mapping.js');
+  const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
+  const { openSource } = await import('../dist/sources/open-source.js');
+  const mapping = await loadMapping(join(ROOT, 'mappings/synthea/mapping.yaml'), { env: { SYNTHEA_CSV_DIR: dir } });
+  const compiled = compileMapping(mapping);
+  const ctx = { now: new Date(), resolveRef: (name, key) => `${name}/${key}` };
+  const inputs = [];
+  for (const name of compiled.order) {
+    const res = compiled.resources.get(name);
+    const rows = [];
+    for await (const item of openSource(mapping.sources[res.def.from])) if (item.ok) rows.push(item.data);
+    inputs.push({ res, rows });
+  }
+  let read = 0;
+  const t0 = performance.now();
+  const c0 = process.cpuUsage();
+  for (const { res, rows } of inputs) {
+    read += rows.length;
+    if (!res.evalGroupKey) {
+      for (const row of rows) if ((await res.evalKey(row)) && (await res.evalMap(row, ctx)) === undefined) throw new Error('no resource');
+      continue;
+    }
+    const groups = new Map();
+    for (const row of rows) {
+      const key = await res.evalGroupKey(row);
+      const group = groups.get(key);
+      if (group) group.push(row);
+      else groups.set(key, [row]);
+    }
+    for (const group of groups.values()) if ((await res.evalMap(group, ctx)) === undefined) throw new Error('no resource');
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const cpuSeconds = (c.user + c.system) / 1e6;
+  return { mode, read, seconds, rowsPerSec: Math.round(read / seconds), cpuSeconds, rowsPerCpuSec: Math.round(read / cpuSeconds) };
 }
 
 if (process.argv[2] === '--child') {

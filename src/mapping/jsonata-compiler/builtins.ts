@@ -116,6 +116,9 @@ const TAKES_FUNCTIONS = new Set(['contains', 'split', 'match', 'replace', 'map',
 /** name (without `$`) → built-in; a fresh map so callers may add or remove names. */
 export function builtins(): Map<string, Builtin> {
   return new Map(
-    Object.entries(table).map(([name, [sig, fn]]) => [name, { signature: parseSignature(sig), fn: fn as Builtin['fn'], takesFunctions: TAKES_FUNCTIONS.has(name) }]),
+    Object.entries(table).map(([name, [sig, fn]]) => [
+      name,
+      { signature: parseSignature(sig), fn: fn as Builtin['fn'], takesFunctions: TAKES_FUNCTIONS.has(name) },
+    ]),
   );
 }

@@ -9,7 +9,7 @@ import { bail } from './runtime.js';
 import type { CallableFunction, Env, Fn, Frame, FunctionValue } from './types.js';
 
 /** Lambda calls one evaluation may make before it is left to the interpreter (which has the time limit). */
-export const MAX_CALLS = 10_000;
+const MAX_CALLS = 10_000;
 
 /** Marks the built-ins given as values: the interpreter hands them unwrapped to a tail call, which then fails. */
 export const NATIVE: unique symbol = Symbol('built-in as a value');
