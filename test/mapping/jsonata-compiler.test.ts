@@ -166,6 +166,7 @@ describe('leaves to the interpreter what it does not port: the closure bails, th
     '($f := function() { $uppercase() }; a.c.d.$f())', // a tail call JSONata makes on its caller's context
     '$string', // a function in the result: the interpreter's own object
     '$match',
+    '$reduce(["2024-01-02", "[Y0001]-[M01]-[D01]"], $toMillis)', // $toMillis with a picture reads the evaluation's clock
     '$replace(a.c.d, /x/, function($m) { "y" })', // a function computing the replacement
     '($f := function($n) { $n = 0 ? 0 : 1 + $f($n - 1) }; $f(200))', // nested deeper than the stack guard allows for
     '$count($map(big, function($v) { $v }))', // more lambda calls than one evaluation may make

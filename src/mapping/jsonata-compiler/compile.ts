@@ -1,11 +1,12 @@
 /**
  * JSONata AST (jsonata 2.2's `expr.ast()`) → a synchronous JS closure, for the subset of the language mappings use:
  * literals, paths and field names, predicates, `.{}` / `[]` constructors, `? :`, `and` / `or`, comparison,
- * arithmetic, `&`, `in`, blocks with `:=`, `~>` into a call, and calls to the functions in `options.functions`.
- * Everything else — lambdas, regular expressions, ranges, wildcards, order-by, transforms, parent / focus / index
- * operators, a `:=` that is not a statement of a block — makes `compileExpression` return `{ ok: false }`: the
- * expression stays on the interpreter. Without lambdas there is no loop or recursion beyond the data's own size,
- * so the interpreter's time and depth guards are not needed here.
+ * arithmetic, `&`, `in`, blocks with `:=`, `~>` into a call, calls to the functions in `options.functions` (built-ins
+ * also as values), lambdas (closures, recursion: lambda.ts) and regex literals (regex.ts). Everything else — lambdas
+ * with a signature, partial application, ranges, wildcards, order-by, transforms, parent / focus / index operators,
+ * a `:=` that is not a statement of a block — makes `compileExpression` return `{ ok: false, reason }`: the
+ * expression stays on the interpreter. Lambda calls are bounded per evaluation (lambda.ts): past the bounds the row
+ * goes to the interpreter, whose time and depth guards then decide.
  */
 import type { AstNode } from '../jsonata-ast.js';
 import { groupFn, indexFilter, literalGroupFn, namePathFn, pathFn, predicateFilter, type Filter, type Step } from './path.js';

@@ -44,7 +44,10 @@ export function lambdaValue(shape: LambdaShape, input: unknown, env: Env): Funct
 
 /** A built-in named as a value: JSONata's closure around it validates the arguments with no context (`null`). */
 export function builtinValue(impl: CallableFunction, arity: number, env: Env): FunctionValue {
-  const fn = ((args: unknown[]) => impl.call(impl.signature ? impl.signature.validate(args, null) : args, null, env)) as FunctionValue;
+  const fn = ((args: unknown[]) => {
+    if (impl.maxArgs !== undefined && args.length > impl.maxArgs) bail(); // as for a call (`$toMillis` with a picture)
+    return impl.call(impl.signature ? impl.signature.validate(args, null) : args, null, env);
+  }) as FunctionValue;
   fn.arity = arity;
   (fn as unknown as Record<symbol, boolean>)[NATIVE] = true;
   return fn;
