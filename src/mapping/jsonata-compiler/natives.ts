@@ -46,29 +46,28 @@ const DIRECT = [
   'decodeUrl',
 ] as const;
 
-let environment: NativeEnvironment | undefined;
+let environment: NativeEnvironment | null | undefined;
 
-function nativeEnvironment(): NativeEnvironment {
-  if (environment) return environment;
+/** JSONata's environment, or null if a future JSONata no longer calls the hook synchronously (then no natives here). */
+function nativeEnvironment(): NativeEnvironment | null {
+  if (environment !== undefined) return environment;
   const probe = jsonata('0');
   probe.assign(Symbol.for('jsonata.__evaluate_entry') as unknown as string, (_expr: unknown, _input: unknown, env: NativeEnvironment) => {
     environment ??= env;
   });
   probe.evaluate({}).catch(() => undefined);
-  if (!environment) throw new Error('jsonata-compiler: JSONata did not call its evaluate-entry hook synchronously');
+  environment ??= null;
   return environment;
 }
 
-function native(name: string): Native {
-  const n = nativeEnvironment().lookup(name) as Native | undefined;
-  if (!n || typeof n.implementation !== 'function') throw new Error(`jsonata-compiler: JSONata has no built-in $${name}`);
-  return n;
+function native(name: string): Native | undefined {
+  const n = nativeEnvironment()?.lookup(name) as Native | undefined;
+  return n && typeof n.implementation === 'function' ? n : undefined;
 }
 
 /** The number of arguments JSONata hands a built-in given to `$map` & co. (its implementation's `length`). */
 export function nativeArity(name: string): number | undefined {
-  const n = nativeEnvironment().lookup(name) as Native | undefined;
-  return n && typeof n.implementation === 'function' ? n.implementation.length : undefined;
+  return native(name)?.implementation.length;
 }
 
 function ourSignature(definition: string): Signature {
@@ -84,6 +83,7 @@ export function nativeCallables(): Map<string, CallableFunction> {
   const out = new Map<string, CallableFunction>();
   const add = (name: string, maxArgs?: number) => {
     const n = native(name);
+    if (!n) return; // stays on the interpreter
     const focus = { environment: nativeEnvironment(), input: undefined as unknown, options: {}, createSequence: seq };
     out.set(name, {
       arity: n.implementation.length,
