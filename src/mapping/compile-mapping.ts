@@ -70,6 +70,8 @@ export interface ExpressionInfo {
   owner: string;
   role: ExpressionRole;
   compiled: boolean;
+  /** Why the compiler left it to the interpreter (the form it does not compile); absent when compiled or compiler off. */
+  fallback?: string;
 }
 
 export interface CompiledMapping {
@@ -178,8 +180,9 @@ function compileChecked(cx: MappingCx, meta: ExprMeta): { ev?: ExpressionEvaluat
 
   registerFunctions(expr, { tableNames: cx.tableNames });
   for (const [name, table] of Object.entries(cx.m.lookups)) expr.assign(name, table);
-  const compiled = cx.compiler?.(expr);
-  cx.expressions.push({ owner, role, compiled: compiled !== undefined });
+  const result = cx.compiler?.(expr);
+  const compiled = result?.ok ? result.fn : undefined;
+  cx.expressions.push({ owner, role, compiled: compiled !== undefined, ...(result && !result.ok ? { fallback: result.reason } : {}) });
   return { ev: new ExpressionEvaluator(expr, compiled, meta, cx.settings), refs };
 }
 

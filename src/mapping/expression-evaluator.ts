@@ -12,7 +12,15 @@ import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole }
 import { CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, registerFunctions } from './functions.js';
 import { errorOffset } from './jsonata-ast.js';
 import { columnsOfCall } from './error-columns.js';
-import { bail, builtinCallables, compileExpression, parseSignature, type CallableFunction, type CompiledExpression } from './jsonata-compiler/index.js';
+import {
+  bail,
+  builtinCallables,
+  compileExpression,
+  parseSignature,
+  type CallableFunction,
+  type CompiledExpression,
+  type CompileResult,
+} from './jsonata-compiler/index.js';
 import { toPointer } from './yaml-positions.js';
 import type { YamlPath } from './types.js';
 
@@ -139,8 +147,8 @@ const COMPILABLE_LIBRARY: Record<string, number | undefined> = {
 
 type Registered = { impl: (this: unknown, ...args: unknown[]) => unknown; signature?: string };
 
-/** Compiles mapping expressions; `undefined` for an expression outside the subset (it stays on the interpreter). */
-export type MappingExpressionCompiler = (expr: jsonata.Expression) => CompiledExpression | undefined;
+/** Compiles mapping expressions; for an expression outside the subset (it stays on the interpreter), why. */
+export type MappingExpressionCompiler = (expr: jsonata.Expression) => CompileResult;
 
 export function mappingExpressionCompiler(opts: { tableNames: WeakMap<object, string>; lookups: Record<string, unknown> }): MappingExpressionCompiler {
   // The implementations registerFunctions hands JSONata, captured by name, so that both paths run the same code.
@@ -160,10 +168,7 @@ export function mappingExpressionCompiler(opts: { tableNames: WeakMap<object, st
     // always: a block binding of this name would change what $ref / $now see, so it is not compiled
     bindingNames: new Set([CTX_BINDING]),
   };
-  return (expr) => {
-    const r = compileExpression(expr.ast(), options);
-    return r.ok ? r.fn : undefined;
-  };
+  return (expr) => compileExpression(expr.ast(), options);
 }
 
 function libraryCallable(r: Registered, maxArgs: number | undefined): CallableFunction {

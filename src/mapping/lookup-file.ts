@@ -191,6 +191,11 @@ class RecordProblems {
   }
 }
 
+function compiledFn(expr: jsonata.Expression): CompiledExpression | undefined {
+  const r = compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined;
+  return r?.ok ? r.fn : undefined;
+}
+
 function isRecordsNotFound(err: unknown): boolean {
   return err instanceof CareEtlError && err.issues.some((i) => i.code === 'json-records') && / not found in the document$/.test(err.message);
 }
@@ -232,7 +237,7 @@ function reader(
       kind: 'expr',
       src,
       expr,
-      compiled: compilerEnabled() ? mappingExpressionCompiler({ tableNames: new WeakMap(), lookups: {} })(expr) : undefined,
+      compiled: compiledFn(expr),
       unseen,
     };
   } catch (err) {

@@ -59,6 +59,9 @@ function casesOf(group: string): { name: string; c: Case; expr: string }[] {
 const functionNames = new Set<string>(JSONATA_BUILTINS);
 const functions = builtinCallables();
 
+/** The suite's U1001 (the JS stack overflowing in a runaway recursion) is what the depth and time guards report instead. */
+const GUARD_CODES = new Set(['D1011', 'D1012']);
+
 type Outcome = { ok: true; value: unknown } | { ok: false; code?: string };
 
 interface Tally {
@@ -110,7 +113,8 @@ describe('JSONata compiler on the JSONata test suite', () => {
         const where = `${group}/${name} \`${src.replace(/\s+/g, ' ').slice(0, 120)}\``;
         if (!interp.ok) {
           if (mine.ok) problems.push(`${where}: the interpreter fails (${interp.code}), the compiled code returned ${showValue(mine.value)}`);
-          else if (c.code !== undefined && interp.code !== c.code) problems.push(`${where}: expected error ${c.code}, the interpreter gave ${interp.code}`);
+          else if (c.code !== undefined && interp.code !== c.code && !(c.code === 'U1001' && GUARD_CODES.has(interp.code ?? '')))
+            problems.push(`${where}: expected error ${c.code}, the interpreter gave ${interp.code}`);
           else tally.agreed++;
           continue;
         }

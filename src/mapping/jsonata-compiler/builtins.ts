@@ -1,14 +1,17 @@
 /**
  * The JSONata built-in functions the compiler calls directly: synchronous ports of jsonata 2.2's own (same
- * signatures, same results). Only the string forms of `$contains`, `$split` and `$replace` (a regular expression
- * or a function argument → BAIL, the interpreter handles it). `$error` always BAILs: the interpreter raises it.
+ * signatures, same results); the higher-order ones in higher-order.ts, those taking a regex in regex.ts, the rest of
+ * the pure synchronous ones run as JSONata's own (natives.ts). `$error` always BAILs: the interpreter raises it.
  */
 import { append, bail, boolean, isFunction, lookup, seq, string, type Seq } from './runtime.js';
+import * as hof from './higher-order.js';
+import { contains, match, replace, split } from './regex.js';
 import { parseSignature, type Signature } from './signature.js';
 
 export interface Builtin {
   signature: Signature;
   fn: (...args: unknown[]) => unknown;
+  takesFunctions: boolean;
 }
 
 const chars = (s: string): string[] => Array.from(s);
@@ -32,35 +35,6 @@ function trim(str: unknown): string | undefined {
   if (result.charAt(0) === ' ') result = result.substring(1);
   if (result.charAt(result.length - 1) === ' ') result = result.substring(0, result.length - 1);
   return result;
-}
-
-function split(str: unknown, separator: unknown, limit?: unknown): unknown {
-  if (str === undefined) return undefined;
-  if ((limit as number) < 0) bail(); // D3020
-  if (typeof separator !== 'string') bail(); // a regular expression / matcher function
-  if (limit === undefined || (limit as number) > 0) return (str as string).split(separator, limit as number | undefined);
-  return [];
-}
-
-function replace(str: unknown, pattern: unknown, replacement: unknown, limit?: unknown): unknown {
-  if (str === undefined) return undefined;
-  if (pattern === '') bail(); // D3010
-  if ((limit as number) < 0) bail(); // D3011
-  if (typeof pattern !== 'string' || typeof replacement !== 'string') bail();
-  const s = str as string;
-  if (limit !== undefined && !((limit as number) > 0)) return s;
-  let result = '';
-  let position = 0;
-  let count = 0;
-  let index = s.indexOf(pattern, position);
-  while (index !== -1 && (limit === undefined || count < (limit as number))) {
-    result += s.substring(position, index);
-    result += replacement;
-    position = index + pattern.length;
-    count++;
-    index = s.indexOf(pattern, position);
-  }
-  return result + s.substring(position);
 }
 
 function number(arg: unknown): number | undefined {
@@ -106,12 +80,9 @@ const table: Record<string, [string, (...args: never[]) => unknown]> = {
   uppercase: ['<s-:s>', undef((s: string) => s.toUpperCase())],
   length: ['<s-:n>', undef((s: string) => chars(s).length)],
   trim: ['<s-:s>', trim],
-  contains: [
-    '<s-(sf):b>',
-    (str: unknown, token: unknown) =>
-      str === undefined || token === undefined ? undefined : typeof token === 'string' ? (str as string).indexOf(token) !== -1 : bail(),
-  ],
+  contains: ['<s-(sf):b>', contains],
   split: ['<s-(sf)n?:a<s>>', split],
+  match: ['<s-f<s:o>n?:a<o>>', match],
   join: ['<a<s>s?:s>', (strs: string[] | undefined, sep?: string) => (strs === undefined ? undefined : strs.join(sep === undefined ? '' : sep))],
   replace: ['<s-(sf)(sf)n?:s>', replace],
   number: ['<(nsb)-:n>', number],
@@ -130,9 +101,24 @@ const table: Record<string, [string, (...args: never[]) => unknown]> = {
   append: ['<xx:a>', append],
   keys: ['<x-:a<s>>', keys],
   error: ['<s?:x>', () => bail()],
+  map: ['<af>', hof.map],
+  filter: ['<af>', hof.filter],
+  single: ['<af?>', hof.single],
+  reduce: ['<afj?:j>', hof.reduce],
+  each: ['<o-f:a>', hof.each],
+  sift: ['<o-f?:o>', hof.sift],
+  sort: ['<af?:a>', hof.sort],
 };
+
+/** The built-ins whose arguments may be functions: the higher-order ones, and those taking a regex. */
+const TAKES_FUNCTIONS = new Set(['contains', 'split', 'match', 'replace', 'map', 'filter', 'single', 'reduce', 'each', 'sift', 'sort']);
 
 /** name (without `$`) → built-in; a fresh map so callers may add or remove names. */
 export function builtins(): Map<string, Builtin> {
-  return new Map(Object.entries(table).map(([name, [sig, fn]]) => [name, { signature: parseSignature(sig), fn: fn as Builtin['fn'] }]));
+  return new Map(
+    Object.entries(table).map(([name, [sig, fn]]) => [
+      name,
+      { signature: parseSignature(sig), fn: fn as Builtin['fn'], takesFunctions: TAKES_FUNCTIONS.has(name) },
+    ]),
+  );
 }

@@ -1,11 +1,12 @@
 /**
  * JSONata AST (jsonata 2.2's `expr.ast()`) → a synchronous JS closure, for the subset of the language mappings use:
  * literals, paths and field names, predicates, `.{}` / `[]` constructors, `? :`, `and` / `or`, comparison,
- * arithmetic, `&`, `in`, blocks with `:=`, `~>` into a call, and calls to the functions in `options.functions`.
- * Everything else — lambdas, regular expressions, ranges, wildcards, order-by, transforms, parent / focus / index
- * operators, a `:=` that is not a statement of a block — makes `compileExpression` return `{ ok: false }`: the
- * expression stays on the interpreter. Without lambdas there is no loop or recursion beyond the data's own size,
- * so the interpreter's time and depth guards are not needed here.
+ * arithmetic, `&`, `in`, blocks with `:=`, `~>` into a call, calls to the functions in `options.functions` (built-ins
+ * also as values), lambdas (closures, recursion: lambda.ts) and regex literals (regex.ts). Everything else — lambdas
+ * with a signature, partial application, ranges, wildcards, order-by, transforms, parent / focus / index operators,
+ * a `:=` that is not a statement of a block — makes `compileExpression` return `{ ok: false, reason }`: the
+ * expression stays on the interpreter. Lambda calls are bounded per evaluation (lambda.ts): past the bounds the row
+ * goes to the interpreter, whose time and depth guards then decide.
  */
 import type { AstNode } from '../jsonata-ast.js';
 import { groupFn, indexFilter, literalGroupFn, namePathFn, pathFn, predicateFilter, type Filter, type Step } from './path.js';
@@ -26,7 +27,9 @@ import {
   seq1,
   type Seq,
 } from './runtime.js';
-import type { CompileOptions, CompiledExpression, Env, Fn } from './types.js';
+import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
+import { regexLiteral } from './regex.js';
+import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
 
@@ -41,22 +44,33 @@ function unsupported(what: string): never {
 
 interface Scope {
   parent?: Scope;
+  /** Variable name → slot in `frame`. */
   names: Map<string, number>;
+  /** The frame this scope's slots live in (slot 0 is the enclosing frame). */
+  frame: { size: number };
+  /** Names whose `:=` has run by this point of the block (a lambda's parameters: all of them). */
+  bound: Set<string>;
+  /** A lambda's scope: what is read inside runs later, when the block's later bindings may have run. */
+  lambda?: boolean;
 }
 
 export function compileExpression(ast: unknown, options: CompileOptions): CompileResult {
   try {
     const c = new Compiler(options);
-    const top = c.compile(ast as AstNode, { names: new Map() });
-    const n = c.slots;
+    const frame = { size: 1 };
+    const top = c.compile(ast as AstNode, { names: new Map(), frame, bound: new Set() });
+    c.limits.depth = lambdaDepthLimit(c.deepest);
+    const functions = c.functionValues;
     const fn: CompiledExpression = (input, bindings) => {
-      const env: Env = { slots: n ? new Array(n) : EMPTY, root: input, bindings };
+      const env: Env = { frame: frame.size > 1 ? new Array(frame.size) : EMPTY, root: input, bindings, calls: 0, depth: 0 };
       let wrapped = input;
       if (Array.isArray(input) && !isSequence(input)) {
         wrapped = seq1(input);
         (wrapped as Seq).outerWrapper = true;
       }
-      return top(wrapped, env);
+      const result = top(wrapped, env);
+      // the interpreter's result would hold its own lambda objects: let it produce that
+      return functions && holdsFunction(result) ? bailOut() : result;
     };
     return { ok: true, fn };
   } catch (err) {
@@ -65,29 +79,52 @@ export function compileExpression(ast: unknown, options: CompileOptions): Compil
   }
 }
 
-/** One compilation: `:=` slots are numbered across the whole expression. */
+/**
+ * Nested lambda calls allowed when the AST is `astDepth` deep: each call adds at most that many levels to the
+ * interpreter's evaluation depth, which must stay under its 500-level guard for both to agree.
+ */
+function lambdaDepthLimit(astDepth: number): number {
+  return Math.max(1, Math.floor(400 / (astDepth + 1)) - 1);
+}
+
+/** One compilation: `:=` and parameter slots are numbered per frame, resolved to (frames up, slot) here. */
 class Compiler {
-  slots = 0;
   private depth = 0;
+  /** Deepest AST level compiled. */
+  deepest = 0;
+  /** Whether a function can be a value here (a lambda, a built-in named as a value, a regex). */
+  functionValues = false;
+  readonly limits = { depth: 1 };
 
   constructor(private readonly options: CompileOptions) {}
 
-  private lookupLocal(scope: Scope | undefined, name: string): number | undefined {
+  /**
+   * A variable of an enclosing block or lambda, as JSONata's frame lookup finds it: a block's name before its
+   * `:=` has run is looked up further out — read from a lambda (which runs later), that is decided at run time.
+   */
+  private localVariable(scope: Scope | undefined, name: string, hops = 0, deferred = false): Fn | undefined {
     for (let s = scope; s; s = s.parent) {
-      const i = s.names.get(name);
-      if (i !== undefined) return i;
+      const slot = s.names.get(name);
+      const up = s.parent && s.parent.frame !== s.frame ? 1 : 0;
+      if (slot !== undefined) {
+        if (s.bound.has(name)) return slotReader(hops, slot);
+        if (deferred) return boundOr(hops, slot, this.localVariable(s.parent, name, hops + up, true) ?? this.globalVariable(name, true));
+      }
+      if (s.lambda) deferred = true;
+      hops += up;
     }
     return undefined;
   }
 
-  private userBound(scope: Scope, name: string): boolean {
+  private userBound(name: string): boolean {
     const o = this.options;
-    return this.lookupLocal(scope, name) !== undefined || o.bindingNames.has(name) || Object.prototype.hasOwnProperty.call(o.assigned, name);
+    return o.bindingNames.has(name) || Object.prototype.hasOwnProperty.call(o.assigned, name);
   }
 
   /** `evaluate(node)`: the node's own value, then its predicates, its group, and the sequence tail. */
   compile(node: AstNode, scope: Scope): Fn {
     if (++this.depth > MAX_DEPTH) unsupported('expression nested too deep');
+    this.deepest = Math.max(this.deepest, this.depth);
     try {
       if (node.tuple || node.focus !== undefined || node.index !== undefined || node.ancestor !== undefined || node.seekingParent !== undefined) {
         unsupported('tuple stream (@, #, %)');
@@ -148,6 +185,12 @@ class Compiler {
       }
       case 'bind':
         return unsupported(':= outside a block statement');
+      case 'lambda':
+        return node.thunk === true ? this.compileTailCall(node, scope) : this.compileLambda(node, scope);
+      case 'regex': {
+        this.functionValues = true;
+        return regexLiteral(node.value as RegExp);
+      }
       default:
         return unsupported(`\`${node.type}\` expressions`);
     }
@@ -195,14 +238,25 @@ class Compiler {
   private compileVariable(name: string, scope: Scope): Fn {
     if (name === '') return (input) => (input && (input as Seq).outerWrapper ? (input as Seq)[0] : input);
     if (name === '$') return (_input, env) => env.root;
-    const slot = this.lookupLocal(scope, name);
-    if (slot !== undefined) return (_input, env) => env.slots[slot];
+    return this.localVariable(scope, name) ?? this.globalVariable(name, false);
+  }
+
+  /** `$name` outside every block and lambda: a binding, a lookup table, a built-in as a value, or nothing. */
+  private globalVariable(name: string, shadowable: boolean): Fn {
+    // a built-in a block may rebind later: the call site would have to choose at run time (not compiled)
+    if (shadowable && (this.options.functionNames.has(name) || this.options.functions.has(name))) unsupported(`$${name} rebound after its use`);
     if (this.options.bindingNames.has(name)) return (_input, env) => env.bindings?.[name];
     if (Object.prototype.hasOwnProperty.call(this.options.assigned, name)) {
       const v = this.options.assigned[name];
       return () => v;
     }
-    if (this.options.functionNames.has(name) || this.options.functions.has(name)) unsupported(`$${name} used as a value`);
+    const impl = this.options.functions.get(name);
+    if (impl?.arity !== undefined) {
+      this.functionValues = true;
+      const arity = impl.arity;
+      return (_input, env) => builtinValue(impl, arity, env);
+    }
+    if (this.options.functionNames.has(name) || impl) unsupported(`$${name} used as a value`);
     return () => undefined;
   }
 
@@ -261,21 +315,41 @@ class Compiler {
   }
 
   private compileBlock(node: AstNode, scope: Scope): Fn {
-    const inner: Scope = { parent: scope, names: new Map() };
+    // a lambda defined here captures this evaluation's bindings: the block then gets a frame per evaluation
+    const ownFrame = definesLambda(node.expressions);
+    const inner: Scope = { parent: scope, names: new Map(), frame: ownFrame ? { size: 1 } : scope.frame, bound: new Set() };
+    // every name the block binds has one slot (a second `:=` of a name rebinds it: a closure sees the last value)
+    for (const stmt of node.expressions as AstNode[]) {
+      const lhs = stmt.lhs as AstNode | undefined;
+      if (stmt.type === 'bind' && lhs?.type === 'variable' && !inner.names.has(String(lhs.value))) inner.names.set(String(lhs.value), inner.frame.size++);
+    }
     const stmts = (node.expressions as AstNode[]).map((stmt) => {
       if (stmt.type !== 'bind') return this.compile(stmt, inner);
       const lhs = stmt.lhs as AstNode;
       const name = String(lhs.value);
       if (lhs.type !== 'variable' || name === '' || name === '$' || this.options.bindingNames.has(name)) unsupported(`binding $${name}`);
       const rhs = this.compile(stmt.rhs as AstNode, inner);
-      const slot = this.slots++;
-      inner.names.set(name, slot);
-      return this.wrapBind(stmt, (input, env) => (env.slots[slot] = rhs(input, env)), inner);
+      const slot = inner.names.get(name)!;
+      inner.bound.add(name);
+      return this.wrapBind(stmt, (input, env) => (env.frame[slot] = rhs(input, env)), inner);
     });
-    if (stmts.length === 1) return stmts[0]!;
+    const run: Fn =
+      stmts.length === 1
+        ? stmts[0]!
+        : (input, env) => {
+            let result: unknown;
+            for (const s of stmts) result = s(input, env);
+            return result;
+          };
+    if (!ownFrame) return run;
+    const frame = inner.frame;
     return (input, env) => {
-      let result: unknown;
-      for (const s of stmts) result = s(input, env);
+      const saved = env.frame;
+      const f: Frame = new Array(frame.size);
+      f[0] = saved;
+      env.frame = f;
+      const result = run(input, env);
+      env.frame = saved;
       return result;
     };
   }
@@ -294,25 +368,90 @@ class Compiler {
     };
   }
 
-  private compileCall(node: AstNode, scope: Scope, applyTo?: Fn): Fn {
+  /**
+   * A call. `tail`: a call in tail position of a lambda body, which JSONata runs as a trampolined thunk: arguments
+   * not wrapped (a built-in given as one fails there → BAIL), the context of the lambda's caller (so a built-in
+   * that could read its context stays on the interpreter), and no sequence tail of its own.
+   */
+  private compileCall(node: AstNode, scope: Scope, applyTo?: Fn, tail = false): Fn {
     const proc = node.procedure as AstNode;
     if (proc.type !== 'variable' || proc.predicate || proc.group || proc.keepArray) unsupported('call of a computed function');
     const name = String(proc.value);
-    if (this.userBound(scope, name)) unsupported(`call of the variable $${name}`);
-    const impl = this.options.functions.get(name) ?? unsupported(`$${name}()`);
     const args = (node.arguments as AstNode[]).map((a) => this.compile(a, scope));
-    if (impl.maxArgs !== undefined && args.length + (applyTo ? 1 : 0) > impl.maxArgs) unsupported(`$${name}() with ${args.length} arguments`);
+    const local = this.localVariable(scope, name);
+    if (local !== undefined) return this.dynamicCall(local, args, applyTo, tail);
+    if (this.userBound(name)) unsupported(`call of the variable $${name}`);
+    const impl = this.options.functions.get(name) ?? unsupported(`$${name}()`);
+    const count = args.length + (applyTo ? 1 : 0);
+    if (impl.maxArgs !== undefined && count > impl.maxArgs) unsupported(`$${name}() with ${args.length} arguments`);
+    const takesFunctions = impl.takesFunctions === true;
+    // JSONata's `$sort` calls its comparator as a plain JS function: a lambda handed over unwrapped (tail call) fails
+    const noFunctions = tail && name === 'sort';
+    const contextSignature = tail ? (impl.signature ?? impl.contextSignature) : undefined;
     return (input, env) => {
       const values: unknown[] = [];
       if (applyTo) values.push(applyTo(input, env));
       for (const a of args) {
         const v = a(input, env);
-        if (isFunction(v)) return bailOut(); // the interpreter wraps function arguments in closures
+        // the interpreter wraps function arguments in closures; only the functions taking one are ported for that
+        // (and data that looks like a JSONata function object is wrapped too: not ported)
+        if (isFunction(v) && (!takesFunctions || noFunctions || typeof v !== 'function' || (tail && isNativeValue(v)))) return bailOut();
         values.push(v);
       }
+      if (contextSignature?.readsContext(values)) return bailOut(); // the interpreter gives it its caller's context
       return impl.call(impl.signature ? impl.signature.validate(values, input) : values, input, env);
     };
   }
+
+  /** A call of a variable: a lambda, or a function handed in as an argument (anything else: T1006 → BAIL). */
+  private dynamicCall(get: Fn, args: Fn[], applyTo: Fn | undefined, tail: boolean): Fn {
+    return (input, env) => {
+      const f = get(input, env);
+      if (typeof f !== 'function') return bailOut();
+      const values: unknown[] = [];
+      if (applyTo) values.push(applyTo(input, env));
+      for (const a of args) {
+        const v = a(input, env);
+        if ((tail && isNativeValue(v)) || (typeof v === 'object' && isFunction(v))) return bailOut(); // see compileCall
+        values.push(v);
+      }
+      return (f as FunctionValue)(values);
+    };
+  }
+
+  /** `function($a, $b) { … }`: a closure over the current frame and input (lambda.ts). */
+  private compileLambda(node: AstNode, scope: Scope): Fn {
+    if (node.signature !== undefined) unsupported('a function with a signature');
+    const frame = { size: 1 };
+    const names = new Map<string, number>();
+    const params = (node.arguments as AstNode[]).map((p) => String(p.value));
+    for (const p of params) {
+      if (this.options.bindingNames.has(p)) unsupported(`parameter $${p}`);
+      names.set(p, frame.size++);
+    }
+    if (thunkUnderTail(node.body as AstNode, false)) unsupported('a tail call under a predicate');
+    const body = this.compile(node.body as AstNode, { parent: scope, names, frame, bound: new Set(params), lambda: true });
+    this.functionValues = true;
+    const shape = { body, params: params.length, frame, limits: this.limits };
+    return (input, env) => lambdaValue(shape, input, env);
+  }
+
+  /** The thunk JSONata's parser puts around a call at the end of a function body: that call, made at once. */
+  private compileTailCall(node: AstNode, scope: Scope): Fn {
+    const call = node.body as AstNode;
+    if (call.group || call.keepArray || call.predicate) unsupported('a tail call with a predicate');
+    return this.compileCall(call, scope, undefined, true);
+  }
+}
+
+/** Whether a tail-call thunk sits under a predicate, group or `[]` of a condition or block (applied to the thunk). */
+function thunkUnderTail(node: AstNode | undefined, decorated: boolean): boolean {
+  if (!node) return false;
+  if (node.type === 'lambda' && node.thunk === true) return decorated;
+  const d = decorated || node.predicate !== undefined || node.group !== undefined || node.keepArray === true || node.stages !== undefined;
+  if (node.type === 'condition') return thunkUnderTail(node.then as AstNode, d) || thunkUnderTail(node.else as AstNode | undefined, d);
+  if (node.type === 'block') return thunkUnderTail((node.expressions as AstNode[]).at(-1), d);
+  return false;
 }
 
 const EMPTY: unknown[] = [];
@@ -321,7 +460,7 @@ const EMPTY: unknown[] = [];
  * Nodes whose value is never a sequence (a literal, an operator's result, a constructor, a condition or a block,
  * whose branches and statements are compiled nodes already through the sequence tail): no tail needed.
  */
-const NEVER_A_SEQUENCE = new Set(['string', 'number', 'value', 'binary', 'unary', 'condition', 'block']);
+const NEVER_A_SEQUENCE = new Set(['string', 'number', 'value', 'binary', 'unary', 'condition', 'block', 'lambda', 'regex']);
 /** Compiled cores that end with the sequence tail themselves. */
 const NORMALIZED = new WeakSet<Fn>();
 function normalized(fn: Fn): Fn {

@@ -3,7 +3,7 @@
  * `evaluateGroupExpression` of jsonata 2.2, synchronous, over compiled steps. Tuple streams (`@$x`, `#$i`, `%`)
  * and order-by are not compiled (the caller refuses them before reaching here).
  */
-import { append, bail, boolean, isArrayOfNumbers, isFunction, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
+import { append, appendAll, bail, boolean, isArrayOfNumbers, isFunction, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
 import type { Env, Fn } from './types.js';
 
 /** A compiled predicate `[…]`: the filtered sequence (or, for a numeric literal index that hits an array, that array). */
@@ -111,7 +111,7 @@ export type GroupFn = (input: unknown, env: Env) => Record<string, unknown>;
  */
 export function literalGroupFn(keys: string[], values: Fn[], generic: GroupFn): GroupFn {
   return (input, env) => {
-    if (Array.isArray(input)) return generic(input, env);
+    if (Array.isArray(input)) return input.length === 0 ? generic(input, env) : allItemsGroup(keys, values, input, env);
     const result: Record<string, unknown> = {};
     for (let i = 0; i < keys.length; i++) {
       const value = values[i]!(input, env);
@@ -119,6 +119,19 @@ export function literalGroupFn(keys: string[], values: Fn[], generic: GroupFn): 
     }
     return result;
   };
+}
+
+/**
+ * The same constructor over an array: every literal key collects every item, so `evaluateGroupExpression`'s
+ * item-by-item `append` (quadratic in the items) comes to the items appended once — per key, as it builds them.
+ */
+function allItemsGroup(keys: string[], values: Fn[], items: unknown[], env: Env): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  for (let i = 0; i < keys.length; i++) {
+    const value = values[i]!(appendAll(items), env);
+    if (value !== undefined) result[keys[i]!] = value;
+  }
+  return result;
 }
 
 /** A path of one field name (`MRN`, `name`) on an object: the field's own value unless it is a sequence. */

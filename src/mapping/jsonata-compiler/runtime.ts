@@ -94,6 +94,28 @@ export function append(arg1: unknown, arg2: unknown): unknown {
   return a1.concat(a2);
 }
 
+/** `append(…append(items[0], items[1])…, items[n-1])` in one pass: what that chain of concatenations returns. */
+export function appendAll(items: unknown[]): unknown {
+  let data = items[0];
+  let owned = false; // data is a fresh plain array of ours, safe to push onto
+  for (let i = 1; i < items.length; i++) {
+    const item = items[i];
+    if (item === undefined) continue;
+    if (data === undefined) {
+      data = item;
+      owned = false;
+      continue;
+    }
+    if (!owned) {
+      data = Array.isArray(data) ? Array.prototype.slice.call(data) : [data];
+      owned = true;
+    }
+    if (Array.isArray(item)) for (let j = 0; j < item.length; j++) (data as unknown[]).push(item[j]);
+    else (data as unknown[]).push(item);
+  }
+  return data;
+}
+
 /** `fn.boolean`: undefined stays undefined. */
 export function boolean(arg: unknown): boolean | undefined {
   if (arg === undefined) return undefined;
@@ -137,6 +159,7 @@ export function string(arg: unknown, prettify = false): string | undefined {
 }
 
 export function isDeepEqual(lhs: unknown, rhs: unknown): boolean {
+  if (typeof lhs === 'function' || typeof rhs === 'function') bail(); // the interpreter compares its own function objects
   if (lhs === rhs) return true;
   if (typeof lhs === 'object' && typeof rhs === 'object' && lhs !== null && rhs !== null) {
     if (Array.isArray(lhs) && Array.isArray(rhs)) {
@@ -205,6 +228,7 @@ export function comparison(lhs: unknown, rhs: unknown, op: string): boolean | un
 
 export function includes(lhs: unknown, rhs: unknown): boolean {
   if (lhs === undefined || rhs === undefined) return false;
+  if (typeof lhs === 'function') bail();
   const r = Array.isArray(rhs) ? rhs : [rhs];
   for (let i = 0; i < r.length; i++) if (r[i] === lhs) return true;
   return false;

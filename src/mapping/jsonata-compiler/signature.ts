@@ -16,6 +16,8 @@ interface Param {
 
 export interface Signature {
   definition: string;
+  /** Whether these arguments leave a context parameter (`-`) to the context (the input of the call). */
+  readsContext(args: unknown[]): boolean;
   validate(args: unknown[], context: unknown): unknown[];
 }
 
@@ -119,8 +121,16 @@ function parseParams(signature: string): Param[] {
 export function parseSignature(signature: string): Signature {
   const params = parseParams(signature);
   const regex = new RegExp(`^${params.map((p) => `(${p.regex})`).join('')}$`);
+  const hasContext = params.some((p) => p.context);
   return {
     definition: signature,
+    readsContext(args) {
+      if (!hasContext) return false;
+      let supplied = '';
+      for (const a of args) supplied += symbolOf(a);
+      const valid = regex.exec(supplied);
+      return valid !== null && params.some((p, i) => p.context === true && valid[i + 1] === '');
+    },
     validate(args, context) {
       let supplied = '';
       for (const a of args) supplied += symbolOf(a);

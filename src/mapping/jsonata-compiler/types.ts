@@ -1,11 +1,26 @@
 import type { Signature } from './signature.js';
 
-/** Per-evaluation state: `:=` slots (one per binding site, resolved at compile time), `$$`, evaluate()'s bindings. */
+/**
+ * Variables of one scope that needs its own storage per evaluation (the expression, a lambda call, a block that
+ * defines a lambda): `:=` and parameter slots resolved at compile time; index 0 is the enclosing frame.
+ */
+export type Frame = unknown[];
+
+/** Per-evaluation state: the current frame, `$$`, evaluate()'s bindings, and the lambda call guards. */
 export interface Env {
-  slots: unknown[];
+  frame: Frame;
   root: unknown;
   bindings: Readonly<Record<string, unknown>> | undefined;
+  /** Lambda calls so far in this evaluation, and how many are active (nested). */
+  calls: number;
+  depth: number;
 }
+
+/**
+ * A function as a value in compiled code (a lambda, a built-in named as a value, a regex literal): called with its
+ * arguments evaluated; `arity` is what JSONata's `$map` & co. read to decide how many arguments to pass.
+ */
+export type FunctionValue = ((args: unknown[]) => unknown) & { arity: number };
 
 /** A compiled node: what the interpreter's `evaluate(node, input, environment)` returns. */
 export type Fn = (input: unknown, env: Env) => unknown;
@@ -16,6 +31,12 @@ export interface CallableFunction {
   signature?: Signature;
   /** Number of arguments a call may pass for it to be compiled (others stay on the interpreter). */
   maxArgs?: number;
+  /** JSONata's arity of the built-in (its implementation's `length`): when known, the name may be used as a value. */
+  arity?: number;
+  /** For a built-in that checks its arguments itself (JSONata's own): its signature, read for `readsContext` only. */
+  contextSignature?: Signature;
+  /** Arguments may be functions (`$map` & co., a regex for `$match` & co.); else a function argument BAILs. */
+  takesFunctions?: boolean;
   call(args: unknown[], input: unknown, env: Env): unknown;
 }
 

@@ -1,0 +1,190 @@
+// Dry run of the shipped Synthea CSV mapping (mappings/synthea: function definitions, a regex, $map / $filter / $each,
+// $fromMillis / $toMillis, a grouped care team) with its expressions compiled to JS (issue 28 item 4) vs JSONata's
+// interpreter alone (CARE_JSONATA_COMPILE=0: "today" before the compiler took lambdas and regexes), on the bundled
+// Synthea 3.0.0 sample replicated COPIES times with fresh ids (27 patients, 166 providers, 604 encounters a copy).
+//   compiled     runPipeline({ dryRun: true }) as shipped
+//   interpreter  the same with CARE_JSONATA_COMPILE=0
+//   eval-compiled / eval-interpreter   the mapping's expressions alone: key, groupBy and map of every resource over
+//                rows read beforehand (in memory, grouped as the pipeline groups them), to tell the expressions' share
+//                from the rest of the per-row pipeline (CSV reading, lookups, validation, NDJSON)
+// Each pair runs back to back in every round (order alternating), each run in a fresh child process;
+// `compiledVsInterpreter` / `evaluationCompiledVsInterpreter` are compiled / interpreter per round ([min, max]) and of
+// the medians; rows = source rows read (all three files). Every round checks the two dry runs' NDJSON files
+// byte-identical (`outputIdentical`) and that no row was rejected.
+// Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds)
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadAvg, median } from './_patients-fixture.mjs';
+
+const self = fileURLToPath(import.meta.url);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SAMPLE = join(ROOT, 'mappings/synthea/sample');
+const FILES = ['patients.csv', 'providers.csv', 'encounters.csv'];
+const PAIRS = [
+  ['compiled', 'interpreter'],
+  ['eval-compiled', 'eval-interpreter'],
+];
+
+/** Synthea's ids are UUIDs: copy k gets the same ones with their first 8 hex digits replaced (consistent across files). */
+function replicate(dir, copies) {
+  let rows = 0;
+  for (const file of FILES) {
+    const [header, ...lines] = readFileSync(join(SAMPLE, file), 'utf8').trimEnd().split('\n');
+    const out = [header];
+    for (let k = 0; k < copies; k++) {
+      const prefix = k.toString(16).padStart(8, '0');
+      for (const line of lines) out.push(line.replace(/\b[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b/g, `${prefix}$1`));
+    }
+    rows += out.length - 1;
+    writeFileSync(join(dir, file), `${out.join('\n')}\n`);
+  }
+  return rows;
+}
+
+function main() {
+  const COPIES = Number(process.argv[2] ?? process.env.COPIES ?? 60);
+  const ROUNDS = Number(process.argv[3] ?? process.env.ROUNDS ?? 3);
+  const loadBefore = loadAvg();
+  const dir = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-synthea-'));
+  try {
+    const rows = replicate(dir, COPIES);
+    const wall = Object.fromEntries(PAIRS.flat().map((m) => [m, []]));
+    const cpu = Object.fromEntries(PAIRS.flat().map((m) => [m, []]));
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const mode of PAIRS.flatMap((p) => (round % 2 === 0 ? p : [...p].reverse()))) {
+        const r = spawnChild(mode, dir);
+        if (r.read !== rows) throw new Error(`${mode}: read ${r.read} rows of ${rows}`);
+        wall[mode].push(r.rowsPerSec);
+        cpu[mode].push(r.rowsPerCpuSec);
+      }
+      const [a, b] = PAIRS[0].map((m) => digestOf(join(dir, `out-${m}`)));
+      if (a !== b) throw new Error(`round ${round + 1}: the compiled and interpreted dry runs wrote different NDJSON`);
+    }
+    const ratio = (x, y) => Math.round((x / y) * 100) / 100;
+    const compare = (x, y) => {
+      const range = (o) => {
+        const r = o[x].map((v, i) => ratio(v, o[y][i]));
+        return [Math.min(...r), Math.max(...r)];
+      };
+      return { wall: range(wall), cpu: range(cpu), medianWall: ratio(median(wall[x]), median(wall[y])), medianCpu: ratio(median(cpu[x]), median(cpu[y])) };
+    };
+    const med = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(median(v))]));
+    console.log(
+      JSON.stringify({
+        bench: 'dry-run-synthea',
+        copies: COPIES,
+        rows,
+        rounds: ROUNDS,
+        rowsPerSec: wall,
+        rowsPerCpuSec: cpu,
+        medianRowsPerSec: med(wall),
+        compiledVsInterpreter: compare('compiled', 'interpreter'),
+        evaluationCompiledVsInterpreter: compare('eval-compiled', 'eval-interpreter'),
+        outputIdentical: true,
+        loadAvg1m: [loadBefore[0], loadAvg()[0]],
+        node: process.version,
+        cpus: os.cpus().length,
+      }),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One digest over every NDJSON file the dry run wrote (name and bytes). */
+function digestOf(outDir) {
+  const h = createHash('sha256');
+  for (const f of readdirSync(outDir).sort()) h.update(`${f}\n`).update(readFileSync(join(outDir, f)));
+  return h.digest('hex');
+}
+
+function spawnChild(mode, dir) {
+  const r = spawnSync(process.execPath, [self, '--child', mode, dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  if (r.status !== 0) throw new Error(`${mode} child failed (${r.status})`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+async function child(mode, dir) {
+  if (mode.endsWith('interpreter')) process.env.CARE_JSONATA_COMPILE = '0';
+  if (mode.startsWith('eval-')) return evaluation(mode, dir);
+  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+  const t0 = performance.now();
+  const c0 = process.cpuUsage();
+  const report = await runPipeline({
+    mappingFile: join(ROOT, 'mappings/synthea/mapping.yaml'),
+    dryRun: true,
+    outDir: join(dir, `out-${mode}`),
+    rejectsFile: join(dir, `rejects-${mode}.ndjson`),
+    statePath: join(dir, `state-${mode}.db`),
+    env: { SYNTHEA_CSV_DIR: dir },
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const cpuSeconds = (c.user + c.system) / 1e6;
+  const t = report.totals;
+  if (t.rejected) throw new Error(`${mode}: ${t.rejected} rows rejected (${report.rejectsFile})`);
+  return {
+    mode,
+    read: t.read,
+    written: t.written,
+    seconds,
+    rowsPerSec: Math.round(t.read / seconds),
+    cpuSeconds,
+    rowsPerCpuSec: Math.round(t.read / cpuSeconds),
+  };
+}
+
+/** Key, groupBy and map of every resource over the rows of its source, read (and grouped) beforehand. */
+async function evaluation(mode, dir) {
+  const { loadMapping } = await import('../dist/mapping/load-mapping.js');
+  const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
+  const { openSource } = await import('../dist/sources/open-source.js');
+  const mapping = await loadMapping(join(ROOT, 'mappings/synthea/mapping.yaml'), { env: { SYNTHEA_CSV_DIR: dir } });
+  const compiled = compileMapping(mapping);
+  const ctx = { now: new Date(), resolveRef: (name, key) => `${name}/${key}` };
+  const inputs = [];
+  for (const name of compiled.order) {
+    const res = compiled.resources.get(name);
+    const rows = [];
+    for await (const item of openSource(mapping.sources[res.def.from])) if (item.ok) rows.push(item.data);
+    inputs.push({ res, rows });
+  }
+  let read = 0;
+  const t0 = performance.now();
+  const c0 = process.cpuUsage();
+  for (const { res, rows } of inputs) {
+    read += rows.length;
+    if (!res.evalGroupKey) {
+      for (const row of rows) if ((await res.evalKey(row)) && (await res.evalMap(row, ctx)) === undefined) throw new Error('no resource');
+      continue;
+    }
+    const groups = new Map();
+    for (const row of rows) {
+      const key = await res.evalGroupKey(row);
+      const group = groups.get(key);
+      if (group) group.push(row);
+      else groups.set(key, [row]);
+    }
+    for (const group of groups.values()) if ((await res.evalMap(group, ctx)) === undefined) throw new Error('no resource');
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const cpuSeconds = (c.user + c.system) / 1e6;
+  return { mode, read, seconds, rowsPerSec: Math.round(read / seconds), cpuSeconds, rowsPerCpuSec: Math.round(read / cpuSeconds) };
+}
+
+if (process.argv[2] === '--child') {
+  child(process.argv[3], process.argv[4]).then(
+    (r) => console.log(JSON.stringify(r)),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+} else {
+  main();
+}
