@@ -32,7 +32,7 @@ function buildParser(format: string): PlainDateParser | null {
   let source = '';
   const groupOf: Partial<Record<'y' | 'M' | 'd', number>> = {};
   let group = 0;
-  for (let i = 0; i < format.length; ) {
+  for (let i = 0; i < format.length;) {
     const ch = format[i]!;
     let j = i + 1;
     if (TOKEN_CHARS.has(ch)) {
