@@ -142,8 +142,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         else {
           dryClaims!.claim(identity.matchValue, item.key);
           loaded!.set(item.key, 0);
-          const behind = run.dryOut.write(item.type, JSON.stringify(item.resource));
-          if (behind) await behind;
+          await run.dryOut.write(item.type, JSON.stringify(item.resource)); // waits only when the disk is behind
           counts.written++;
           phase.progress();
         }
