@@ -15,8 +15,11 @@
 // self-time functions to stderr). Figures: wall-clock rows/s and rows per CPU-second (all threads of the child:
 // the CPU figure moves much less than the wall one when other jobs share the machine).
 // `stages` (one child per round): CPU µs/row of each stage alone, in memory — source read (openSource), key+map
-// compiled (keyMap) and on the interpreter (keyMapInterpreter), ajv validation, JSON.stringify — to tell what the
-// pipeline adds on top of its parts.
+// compiled (keyMap) and on the interpreter (keyMapInterpreter), the handwritten mapPatient (handwrittenMap), ajv
+// validation, JSON.stringify — to tell what the pipeline adds on top of its parts.
+// `pipelineVsHandwrittenWithoutMap` (issue 28 item 5): the same CPU ratio with each side's own mapping taken out
+// (pipeline µs/row − keyMap, handwritten µs/row − handwrittenMap, per round): the per-row overhead of the pipeline
+// (reading, checks, validation, key index, output) against csv-parse + JSON.stringify, whatever the expressions cost.
 // Expression time limit (issue 11): GUARD_COMPARE=1 adds `pipeline-noguard` / `interpreter-noguard`
 // (CARE_EXPRESSION_TIMEOUT_MS=0: time limit off, stack limit kept), back to back with `pipeline-nocompile` /
 // `interpreter` (the guard only matters on the interpreter); `guardOnVsOff` is on/off throughput per round.
@@ -106,7 +109,13 @@ async function main() {
         medianRowsPerCpuSec: med(cpu),
         compiledVsPrevious: compare('pipeline', 'pipeline-nocompile'),
         evaluationCompiledVsInterpreter: compare('compiled', 'interpreter'),
-        pipelineVsHandwritten: { wall: ratios(wall, 'pipeline', 'handwritten'), cpu: ratios(cpu, 'pipeline', 'handwritten') },
+        pipelineVsHandwritten: {
+          wall: ratios(wall, 'pipeline', 'handwritten'),
+          cpu: ratios(cpu, 'pipeline', 'handwritten'),
+          medianWall: ratio(median(wall.pipeline), median(wall.handwritten)),
+          medianCpu: ratio(median(cpu.pipeline), median(cpu.handwritten)),
+        },
+        pipelineVsHandwrittenWithoutMap: withoutMap(cpu, stages),
         ...(compareGuard
           ? {
               guardOnVsOff: Object.fromEntries(
@@ -127,6 +136,15 @@ async function main() {
   } finally {
     fx.cleanup();
   }
+}
+
+/** Per round: (handwritten − its map) / (pipeline − keyMap), in CPU µs per row; [min, max] and of the medians. */
+function withoutMap(cpu, stages) {
+  const us = (rowsPerCpuSec) => 1e6 / rowsPerCpuSec;
+  const r = stages.map((st, i) => (us(cpu.handwritten[i]) - st.handwrittenMap) / (us(cpu.pipeline[i]) - st.keyMap));
+  const round2 = (x) => Math.round(x * 100) / 100;
+  const medUs = (mode, stage) => us(median(cpu[mode])) - median(stages.map((st) => st[stage]));
+  return { cpu: [round2(Math.min(...r)), round2(Math.max(...r))], medianCpu: round2(medUs('handwritten', 'handwrittenMap') / medUs('pipeline', 'keyMap')) };
 }
 
 function spawnChild(mode, dir, extraArgs = []) {
@@ -249,6 +267,10 @@ async function child(modeArg, dir) {
         await res.evalKey(row);
         resources.push(await res.evalMap(row, ctx));
       }
+      return rows.length;
+    });
+    await stage('handwrittenMap', async () => {
+      for (const row of rows) if (!mapPatient(row)) throw new Error('no resource');
       return rows.length;
     });
     await stage('validate', async () => {

@@ -121,11 +121,11 @@ export async function createRunProgress(opts: ProgressOptions): Promise<RunProgr
   const now = opts.now ?? Date.now;
   /** Per mapping (one source per phase): how far its reading is, and when it should end. */
   const etas = new Map<string, ByteEta>();
-  const where = (mapping: string, b: ByteProgress | undefined): string | undefined => {
-    if (!b) return undefined;
+  /** The ETA after this event (every event: its rate spans the whole reading); text only for a line printed. */
+  const etaAfter = (mapping: string, b: ByteProgress): number | undefined => {
     let eta = etas.get(mapping);
     if (!eta) etas.set(mapping, (eta = new ByteEta(now)));
-    return describeBytes(b, eta.update(b));
+    return eta.update(b);
   };
 
   if (opts.tty) return liveDisplay(opts, { etas, now });
@@ -139,11 +139,11 @@ export async function createRunProgress(opts: ProgressOptions): Promise<RunProgr
         etas.delete(e.mapping);
         opts.write(`[${e.mapping}] ${e.resourceType}: started`);
       } else if (e.type === 'progress') {
-        // The estimator sees every event (cheap arithmetic), so its rate spans the whole reading.
-        const at = where(e.mapping, e.bytes);
+        const etaMs = e.bytes && etaAfter(e.mapping, e.bytes);
         const t = now();
         if (t - (last.get(e.mapping) ?? -Infinity) >= interval) {
           last.set(e.mapping, t);
+          const at = e.bytes && describeBytes(e.bytes, etaMs);
           opts.write(`[${e.mapping}] ${at ? `${at} · ` : ''}${summary(e.counts)}`);
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
@@ -173,15 +173,18 @@ function liveDisplay(opts: ProgressOptions, ctx: { etas: Map<string, ByteEta>; n
   const rejects: string[] = [];
   let hidden = 0;
   const max = opts.maxRejectLines ?? 20;
-  const draw = () => {
+  // Lines are formatted when a frame is drawn (at most `fps` a second), not on each of a run's many progress events.
+  const render = (): string[] => {
     const nameWidth = Math.max(...[...bars.keys()].map((m) => m.length));
-    area.update([...bars.values()].map((b) => barLine(b, terminalWidth(stream), paint, formatDuration, nameWidth)));
+    const width = terminalWidth(stream);
+    return [...bars.values()].map((b) => barLine(b.bytes ? { ...b, where: describeBytes(b.bytes) } : b, width, paint, formatDuration, nameWidth));
   };
+  const draw = () => area.update(render);
   const update = (mapping: string, counts: MappingCounts, bytes: ByteProgress | undefined, done: boolean) => {
     let eta = ctx.etas.get(mapping);
     if (!eta) ctx.etas.set(mapping, (eta = new ByteEta(ctx.now)));
     const etaMs = bytes ? eta.update(bytes) : undefined;
-    bars.set(mapping, { mapping, counts, bytes, where: bytes && describeBytes(bytes), etaMs, done });
+    bars.set(mapping, { mapping, counts, bytes, etaMs, done });
     draw();
   };
   return {

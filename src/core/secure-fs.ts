@@ -48,6 +48,8 @@ export function createPrivateWriteStream(path: string, opts: { append?: boolean;
 /** Ends the stream; rejects with its first write failure (`write-failed`, naming the file), if it had one. */
 export async function endPrivateStream(stream: PrivateWriteStream): Promise<void> {
   if (!stream.closed && !stream.destroyed) await new Promise<void>((done) => stream.end(() => done()));
+  // a write that failed just before the end: its 'error' (which sets `failure`) comes with the close
+  if (stream.errored && !stream.closed) await new Promise<void>((done) => stream.once('close', () => done()));
   if (stream.failure) throw stream.failure;
 }
 

@@ -7,6 +7,7 @@ import type { KnownIssueCode } from '../core/issues.js';
 import type jsonata from 'jsonata';
 import { DateTime, IANAZone } from 'luxon';
 import { MappingFunctionError } from './errors.js';
+import { plainDateParser } from './plain-date.js';
 import { isIndexedLookup } from './types.js';
 
 export interface EvalContext {
@@ -253,7 +254,14 @@ function parseDate(fn: 'date' | 'dateTime', value: unknown, format: unknown, zon
 
 /** `$date(value, format)` → `yyyy-MM-dd`. */
 export function fnDate(value: unknown, format: unknown): string | string[] | undefined {
-  return each(value, (v) => parseDate('date', v, format, 'UTC')?.toFormat('yyyy-MM-dd'));
+  return each(value, (v) => plainDate(v, format) ?? parseDate('date', v, format, 'UTC')?.toFormat('yyyy-MM-dd'));
+}
+
+/** A valid date in a plain format without luxon (plain-date.ts); undefined: luxon decides (and words any error). */
+function plainDate(v: unknown, format: unknown): string | undefined {
+  if (typeof v !== 'string' || typeof format !== 'string') return undefined;
+  const s = v.trim();
+  return s === '' ? undefined : plainDateParser(format)?.(s);
 }
 
 /** `$dateTime(value, format, zone = "UTC")` → ISO 8601 with offset (`Z` for UTC). */

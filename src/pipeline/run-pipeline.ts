@@ -1,8 +1,6 @@
 import { join, resolve } from 'node:path';
-import type { WriteStream } from 'node:fs';
 import { CareClient } from '../api/client.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
-import { createPrivateWriteStream, endPrivateStream } from '../core/secure-fs.js';
 import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
 import type { EvalContext } from '../mapping/functions.js';
@@ -33,6 +31,7 @@ import { checkedRejectThreshold } from './reject-threshold.js';
 import { listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
 import { rememberedWindow } from './remembered-window.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
+import { DryRunFiles } from './dry-run-files.js';
 
 /**
  * `care-etl run`: every resource mapping in dependency order, source → transform → validate → load.
@@ -105,11 +104,11 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
   let failure: unknown;
   const rejects = new RejectsWriter(rejectsFile, { baseDir: mapping.dir });
   report.rejectsSummaryFile = rejects.summaryPath;
-  const dryOut = new Map<string, WriteStream>();
+  const dryOut = new DryRunFiles(outDir ?? '');
   try {
     if (dryRun) {
       report.outDir = outDir;
-      openDryRunFiles(compiled, outDir!, dryOut);
+      openDryRunFiles(compiled, dryOut);
     } else {
       target = await openTarget(mapping, opts);
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
@@ -135,7 +134,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       matchDigest,
     });
     outcome = report.stoppedEarly ? 'aborted' : 'completed';
-    for (const s of dryOut.values()) await endPrivateStream(s); // a dry-run file the disk could not hold fails the run
+    await dryOut.end(); // a dry-run file the disk could not hold fails the run
     await rejects.commit();
   } catch (err) {
     if (cancelled(opts.signal, report)) return await endCancelled(report, rejects, dryRun || runId !== undefined);
@@ -146,7 +145,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     }
     throw err;
   } finally {
-    await Promise.all([...dryOut.values()].map((s) => new Promise<void>((r) => s.end(() => r()))));
+    await dryOut.close();
     closeRunReport(report, mode, started, selection, scope);
     if (scope && runId !== undefined) {
       try {
@@ -201,11 +200,8 @@ async function openRunState(mode: RunMode, report: RunReport, target: Target, op
 }
 
 /** Each type's file exists (emptied) from the start: a type whose rows are all rejected leaves no stale output. */
-function openDryRunFiles(compiled: CompiledMapping, outDir: string, dryOut: Map<string, WriteStream>): void {
-  for (const name of compiled.order) {
-    const type = compiled.resources.get(name)!.def.type;
-    if (!dryOut.has(type)) dryOut.set(type, createPrivateWriteStream(join(outDir, `${type}.ndjson`)));
-  }
+function openDryRunFiles(compiled: CompiledMapping, dryOut: DryRunFiles): void {
+  for (const name of compiled.order) dryOut.open(compiled.resources.get(name)!.def.type);
 }
 
 /** The report of a run about to start: every mapping at zero, the mode's own sections present. */

@@ -18,11 +18,12 @@ const FILES: Record<ResourceType | 'Bundle', string> = {
 export type Validator = (body: unknown) => Issue[];
 
 const patternNames = new Map<string, string>();
-let compiled: Record<ResourceType | 'Bundle', Validator> | undefined;
+let schemas: Ajv | undefined;
+const compiled = new Map<ResourceType | 'Bundle', Validator>();
 
-/** One Ajv instance and one compile per schema, on first use (compiling costs ~tens of ms). */
-function load(): Record<ResourceType | 'Bundle', Validator> {
-  if (compiled) return compiled;
+/** One Ajv instance holding every schema, made on first use; nothing compiled yet. */
+function ajvWithSchemas(): Ajv {
+  if (schemas) return schemas;
   // allowUnionTypes: participant role codings are ["string","null"] (strict mode forbids unions otherwise).
   const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
   // ajv-formats' CJS default export is not callable as typed under NodeNext (ajv-validator/ajv-formats#123).
@@ -37,14 +38,19 @@ function load(): Record<ResourceType | 'Bundle', Validator> {
   }
   ajv.addSchema(common);
   for (const file of Object.values(FILES)) ajv.addSchema(read(file));
-  const out = {} as Record<ResourceType | 'Bundle', Validator>;
-  for (const [type, file] of Object.entries(FILES) as [ResourceType | 'Bundle', string][]) {
-    const fn = ajv.getSchema(`https://care-etl.dev/schemas/${file}`);
-    if (!fn) throw new Error(`care-etl: schema ${file} did not compile`);
-    out[type] = wrap(fn);
-  }
-  compiled = out;
-  return out;
+  return (schemas = ajv);
+}
+
+/** One compile per schema, on the first use of its type (compiling costs ~tens of ms: a dry run of patients needs one). */
+function load(type: ResourceType | 'Bundle'): Validator {
+  let v = compiled.get(type);
+  if (v) return v;
+  const file = Object.hasOwn(FILES, type) ? FILES[type] : undefined;
+  if (!file) throw new Error(`care-etl: unknown resource type ${String(type)}`);
+  const fn = ajvWithSchemas().getSchema(`https://care-etl.dev/schemas/${file}`);
+  if (!fn) throw new Error(`care-etl: schema ${file} did not compile`);
+  compiled.set(type, (v = wrap(fn)));
+  return v;
 }
 
 function wrap(fn: ValidateFunction): Validator {
@@ -109,11 +115,9 @@ export function toIssues(errors: ErrorObject[]): Issue[] {
 }
 
 export function getResourceValidator(type: ResourceType): Validator {
-  const v = load()[type];
-  if (!v) throw new Error(`care-etl: unknown resource type ${String(type)}`);
-  return v;
+  return load(type);
 }
 
 export function getBundleValidator(): Validator {
-  return load().Bundle;
+  return load('Bundle');
 }

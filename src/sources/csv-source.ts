@@ -31,8 +31,8 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
  * emits one reject per cut, in file order, before the next record csv-parse yields.
  *
  * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
- * ragged row is still seen with its real field count, and with `info` for the byte offset where each record
- * ends. Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through `on_skip`,
+ * ragged row is still seen with its real field count; `RecordEndParser` tags each record with the byte offset
+ * where it ends (what csv-parse's `info` holds, without the copy of its whole state it makes per record). Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through `on_skip`,
  * which pushes a marker into the parser's own output: rejects stay in file order and share its backpressure.
  *
  * Where each record is. The guard scans every byte before csv-parse does and queues each record's span (true
@@ -45,7 +45,16 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
 
 interface ParsedRow {
   record: string[];
-  info: { readonly bytes: number };
+  /** Byte offset where the record ends, in the stream csv-parse reads. */
+  bytes: number;
+}
+
+/** csv-parse with each record pushed as a `ParsedRow`: `info.bytes` is where the record ends when it is pushed. */
+class RecordEndParser extends Parser {
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (Array.isArray(chunk)) return super.push({ record: chunk as string[], bytes: this.info.bytes } satisfies ParsedRow);
+    return super.push(chunk, encoding);
+  }
 }
 
 /** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
@@ -104,7 +113,6 @@ function parseOptions(cfg: SourceConfig): ReaderOptions {
     encoding: 'utf8',
     trim: o.trim ?? false,
     skip_empty_lines: o.skipEmptyLines ?? true,
-    info: true,
     relax_column_count: true,
     skip_records_with_error: true,
     // Explicit (not auto-detected from the first line): a file mixing LF and CRLF lines must not leave
@@ -198,7 +206,7 @@ function startParse(options: ReaderOptions, input: Readable): Started {
   const decoder = new DecodeToUtf8(options.encoding);
   const guard = new CsvQuoteGuard(options.parse, options.limits);
   const window = new ByteWindow();
-  const parser: Parser = new Parser({
+  const parser: Parser = new RecordEndParser({
     ...options.parse,
     on_skip: (err: CsvError | undefined) => {
       if (err !== undefined) parser.push(new SkippedRecord(err));
@@ -273,7 +281,7 @@ class CsvReadState {
   /** Handles one parsed record: the header, a data record or a ragged-row reject (into `out`). */
   onRow(row: ParsedRow): void {
     if (this.pending !== undefined) this.resolvePending();
-    const pos = row.info.bytes;
+    const pos = row.bytes;
     const span = this.spanFrom(pos, false);
     if (span?.cut !== undefined) {
       // an empty line a cut left (a record when skipEmptyLines is off): the cut's reject, once

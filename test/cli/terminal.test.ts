@@ -70,4 +70,25 @@ describe('the redraw area', () => {
     stream.write('after\n'); // the stream is its own again
     expect(out).toEqual(['after\n']);
   });
+
+  it('content given as a function is made only when a frame is drawn: the many progress events of a run within a frame format nothing', () => {
+    const out: string[] = [];
+    const stream = { columns: 40, isTTY: true, write: (t: string) => out.push(t) };
+    let t = 1000;
+    const area = new LiveArea(stream, 10, () => t);
+    let made = 0;
+    let row = 0;
+    const lines = () => {
+      made++;
+      return [`  patient ${row}/5000 rows`];
+    };
+    for (row = 1; row <= 5000; row++) {
+      area.update(lines);
+      if (row % 2500 === 0) t += 100; // two frames' time passes over the 5,000 events
+    }
+    row = 5000;
+    area.stop();
+    expect(made).toBeLessThanOrEqual(3); // the first frame, one after 100 ms, the last one at stop
+    expect(out.at(-2)).toContain('  patient 5000/5000 rows'); // the last frame shows the state at its drawing
+  });
 });

@@ -2,9 +2,6 @@
  * `care-etl run`: each mapping's rows read, transformed and validated, each resource sent (a dry run writes it to
  * `--out`), then lost creates reconciled and keys gone from the export reported or ended.
  */
-import { join } from 'node:path';
-import type { WriteStream } from 'node:fs';
-import { createPrivateWriteStream } from '../../core/secure-fs.js';
 import type { CompiledResource } from '../../mapping/compile-mapping.js';
 import { decideIdentity, MatchClaims } from '../../load/identity-check.js';
 import type { SyncOutcome } from '../../load/resource-sync.js';
@@ -148,7 +145,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         else {
           dryClaims!.claim(identity.matchValue, item.key);
           loaded!.set(item.key, 0);
-          writeDry(run.dryOut, report.outDir!, item);
+          await run.dryOut.write(item.type, JSON.stringify(item.resource)); // waits only when the disk is behind
           counts.written++;
           phase.progress();
         }
@@ -238,10 +235,4 @@ async function settlePhase(phase: MappingPhase, run: RunContext, created: Create
         phase.onReject({ stage: 'load', mapping: name, source: phase.source.name, file: phase.source.path, key: f.key, issues: f.issues });
     }
   }
-}
-
-function writeDry(out: Map<string, WriteStream>, dir: string, item: MappedResource): void {
-  let s = out.get(item.type);
-  if (!s) out.set(item.type, (s = createPrivateWriteStream(join(dir, `${item.type}.ndjson`))));
-  s.write(`${JSON.stringify(item.resource)}\n`);
 }

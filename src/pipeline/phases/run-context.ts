@@ -2,7 +2,6 @@
  * What the modes of `execute` share: the `RunMode` each of them implements (run, plan, state check, state
  * rebuild), the run's context, and one mapping's phase (its counters, loader and reject handler).
  */
-import type { WriteStream } from 'node:fs';
 import type { CareClient } from '../../api/client.js';
 import { ExitCode, hasCode } from '../../core/issues.js';
 import type { CompiledMapping, CompiledResource } from '../../mapping/compile-mapping.js';
@@ -21,6 +20,7 @@ import { acquireLease, describeHolder } from '../../state/lease.js';
 import { KeyIndex } from '../../transform/key-index.js';
 import type { RejectRecord } from '../../transform/reject-record.js';
 import { resolveAllowEnding, type EndingSetting } from '../ending-settings.js';
+import type { DryRunFiles } from '../dry-run-files.js';
 import type { RejectSelection, RejectsWriter } from '../rejects.js';
 import type { PhaseOptions } from '../run-options.js';
 import { parseRejectThreshold, withinRejectThreshold, withinThresholdWarning } from '../reject-threshold.js';
@@ -77,7 +77,7 @@ export interface RunSetup {
   scope?: LedgerScope;
   runId?: number;
   rejects: RejectsWriter;
-  dryOut: Map<string, WriteStream>;
+  dryOut: DryRunFiles;
   /** `--only-rejected`: the rows to re-process; every other row is read but not sent. */
   selection?: RejectSelection;
   /** How match values are kept in the state (`stateMatchDigest`). */
