@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { allIdentifierValues, careTeamIdentity, comparable, comparableHash, contentAndComparableHash, contentIdentity, referenceKey } from '../../src/load/identity.js';
+import {
+  allIdentifierValues,
+  careTeamIdentity,
+  comparable,
+  comparableHash,
+  contentAndComparableHash,
+  contentIdentity,
+  referenceKey,
+} from '../../src/load/identity.js';
 import { contentHash } from '../../src/core/content-hash.js';
 
 describe('comparable / comparableHash', () => {
