@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
 import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
@@ -66,6 +67,19 @@ interface Call {
   retry?: RetryOptions | false;
 }
 
+/**
+ * Ends one attempt (its deadline, or the caller's cancel): an EventEmitter, which undici takes as a `signal` like
+ * an AbortSignal, at a fraction of an AbortController's cost per request; undici aborts with `reason`.
+ */
+class AttemptAbort extends EventEmitter {
+  reason: unknown;
+  fire(reason: unknown): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.emit('abort');
+  }
+}
+
 /** The abort reason of an attempt that ran past its deadline. */
 class DeadlineExceeded extends Error {
   constructor() {
@@ -80,6 +94,9 @@ function show(v: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}…` : text;
 }
 
+/** UTF-8, a leading BOM dropped (decode without `stream` keeps no state between calls). */
+const UTF8 = new TextDecoder();
+
 const isAbort = (err: unknown): boolean => (err as { name?: string })?.name === 'AbortError' || (err as { code?: string })?.code === 'UND_ERR_ABORTED';
 
 /**
@@ -92,6 +109,11 @@ async function readCapped(body: Dispatcher.ResponseData['body'], declaredLength:
     // issue 25: undici answers a destroyed, unread body with an 'error' event; unheard, it would crash the process
     body.on('error', () => undefined).destroy();
     return undefined;
+  }
+  // A declared length within the cap bounds the body (the HTTP parser ends it there): read at once, no iteration.
+  if (Number.isFinite(declared)) {
+    const bytes = await body.bytes();
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -226,6 +248,8 @@ export class CareClient {
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #headers: Record<string, string>;
+  /** The same with `content-type: application/json` (requests with a body). */
+  readonly #jsonHeaders: Record<string, string>;
   readonly #origin: string;
   readonly #retry: RetryOptions | false;
   readonly #onResponse?: ClientOptions['onResponse'];
@@ -245,6 +269,7 @@ export class CareClient {
       'service-tenantid': settings.tenantId,
       accept: 'application/json',
     };
+    this.#jsonHeaders = { ...this.#headers, 'content-type': 'application/json' };
     this.#origin = new URL(settings.baseUrl).origin;
     this.#proxy = proxyFor(settings.baseUrl);
     this.#retry = opts.retry === undefined ? {} : opts.retry;
@@ -445,13 +470,13 @@ export class CareClient {
     const { requestTimeoutMs, maxResponseBytes } = this.settings;
     const where = { operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path };
     call.signal?.throwIfAborted();
-    const controller = new AbortController();
+    const attempt = new AttemptAbort();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort(new DeadlineExceeded());
+      attempt.fire(new DeadlineExceeded());
     }, requestTimeoutMs);
-    const forward = (): void => controller.abort(call.signal?.reason);
+    const forward = (): void => attempt.fire(call.signal?.reason);
     call.signal?.addEventListener('abort', forward, { once: true });
     let status: number | 'error' = 'error';
     /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
@@ -481,9 +506,9 @@ export class CareClient {
         res = await request(call.url, {
           dispatcher: this.#dispatcher,
           method: call.method,
-          headers: call.body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
+          headers: call.body === undefined ? this.#headers : this.#jsonHeaders,
           body: call.body === undefined ? undefined : JSON.stringify(call.body),
-          signal: controller.signal,
+          signal: attempt,
         });
       } catch (err) {
         throw noAnswer(err, false);
@@ -520,7 +545,7 @@ function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: B
   // An error status with an oversize body: the status says enough, the body is not read.
   let json: unknown;
   try {
-    json = raw?.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
+    json = raw?.length ? JSON.parse(UTF8.decode(raw)) : undefined;
   } catch {
     json = undefined;
   }

@@ -211,12 +211,23 @@ export class ResourceSync {
     // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
     // the state is lost would fail at the worst time.
     const mapped = await this.#mapped(item);
-    const entry = this.deps.scope.get(item.mapping, item.key);
+    const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
     // `always` listed the type before the phase: the server, not the ledger, says what is there.
     const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
     const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
     return this.#carryOut(item, entry, await this.#decide(item, entry, byId, mapped), mapped);
   }
+
+  /**
+   * The ledger held no entry of the mapping when its first row came (a first load): no look-up per row then. A
+   * phase meets each key once, so an entry written later in it is never of a key still to come.
+   */
+  #knowsNone(mapping: string): boolean {
+    this.#emptyAtStart ??= Object.values(this.deps.scope.counts(mapping)).every((n) => n === 0);
+    return this.#emptyAtStart;
+  }
+
+  #emptyAtStart?: boolean;
 
   /** The run's part: what `decide` says, done. */
   async #carryOut(item: MappedResource, entry: LedgerEntry | undefined, d: Looked, mapped: MappedView): Promise<SyncOutcome> {
