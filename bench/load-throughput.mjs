@@ -116,6 +116,8 @@ async function main() {
             baselineDistCpuMsPerRequest: baseCpu,
             baselineDistCreatesPerSec: baseDistRuns.map((r) => r.createsPerSec),
             cpuRatioToBaselineDist: cpu.map((x, i) => ratio(x, baseCpu[i])),
+            // the load phase alone (start-up excluded: module loading is the same in both builds)
+            phaseCpuRatioToBaselineDist: runs.map((r, i) => ratio(r.clientCpuUsPerCreate, baseDistRuns[i].clientCpuUsPerCreate)),
             medianCpuRatioToBaselineDist: ratio(median(cpu), median(baseCpu)),
             baselineDistRuns: baseDistRuns,
           }
