@@ -5,6 +5,10 @@
 // a fresh state file, and the pipeline in another fresh child process. The load child also records, through
 // undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the client-side
 // latency of each request and the event-loop delay — to tell a window that is not kept full from a slow server.
+// CPU per request (issue 28 item 3): user+sys of the whole pipeline child (start-up included) / the requests the
+// server saw. BASELINE_DIST=<dir> (a dist/ built from another commit, e.g. today's main, inside a checkout whose
+// node_modules resolves) runs that build too, alternately with this one in every round: cpuRatioToBaselineDist
+// is then measured in one run, on the same machine load.
 // Usage: npm run build && node bench/load-throughput.mjs [N] [CONCURRENCY] [LATENCY_MS] [ROUNDS]
 //        (defaults 3000 16 20 3; env N / CONCURRENCY / LATENCY_MS / ROUNDS work too; CPU_PROF=1 profiles the
 //        last round's pipeline child instead of counting it)
@@ -12,9 +16,9 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadAvg, makePatientFixture, median, runJsonChild, summarizeCpuProfile } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -27,12 +31,16 @@ async function main() {
   const bound = CONCURRENCY / (LATENCY_MS / 1000);
   const loadBefore = loadAvg()[0];
   const fx = await makePatientFixture(N, 'care-etl-bench-load-');
+  const baseDist = process.env.BASELINE_DIST ? resolve(process.env.BASELINE_DIST) : undefined;
   const runs = [];
   const baselines = [];
+  const baseDistRuns = [];
   let ledger;
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      for (const kind of ['pipeline', 'baseline']) {
+      // the two builds alternate (which one goes first too), so a change of machine load hits both alike
+      const builds = baseDist ? (round % 2 ? ['base-dist', 'pipeline'] : ['pipeline', 'base-dist']) : ['pipeline'];
+      for (const kind of [...builds, 'baseline']) {
         const sandbox = spawn(process.execPath, [self, '--sandbox', String(LATENCY_MS)], { stdio: ['pipe', 'pipe', 'inherit'] });
         const lines = createInterface({ input: sandbox.stdout })[Symbol.asyncIterator]();
         try {
@@ -43,8 +51,9 @@ async function main() {
             // CPU_PROF=1: the last round's pipeline child runs under --cpu-prof (its figures are then not counted).
             const prof = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1 ? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-')) : undefined;
             const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+            const dist = kind === 'base-dist' ? baseDist : join(fileURLToPath(new URL('..', import.meta.url)), 'dist');
             const r = await runJsonChild(
-              kind === 'pipeline' ? [...flags, self, '--load', fx.mapping, stateDir, ...conn] : [self, '--baseline', String(N), ...conn],
+              kind === 'baseline' ? [self, '--baseline', String(N), ...conn] : [...flags, self, '--load', fx.mapping, stateDir, dist, ...conn],
             );
             if (prof) {
               process.stderr.write(
@@ -56,7 +65,9 @@ async function main() {
             sandbox.stdin.write('stats\n');
             const stats = JSON.parse((await lines.next()).value);
             const serverCpuUsPerRequest = Math.round(stats.cpuUs / stats.requests);
-            (kind === 'pipeline' ? runs : baselines).push({ ...r, serverRequests: stats.requests, serverByStatus: stats.byStatus, serverCpuUsPerRequest });
+            const cpuMsPerRequest = r.processCpuUs === undefined ? undefined : Math.round(r.processCpuUs / stats.requests) / 1000;
+            const to = { pipeline: runs, 'base-dist': baseDistRuns, baseline: baselines }[kind];
+            to.push({ ...r, cpuMsPerRequest, serverRequests: stats.requests, serverByStatus: stats.byStatus, serverCpuUsPerRequest });
           } finally {
             rmSync(stateDir, { recursive: true, force: true });
           }
@@ -77,6 +88,9 @@ async function main() {
   }
   const rps = runs.map((r) => r.createsPerSec);
   const base = baselines.map((r) => r.createsPerSec);
+  const cpu = runs.map((r) => r.cpuMsPerRequest);
+  const baseCpu = baseDistRuns.map((r) => r.cpuMsPerRequest);
+  const ratio = (a, b) => Math.round((a / b) * 100) / 100;
   console.log(
     JSON.stringify({
       bench: 'load-throughput',
@@ -93,6 +107,21 @@ async function main() {
       pipelineVsBaseline: rps.map((x, i) => Math.round((x / base[i]) * 100) / 100),
       steadyPerSec: runs.map((r) => r.steadyPerSec),
       steadyRatioToBound: runs.map((r) => Math.round((r.steadyPerSec / bound) * 100) / 100),
+      // user+sys of the whole pipeline child / requests the server saw (issue 28 item 3: ≤ 0.4 ms)
+      cpuMsPerRequest: cpu,
+      medianCpuMsPerRequest: median(cpu),
+      ...(baseDist
+        ? {
+            baselineDist: baseDist,
+            baselineDistCpuMsPerRequest: baseCpu,
+            baselineDistCreatesPerSec: baseDistRuns.map((r) => r.createsPerSec),
+            cpuRatioToBaselineDist: cpu.map((x, i) => ratio(x, baseCpu[i])),
+            // the load phase alone (start-up excluded: module loading is the same in both builds)
+            phaseCpuRatioToBaselineDist: runs.map((r, i) => ratio(r.clientCpuUsPerCreate, baseDistRuns[i].clientCpuUsPerCreate)),
+            medianCpuRatioToBaselineDist: ratio(median(cpu), median(baseCpu)),
+            baselineDistRuns: baseDistRuns,
+          }
+        : {}),
       ledger,
       runs,
       baselines,
@@ -119,9 +148,9 @@ async function sandboxChild(latencyMs) {
   await sb.close();
 }
 
-/** Child: one load through runPipeline; prints one JSON line. */
-async function loadChild(mappingFile, stateDir, baseUrl, apiKey, emrId, tenantId, concurrency) {
-  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+/** Child: one load through runPipeline (of the build in `dist`); prints one JSON line. */
+async function loadChild(mappingFile, stateDir, dist, baseUrl, apiKey, emrId, tenantId, concurrency) {
+  const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline/run-pipeline.js')).href);
   const probe = await probes();
   const report = await runPipeline({
     mappingFile,
@@ -137,7 +166,8 @@ async function loadChild(mappingFile, stateDir, baseUrl, apiKey, emrId, tenantId
   });
   const t = report.totals;
   if (t.rejected || t.created !== t.read) throw new Error(`expected ${t.read} creates, got ${JSON.stringify(t)}`);
-  return { created: t.created, runSeconds: report.durationMs / 1000, ...probe.result(t.created) };
+  const c = process.cpuUsage(); // the whole process, from its start: module loading included
+  return { created: t.created, runSeconds: report.durationMs / 1000, processCpuUs: c.user + c.system, ...probe.result(t.created) };
 }
 
 /** Child: N creates from a bare undici Agent + `concurrency` workers (no transform, no ledger): the control. */

@@ -1,4 +1,4 @@
-import { Agent, EnvHttpProxyAgent, Pool, request, type Dispatcher } from 'undici';
+import { Agent, EnvHttpProxyAgent, Pool, type Dispatcher } from 'undici';
 import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
@@ -66,6 +66,17 @@ interface Call {
   retry?: RetryOptions | false;
 }
 
+/** Ends one attempt (its deadline, or the caller's cancel) with `reason`: what `exchange` aborts the request with. */
+class AttemptAbort {
+  reason: unknown;
+  onFire?: () => void;
+  fire(reason: unknown): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.onFire?.();
+  }
+}
+
 /** The abort reason of an attempt that ran past its deadline. */
 class DeadlineExceeded extends Error {
   constructor() {
@@ -80,30 +91,84 @@ function show(v: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}…` : text;
 }
 
+/** UTF-8, a leading BOM dropped (decode without `stream` keeps no state between calls). */
+const UTF8 = new TextDecoder();
+
 const isAbort = (err: unknown): boolean => (err as { name?: string })?.name === 'AbortError' || (err as { code?: string })?.code === 'UND_ERR_ABORTED';
 
+/** An answer: status, headers, and its body (undefined: over the byte cap, not read further). */
+interface Answer {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  raw: Buffer | undefined;
+}
+
+/** A failure of an exchange; `inBody`: after the answer's head arrived (the request was sent and answered). */
+class ExchangeFailure {
+  constructor(
+    readonly error: unknown,
+    readonly inBody: boolean,
+  ) {}
+}
+
 /**
- * The body, read chunk by chunk and given up (the connection closed) as soon as it exceeds `cap` bytes —
- * then undefined — instead of buffering whatever the server sends.
+ * One HTTP exchange through the dispatcher's handler API: the answer's bytes collected into one Buffer (no stream
+ * per answer: the loader's CPU per request, issue 28), given up — the connection closed — as soon as they exceed
+ * `cap` (declared or counted), instead of buffering whatever the server sends. `abort` ends it at any point (a
+ * request not yet on a socket is never written). Rejects with an ExchangeFailure.
  */
-async function readCapped(body: Dispatcher.ResponseData['body'], declaredLength: string | string[] | undefined, cap: number): Promise<Buffer | undefined> {
-  const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
-  if (Number.isFinite(declared) && declared > cap) {
-    // issue 25: undici answers a destroyed, unread body with an 'error' event; unheard, it would crash the process
-    body.on('error', () => undefined).destroy();
-    return undefined;
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > cap) {
-      body.destroy();
-      return undefined;
+function exchange(dispatcher: Dispatcher, opts: Dispatcher.DispatchOptions, cap: number, abort: AttemptAbort): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    let controller: Dispatcher.DispatchController | undefined;
+    let answer: Answer | undefined;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const done = (fn: () => void): void => {
+      if (settled) return;
+      settled = true;
+      abort.onFire = undefined;
+      fn();
+    };
+    const tooLarge = (c: Dispatcher.DispatchController): void => {
+      done(() => resolve(answer!));
+      c.abort(new Error('answer over the byte cap'));
+    };
+    abort.onFire = () => {
+      controller?.abort(abort.reason as Error);
+      done(() => reject(new ExchangeFailure(abort.reason, answer !== undefined)));
+    };
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        if (abort.reason !== undefined) c.abort(abort.reason as Error);
+      },
+      onResponseStart(c, statusCode, headers) {
+        if (statusCode < 200) return; // 1xx: the answer is still to come
+        answer = { statusCode, headers, raw: undefined };
+        const length = headers['content-length'];
+        if (Number(Array.isArray(length) ? length[0] : length) > cap) tooLarge(c);
+      },
+      onResponseData(c, chunk) {
+        if (settled) return;
+        size += chunk.length;
+        if (size > cap) tooLarge(c);
+        else chunks.push(chunk);
+      },
+      onResponseEnd() {
+        if (answer) answer.raw = Buffer.concat(chunks, size);
+        done(() => (answer ? resolve(answer) : reject(new ExchangeFailure(new Error('no answer'), false))));
+      },
+      onResponseError(_c, err) {
+        done(() => reject(new ExchangeFailure(err, answer !== undefined)));
+      },
+    };
+    try {
+      dispatcher.dispatch(opts, handler);
+    } catch (err) {
+      done(() => reject(new ExchangeFailure(err, false)));
     }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size);
+  });
 }
 
 const SENT_CODES: Record<string, TransportFailure> = {
@@ -226,6 +291,8 @@ export class CareClient {
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #headers: Record<string, string>;
+  /** The same with `content-type: application/json` (requests with a body). */
+  readonly #jsonHeaders: Record<string, string>;
   readonly #origin: string;
   readonly #retry: RetryOptions | false;
   readonly #onResponse?: ClientOptions['onResponse'];
@@ -245,6 +312,7 @@ export class CareClient {
       'service-tenantid': settings.tenantId,
       accept: 'application/json',
     };
+    this.#jsonHeaders = { ...this.#headers, 'content-type': 'application/json' };
     this.#origin = new URL(settings.baseUrl).origin;
     this.#proxy = proxyFor(settings.baseUrl);
     this.#retry = opts.retry === undefined ? {} : opts.retry;
@@ -445,13 +513,13 @@ export class CareClient {
     const { requestTimeoutMs, maxResponseBytes } = this.settings;
     const where = { operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path };
     call.signal?.throwIfAborted();
-    const controller = new AbortController();
+    const attempt = new AttemptAbort();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort(new DeadlineExceeded());
+      attempt.fire(new DeadlineExceeded());
     }, requestTimeoutMs);
-    const forward = (): void => controller.abort(call.signal?.reason);
+    const forward = (): void => attempt.fire(call.signal?.reason);
     call.signal?.addEventListener('abort', forward, { once: true });
     let status: number | 'error' = 'error';
     /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
@@ -476,27 +544,27 @@ export class CareClient {
       return new TransportError({ ...where, failure: notSent ?? sent ?? 'other', requestSent: notSent === undefined, code });
     };
     try {
-      let res: Dispatcher.ResponseData;
+      let res: Answer;
       try {
-        res = await request(call.url, {
-          dispatcher: this.#dispatcher,
-          method: call.method,
-          headers: call.body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
-          body: call.body === undefined ? undefined : JSON.stringify(call.body),
-          signal: controller.signal,
-        });
+        const url = new URL(call.url);
+        res = await exchange(
+          this.#dispatcher,
+          {
+            origin: url.origin,
+            path: url.pathname + url.search,
+            method: call.method,
+            headers: call.body === undefined ? this.#headers : this.#jsonHeaders,
+            body: call.body === undefined ? undefined : JSON.stringify(call.body),
+          },
+          maxResponseBytes,
+          attempt,
+        );
       } catch (err) {
-        throw noAnswer(err, false);
+        if (!(err instanceof ExchangeFailure)) throw err;
+        throw noAnswer(err.error, err.inBody);
       }
       status = res.statusCode;
-      let raw: Buffer | undefined;
-      try {
-        raw = await readCapped(res.body, res.headers['content-length'], maxResponseBytes);
-      } catch (err) {
-        status = 'error';
-        throw noAnswer(err, true);
-      }
-      return answerOf(call, path, res, raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);
+      return answerOf(call, path, res, res.raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);
     } finally {
       clearTimeout(timer);
       call.signal?.removeEventListener('abort', forward);
@@ -509,7 +577,7 @@ export class CareClient {
  * What a fully read answer means: the JSON object of a 2xx, else the error its status says (401/403: an
  * `AuthenticationError`). `raw` undefined = the body was over `maxResponseBytes`.
  */
-function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: Buffer | undefined, maxResponseBytes: number, maxRetryAfterMs: number): unknown {
+function answerOf(call: Call, path: string, res: Answer, raw: Buffer | undefined, maxResponseBytes: number, maxRetryAfterMs: number): unknown {
   const ok = res.statusCode >= 200 && res.statusCode < 300;
   if (raw === undefined && ok) {
     throw new ResponseTooLargeError(
@@ -520,7 +588,7 @@ function answerOf(call: Call, path: string, res: Dispatcher.ResponseData, raw: B
   // An error status with an oversize body: the status says enough, the body is not read.
   let json: unknown;
   try {
-    json = raw?.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
+    json = raw?.length ? JSON.parse(UTF8.decode(raw)) : undefined;
   } catch {
     json = undefined;
   }

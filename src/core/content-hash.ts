@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /**
  * Stable hash of a resource's content: canonical JSON (object keys sorted recursively, `undefined`
@@ -12,9 +12,7 @@ export function contentHash(resource: unknown): string {
     const { id: _id, meta: _meta, ...rest } = root as Record<string, unknown>;
     root = rest;
   }
-  return createHash('sha256')
-    .update(canonicalJson(root) ?? 'null')
-    .digest('hex');
+  return hash('sha256', canonicalJson(root) ?? 'null', 'hex'); // one-shot: no Hash object per resource (UTF-8, as update())
 }
 
 /** Canonical JSON text (sorted keys); `undefined` for values JSON would omit (undefined, functions, symbols). */

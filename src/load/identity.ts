@@ -23,6 +23,44 @@ export function comparableHash(resource: unknown): string {
   return contentHash(comparable(resource));
 }
 
+/**
+ * `contentHash` and `comparableHash` of one resource, hashed once when they must be equal: a mapping's output
+ * is already pruned (`isPruned`), so its comparable form is itself (the loader's hot path: one hash per row).
+ */
+export function contentAndComparableHash(resource: unknown): { hash: string; comparable: string } {
+  const hash = contentHash(resource);
+  return { hash, comparable: isPruned(resource) ? hash : comparableHash(resource) };
+}
+
+/** True when `prune` would give a deep-equal copy: plain objects and arrays only, nothing it drops. */
+function isPruned(v: unknown): boolean {
+  switch (typeof v) {
+    case 'string':
+      return v.trim() !== '';
+    case 'number':
+      return Number.isFinite(v);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (v === null) return false;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!(i in v) || !isPruned(v[i])) return false;
+        return v.length > 0;
+      }
+      const proto = Object.getPrototypeOf(v) as unknown;
+      if (proto !== Object.prototype && proto !== null) return false; // a Date, a class instance: prune copies own keys only
+      let n = 0;
+      for (const k in v) {
+        if (!Object.hasOwn(v, k) || !isPruned((v as Record<string, unknown>)[k])) return false;
+        n++;
+      }
+      return n > 0;
+    }
+    default:
+      return false;
+  }
+}
+
 /** Last-resort identity: the content itself. */
 export function contentIdentity(resource: unknown): string {
   return `content:${comparableHash(resource)}`;

@@ -7,7 +7,7 @@
  * - `s1:<hex>`: without a secret (a local state only), a plain SHA-256: guessable for small domains (docs/scale-out.md).
  * A value of neither form is a clear value an older state recorded: looked up as it is.
  */
-import { createHash, createHmac } from 'node:crypto';
+import { createHmac, hash } from 'node:crypto';
 import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import { STATE_SECRET_ENV, type Secret } from '../core/secret.js';
 
@@ -30,10 +30,7 @@ type StoredMatch = { kind: 'clear' } | { kind: 'digest'; scheme: DigestScheme } 
 
 const UNKEYED_SCHEME: DigestScheme = {
   id: 's1',
-  of: (value) =>
-    `s1:${createHash('sha256')
-      .update(DOMAIN + value, 'utf8')
-      .digest('hex')}`,
+  of: (value) => `s1:${hash('sha256', DOMAIN + value, 'hex')}`,
 };
 
 /** The run's digest of match values: keyed when CARE_STATE_SECRET is set, else unkeyed. */

@@ -4,13 +4,13 @@ import { ApiError, ProtocolError, RetryAfterTooLongError, TransportError } from 
 import type { Resource } from '../api/types.js';
 import { hasCode, issue, type Issue } from '../core/issues.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
-import type { LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
+import type { IntentInput, LedgerEntry, LedgerScope, SyncedInput } from '../state/ledger.js';
 import { contentHash } from '../core/content-hash.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { CareEtlError, issuesOf } from '../core/issues.js';
 import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
-import { comparable, comparableHash } from './identity.js';
+import { comparable, comparableHash, contentAndComparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
 import { decideIdentity, MatchClaims } from './identity-check.js';
 import { decide, decideFound, teamUpdate, type FoundDecision, type Looked, type Matches, type MappedView } from './decide.js';
@@ -130,6 +130,9 @@ export class ResourceSync {
   readonly #seen: string[] = [];
   /** Successful writes not yet recorded: committed together once per event-loop turn (see #recordSynced). */
   readonly #synced: SyncedInput[] = [];
+  /** Intents waiting for that same commit; their creates are sent once it returned. */
+  readonly #intents: { e: IntentInput; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  #writesScheduled = false;
   /** Match value → the keys of this run using it. */
   readonly #claims = new MatchClaims();
   /** Keys whose match value designates several identical server copies: settled once every key is known. */
@@ -210,12 +213,23 @@ export class ResourceSync {
     // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
     // the state is lost would fail at the worst time.
     const mapped = await this.#mapped(item);
-    const entry = this.deps.scope.get(item.mapping, item.key);
+    const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
     // `always` listed the type before the phase: the server, not the ledger, says what is there.
     const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
     const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
     return this.#carryOut(item, entry, await this.#decide(item, entry, byId, mapped), mapped);
   }
+
+  /**
+   * The ledger held no entry of the mapping when its first row came (a first load): no look-up per row then. A
+   * phase meets each key once, so an entry written later in it is never of a key still to come.
+   */
+  #knowsNone(mapping: string): boolean {
+    this.#emptyAtStart ??= Object.values(this.deps.scope.counts(mapping)).every((n) => n === 0);
+    return this.#emptyAtStart;
+  }
+
+  #emptyAtStart?: boolean;
 
   /** The run's part: what `decide` says, done. */
   async #carryOut(item: MappedResource, entry: LedgerEntry | undefined, d: Looked, mapped: MappedView): Promise<SyncOutcome> {
@@ -251,12 +265,8 @@ export class ResourceSync {
 
   /** What `decide` is given of the mapped resource. */
   async #mapped(item: MappedResource): Promise<MappedView> {
-    return {
-      type: this.#type,
-      identity: await decideIdentity(this.#rule, item.resource),
-      hash: contentHash(item.resource),
-      comparable: comparableHash(item.resource),
-    };
+    const { hash, comparable } = contentAndComparableHash(item.resource);
+    return { type: this.#type, identity: await decideIdentity(this.#rule, item.resource), hash, comparable };
   }
 
   /**
@@ -423,8 +433,8 @@ export class ResourceSync {
 
   async #create(item: MappedResource, hash: string, matchValue: string): Promise<SyncOutcome> {
     const { scope, client, runId } = this.deps;
-    // Kept as a digest: equality is all a later run needs of it (src/load/match-digest.ts).
-    scope.recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue: this.#digest.of(matchValue), runId });
+    // Kept as a digest: equality is all a later run needs of it (src/load/match-digest.ts). Durable before the POST.
+    await this.#recordIntent({ mapping: item.mapping, key: item.key, resourceType: item.type, hash, matchValue: this.#digest.of(matchValue), runId });
     try {
       const created = await this.#call((signal) => client.create(item.type, item.resource, signal));
       // The client checked the answer (type, a safe id, not one it was given for another create of this run);
@@ -682,41 +692,68 @@ export class ResourceSync {
   }
 
   /**
-   * Answers arriving in the same event-loop turn are recorded in one SQLite transaction instead of one commit
-   * each (the commits were the loader's largest CPU cost under load, bench/load-throughput.mjs). Safe: a record
-   * lost to a kill leaves the key `pending` (its intent was committed before the request), and the next run
-   * reconciles it by its match rule — adopting the resource, never creating it twice.
+   * The ledger writes of one event-loop turn — answers recorded as synced, intents of creates about to be sent —
+   * are committed in one transaction (`recordBatch`) instead of one commit each (the commits were the loader's
+   * largest CPU cost, bench/load-throughput.mjs). Safe: an intent's create waits for that commit (the intent is
+   * durable before its POST); a synced record lost to a kill leaves the key `pending` (its intent was committed
+   * before the request), and the next run reconciles it by its match rule — adopting it, never creating it twice.
    */
   #recordSynced(e: SyncedInput): void {
     if (this.#recordFailure) throw this.#recordFailure;
-    if (this.#synced.push(e) === 1) {
-      setImmediate(() => {
-        // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
-        // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
-        try {
-          this.#flushSynced();
-        } catch (err) {
-          this.#recordFailure ??= err;
-        }
-      });
-    }
+    this.#synced.push(e);
+    this.#scheduleWrites();
+  }
+
+  /** Resolves once the intent is committed (with the turn's other writes); rejects if that commit failed. */
+  #recordIntent(e: IntentInput): Promise<void> {
+    if (this.#recordFailure) return Promise.reject(this.#recordFailure);
+    return new Promise((resolve, reject) => {
+      this.#intents.push({ e, resolve, reject });
+      this.#scheduleWrites();
+    });
+  }
+
+  #scheduleWrites(): void {
+    if (this.#writesScheduled) return;
+    this.#writesScheduled = true;
+    setImmediate(() => {
+      this.#writesScheduled = false;
+      // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
+      // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
+      try {
+        this.#flushWrites();
+      } catch (err) {
+        this.#recordFailure ??= err;
+      }
+    });
   }
 
   /** The failure of a deferred ledger write (see `#recordSynced`). */
   #recordFailure: unknown;
 
-  #flushSynced(): void {
-    if (this.#recordFailure) throw this.#recordFailure;
-    if (!this.#synced.length) return;
-    const batch = this.#synced.splice(0);
-    this.deps.scope.transaction(() => {
-      for (const e of batch) this.deps.scope.recordSynced(e);
-    });
+  #flushWrites(): void {
+    if (this.#recordFailure) {
+      for (const w of this.#intents.splice(0)) w.reject(this.#recordFailure);
+      throw this.#recordFailure;
+    }
+    if (!this.#synced.length && !this.#intents.length) return;
+    const synced = this.#synced.splice(0);
+    const intents = this.#intents.splice(0);
+    try {
+      this.deps.scope.recordBatch(
+        intents.map((w) => w.e),
+        synced,
+      );
+    } catch (err) {
+      for (const w of intents) w.reject(err); // not durable: their creates are never sent
+      throw err;
+    }
+    for (const w of intents) w.resolve();
   }
 
-  /** Writes what is buffered (seen keys, synced records): call at the end of a phase, also after a failure. */
+  /** Writes what is buffered (seen keys, synced records, intents): call at the end of a phase, also after a failure. */
   flush(): void {
-    this.#flushSynced();
+    this.#flushWrites();
     this.flushSeen();
   }
 

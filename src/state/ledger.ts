@@ -100,6 +100,11 @@ export interface LedgerScope {
   recordIntent(e: IntentInput): void;
   /** After a create/update/adopt succeeded. Clears `endedAt` and the rejection reason. */
   recordSynced(e: SyncedInput): void;
+  /**
+   * `recordSynced` for each of `synced`, then `recordIntent` for each of `intents`, in ONE transaction behind one
+   * fence check: durable together when it returns, or not at all (the loader's hot path: one commit per turn).
+   */
+  recordBatch(intents: readonly IntentInput[], synced: readonly SyncedInput[]): void;
   /** The server refused the write (definitive 4xx). Keeps the server id, version and hash if any. */
   recordRejected(e: RejectedInput): void;
   /** Drops a key's entry (`state rebuild`: its recorded resource is gone from the server). */
@@ -607,6 +612,20 @@ function migrate(db: SqlDriver): void {
   });
 }
 
+const INTENT_SQL = `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
+  VALUES (?, ?, ?, ?, 'pending', NULL, NULL, ?, ?, ?, NULL, NULL, ?)
+  ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
+    resource_type = excluded.resource_type, status = 'pending', server_id = NULL, version_id = NULL,
+    hash = excluded.hash, last_run_id = excluded.last_run_id, match_value = excluded.match_value,
+    ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`;
+
+const SYNCED_SQL = `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
+  VALUES (?, ?, ?, ?, 'synced', ?, ?, ?, ?, NULL, NULL, NULL, ?)
+  ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
+    resource_type = excluded.resource_type, status = 'synced', server_id = excluded.server_id,
+    version_id = excluded.version_id, hash = excluded.hash, last_run_id = excluded.last_run_id,
+    ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`;
+
 class LedgerScopeImpl implements LedgerScope {
   constructor(
     private readonly ledger: Ledger,
@@ -662,32 +681,32 @@ class LedgerScopeImpl implements LedgerScope {
 
   recordIntent(e: IntentInput): void {
     this.write(`recording the create intent of ${e.mapping}/${e.key}`, () => {
-      this.ledger
-        .stmt(
-          `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
-           VALUES (?, ?, ?, ?, 'pending', NULL, NULL, ?, ?, ?, NULL, NULL, ?)
-           ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
-             resource_type = excluded.resource_type, status = 'pending', server_id = NULL, version_id = NULL,
-             hash = excluded.hash, last_run_id = excluded.last_run_id, match_value = excluded.match_value,
-             ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`,
-        )
-        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.hash, e.runId, e.matchValue ?? null, this.ledger.nowIso());
+      this.ledger.stmt(INTENT_SQL).run(...this.intentParams(e, this.ledger.nowIso()));
     });
   }
 
   recordSynced(e: SyncedInput): void {
     this.write(`recording ${e.mapping}/${e.key} as synced`, () => {
-      this.ledger
-        .stmt(
-          `INSERT INTO entries (scope_id, mapping, key, resource_type, status, server_id, version_id, hash, last_run_id, match_value, ended_at, reason, updated_at)
-           VALUES (?, ?, ?, ?, 'synced', ?, ?, ?, ?, NULL, NULL, NULL, ?)
-           ON CONFLICT (scope_id, mapping, key) DO UPDATE SET
-             resource_type = excluded.resource_type, status = 'synced', server_id = excluded.server_id,
-             version_id = excluded.version_id, hash = excluded.hash, last_run_id = excluded.last_run_id,
-             ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`,
-        )
-        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.serverId, e.versionId ?? null, e.hash, e.runId, this.ledger.nowIso());
+      this.ledger.stmt(SYNCED_SQL).run(...this.syncedParams(e, this.ledger.nowIso()));
     });
+  }
+
+  recordBatch(intents: readonly IntentInput[], synced: readonly SyncedInput[]): void {
+    if (!intents.length && !synced.length) return;
+    const at = this.ledger.nowIso();
+    this.write(`recording ${intents.length} create intents and ${synced.length} synced entries`, () => {
+      // Synced first: an intent is the later fact for its key (its POST is sent only once the intent is durable).
+      if (synced.length) this.ledger.stmt(SYNCED_SQL).runMany(synced.map((e) => this.syncedParams(e, at)));
+      if (intents.length) this.ledger.stmt(INTENT_SQL).runMany(intents.map((e) => this.intentParams(e, at)));
+    });
+  }
+
+  private intentParams(e: IntentInput, at: string): unknown[] {
+    return [this.scopeId, e.mapping, e.key, e.resourceType, e.hash, e.runId, e.matchValue ?? null, at];
+  }
+
+  private syncedParams(e: SyncedInput, at: string): unknown[] {
+    return [this.scopeId, e.mapping, e.key, e.resourceType, e.serverId, e.versionId ?? null, e.hash, e.runId, at];
   }
 
   recordRejected(e: RejectedInput): void {

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { allIdentifierValues, careTeamIdentity, comparable, comparableHash, contentIdentity, referenceKey } from '../../src/load/identity.js';
+import {
+  allIdentifierValues,
+  careTeamIdentity,
+  comparable,
+  comparableHash,
+  contentAndComparableHash,
+  contentIdentity,
+  referenceKey,
+} from '../../src/load/identity.js';
+import { contentHash } from '../../src/core/content-hash.js';
 
 describe('comparable / comparableHash', () => {
   const mapped = { resourceType: 'Patient', identifier: [{ system: 's', value: '1' }], name: [{ family: 'Lee', given: ['Ann'] }], active: true };
@@ -43,6 +52,26 @@ describe('comparable / comparableHash', () => {
     );
     expect(comparableHash({ ...mapped, active: false })).not.toBe(h);
     expect(contentIdentity(mapped)).toBe(`content:${h}`);
+  });
+});
+
+describe('contentAndComparableHash (one hash per mapped row)', () => {
+  // The oracle: the two hashes computed separately, on resources prune leaves alone and on ones it changes.
+  const cases: [string, unknown][] = [
+    ['a pruned mapping output', { resourceType: 'Patient', identifier: [{ system: 's', value: '1' }], active: false, n: 0, name: [{ given: ['Ann'] }] }],
+    ['id and meta present', { id: 'x', meta: { versionId: '1' }, resourceType: 'Patient', active: true }],
+    ['a null member', { resourceType: 'Patient', gender: null, active: true }],
+    ['a blank string', { resourceType: 'Patient', name: [{ family: '  ' }], active: true }],
+    ['an empty array', { resourceType: 'Patient', telecom: [], active: true }],
+    ['an empty object in an array', { resourceType: 'Patient', address: [{}], active: true }],
+    ['an undefined array item', { resourceType: 'Patient', name: [{ given: ['A', undefined] }] }],
+    ['a sparse array', { resourceType: 'Patient', name: [{ given: ['A', , 'B'] }] }], // eslint-disable-line no-sparse-arrays
+    ['a non-finite number', { resourceType: 'Patient', x: Number.NaN, active: true }],
+    ['a Date', { resourceType: 'Patient', when: new Date(0) }],
+    ['a function', { resourceType: 'Patient', f: () => 1, active: true }],
+  ];
+  it.each(cases)('%s: the two hashes as computed separately', (_, r) => {
+    expect(contentAndComparableHash(r)).toEqual({ hash: contentHash(r), comparable: comparableHash(r) });
   });
 });
 

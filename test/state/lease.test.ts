@@ -134,6 +134,10 @@ describe.each(BACKENDS)('run lease (%s)', (backend) => {
     expect((err as CareEtlError).exitCode).toBe(ExitCode.incomplete);
     expect((err as CareEtlError).message).toMatch(/lost its lease .* took it over/);
     expect(b.scope(BASE, 't1').get('patient', 'p1')).toBeUndefined();
+    // The loader's batched write (synced records and intents of one turn) is fenced as a whole: none of it lands.
+    const synced = { mapping: 'patient', key: 'p0', resourceType: 'Patient', serverId: 's0', hash: 'h', runId: oldRun };
+    expect(() => a.scope(BASE, 't1').recordBatch([intent(oldRun), { ...intent(oldRun), key: 'p2' }], [synced])).toThrow(/lost its lease .* took it over/);
+    for (const key of ['p0', 'p1', 'p2']) expect(b.scope(BASE, 't1').get('patient', key)).toBeUndefined();
   });
 
   it('a lease left by a process of this host that is gone (SIGKILL) is taken over at once', async () => {

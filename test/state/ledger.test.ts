@@ -52,6 +52,30 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     return l;
   };
 
+  it('recordBatch: the synced records, then the intents, of one loader turn in one transaction', () => {
+    const s = fresh().scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordIntent({ mapping: 'patients', key: 'A', resourceType: 'Patient', hash: 'hA', matchValue: 'urn:mrn|A', runId: run });
+    s.recordIntent({ mapping: 'patients', key: 'B', resourceType: 'Patient', hash: 'hB', matchValue: 'urn:mrn|B', runId: run });
+    s.recordBatch(
+      [
+        { mapping: 'patients', key: 'C', resourceType: 'Patient', hash: 'hC', matchValue: 'urn:mrn|C', runId: run },
+        // a key synced and intended in the same turn ends pending: its intent is the later fact
+        { mapping: 'patients', key: 'B', resourceType: 'Patient', hash: 'hB2', matchValue: 'urn:mrn|B', runId: run },
+      ],
+      [
+        { mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'sA', versionId: '1', hash: 'hA', runId: run },
+        { mapping: 'patients', key: 'B', resourceType: 'Patient', serverId: 'sB', versionId: '1', hash: 'hB', runId: run },
+      ],
+    );
+    expect(s.get('patients', 'A')).toMatchObject({ status: 'synced', serverId: 'sA', versionId: '1', hash: 'hA', lastRunId: run });
+    expect(s.get('patients', 'B')).toMatchObject({ status: 'pending', hash: 'hB2', matchValue: 'urn:mrn|B' });
+    expect(s.get('patients', 'B')!.serverId).toBeUndefined();
+    expect(s.get('patients', 'C')).toMatchObject({ status: 'pending', hash: 'hC', matchValue: 'urn:mrn|C', lastRunId: run });
+    s.recordBatch([], []); // nothing: no transaction
+    expect(s.counts('patients')).toMatchObject({ synced: 1, pending: 2 });
+  });
+
   it('round-trips intent → synced → rejected (keeping the server id)', () => {
     const s = fresh().scope(BASE, 't1');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
