@@ -9,6 +9,7 @@ import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
+import { runCliInProcess } from '../helpers/cli.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const FIXTURES = fileURLToPath(new URL('../fixtures/export/', import.meta.url));
@@ -51,6 +52,13 @@ export function cli(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv 
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** As `cli`, inside this worker (`runCliInProcess`, test/helpers/cli.ts): `env` is the whole environment, as for `cli`. */
+export async function cliInProcess(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }): Promise<CliResult> {
+  const unset = Object.fromEntries(Object.keys(process.env).map((k) => [k, undefined]));
+  const { code, stdout, stderr } = await runCliInProcess(args, { cwd: opts.cwd, env: { ...unset, ...opts.env } });
+  return { code, stdout, stderr };
 }
 
 export const parseCsv = (text: string): Record<string, string>[] =>
