@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { acquireLease } from '../../src/state/lease.js';
-import { BIN, type CliResult, copyTree, ROOT, runCliInProcess } from '../helpers/cli.js';
+import { BIN, type CliResult, copyTree, ROOT, runCliInProcess, workerEnv } from '../helpers/cli.js';
 import { deadPort, startEchoServer, type HostileServer } from '../helpers/hostile-server.js';
 
 const KEY = 'sk-live-LEAKCANARY-5f2c9e1d';
@@ -298,7 +298,7 @@ describe('exit codes (README table)', () => {
     const slow = await startSandbox({ apiKey: KEY, emrId: EMR, tenants: ['t-int'], faults: { latencyMs: 40 } });
     try {
       const dir = copyTree('examples/clinic');
-      const env = { ...process.env, ...target(slow.url, 't-int'), CARE_API_KEY: KEY };
+      const env = { ...workerEnv(), ...target(slow.url, 't-int'), CARE_API_KEY: KEY };
       const child = spawn(process.execPath, [BIN, 'run', m(dir), '--concurrency', '1', '--json'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -21,8 +21,14 @@ export interface CliResult {
  * runner sets CI=true), so a test that wants them passes them in `env`.
  */
 export function cleanEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI'));
+  return Object.fromEntries(Object.entries(workerEnv()).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI'));
 }
+
+/** The test worker's own environment — not the one an in-process CLI run has set meanwhile (`runCliInProcess`). */
+export function workerEnv(): NodeJS.ProcessEnv {
+  return savedEnv ?? process.env;
+}
+let savedEnv: NodeJS.ProcessEnv | undefined;
 
 /** Runs the built CLI (`npm ci` builds it) with a clean environment (`cleanEnv`) plus `env`. */
 export function runCli(args: string[], opts: { env?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
@@ -98,7 +104,7 @@ function loadOclif() {
 
 /** The process-wide things a run may change, saved before it and put back after it. */
 function saveProcess(): () => void {
-  const env = { ...process.env };
+  const env = (savedEnv = { ...process.env });
   const cwd = process.cwd();
   const exitCode = process.exitCode;
   const console = globalThis.console;
@@ -108,6 +114,7 @@ function saveProcess(): () => void {
   return () => {
     for (const k of Object.keys(process.env)) if (!(k in env)) delete process.env[k];
     Object.assign(process.env, env);
+    savedEnv = undefined;
     process.chdir(cwd);
     process.exitCode = exitCode;
     globalThis.console = console;
