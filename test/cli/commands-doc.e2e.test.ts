@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { commandsPage, PAGE, REFRESH_COMMAND } from '../../scripts/commands-doc.mjs';
 import { referenceLink } from '../../src/cli/help.js';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { ROOT, runCliInProcess } from '../helpers/cli.js';
 
 test('docs/commands.md is the page generated from the commands', async () => {
   let onDisk = '';
@@ -21,7 +21,7 @@ test('docs/commands.md is the page generated from the commands', async () => {
 });
 
 test('run --help: at most 60 lines at 80 columns, none wider, examples before flags, a link to its section of the page', async () => {
-  const r = await runCli(['run', '--help'], { env: { COLUMNS: '80' } });
+  const r = await runCliInProcess(['run', '--help'], { env: { COLUMNS: '80' } });
   const lines = r.stdout.trimEnd().split('\n');
   expect(lines.length).toBeLessThanOrEqual(60);
   expect(lines.filter((l) => l.length > 80)).toEqual([]);
@@ -36,7 +36,7 @@ test('every command: --help fits 80 columns, -h is the same', async () => {
   const { Config } = await import('@oclif/core');
   const config = await Config.load(ROOT);
   const ids = config.commands.map((c) => c.id.split(':'));
-  const helps = await Promise.all(ids.map((words) => runCli([...words, '-h'], { env: { COLUMNS: '80' } })));
+  const helps = await Promise.all(ids.map((words) => runCliInProcess([...words, '-h'], { env: { COLUMNS: '80' } })));
   const wide = helps.flatMap((r, i) =>
     r.stdout
       .split('\n')

@@ -5,13 +5,13 @@ import { describe, expect, it } from 'vitest';
 import pkg from '../../package.json' with { type: 'json' };
 import { describeUnknownCommand } from '../../src/cli/unknown-command.js';
 import { JSON_FORMAT_VERSION } from '../../src/cli/render.js';
-import { BIN, ROOT, runCli } from '../helpers/cli.js';
+import { BIN, ROOT, runCli, runCliInProcess } from '../helpers/cli.js';
 
 const NOT_FOUND_HINT = 'Run "care-etl help" for a list of commands.';
 
 describe('care-etl help', () => {
   it('help run prints the run command help (as run --help does)', async () => {
-    const [r, flag] = await Promise.all([runCli(['help', 'run']), runCli(['run', '--help'])]);
+    const [r, flag] = await Promise.all([runCliInProcess(['help', 'run']), runCliInProcess(['run', '--help'])]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('Load an EMR export into the service');
     expect(r.stdout).toMatch(/USAGE\n\s+\$ care-etl run MAPPING/);
@@ -19,14 +19,14 @@ describe('care-etl help', () => {
   });
 
   it('help with no argument prints the root help listing the commands, help and version included', async () => {
-    const r = await runCli(['help']);
+    const r = await runCliInProcess(['help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('USAGE\n  $ care-etl [COMMAND]');
     for (const c of ['run', 'validate', 'test', 'export', 'sandbox', 'help', 'version']) expect(r.stdout).toMatch(new RegExp(`^  ${c} `, 'm'));
   });
 
   it('help of a topic and of a command in a topic', async () => {
-    const [topic, cmd] = await Promise.all([runCli(['help', 'state']), runCli(['help', 'state', 'check'])]);
+    const [topic, cmd] = await Promise.all([runCliInProcess(['help', 'state']), runCliInProcess(['help', 'state', 'check'])]);
     expect(topic.code).toBe(0);
     expect(topic.stdout).toContain('state rebuild');
     expect(cmd.code).toBe(0);
@@ -34,7 +34,7 @@ describe('care-etl help', () => {
   });
 
   it('help of an unknown command: the not-found message, exit 2', async () => {
-    const r = await runCli(['help', 'runn']);
+    const r = await runCliInProcess(['help', 'runn']);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(`"runn" is not a care-etl command. Did you mean "run"?\n${NOT_FOUND_HINT}\n`);
@@ -43,14 +43,14 @@ describe('care-etl help', () => {
 
 describe('care-etl version', () => {
   it('prints care-etl/<version> <platform> node-v<version>, as --version does', async () => {
-    const [r, flag] = await Promise.all([runCli(['version']), runCli(['--version'])]);
+    const [r, flag] = await Promise.all([runCli(['version']), runCliInProcess(['--version'])]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(`care-etl/${pkg.version} ${process.platform}-${process.arch} node-${process.version}\n`);
     expect(r.stdout).toBe(flag.stdout);
   });
 
   it('--json: { version, node, platform, exitCode, formatVersion }', async () => {
-    const r = await runCli(['version', '--json']);
+    const r = await runCliInProcess(['version', '--json']);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
       version: pkg.version,
@@ -69,14 +69,18 @@ describe('a mistyped command', () => {
     ['NO_COLOR=1', { NO_COLOR: '1' }],
     ['FORCE_COLOR=3', { FORCE_COLOR: '3' }],
   ])('prints the closest command and how to list them on stderr, exit 2 (%s)', async (_name, env) => {
-    const r = await runCli(['runn', 'examples/clinic/mapping.yaml'], { env });
+    const r = await runCliInProcess(['runn', 'examples/clinic/mapping.yaml'], { env });
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(`"runn" is not a care-etl command. Did you mean "run"?\n${NOT_FOUND_HINT}\n`);
   });
 
   it('suggests commands inside topics, and nothing when nothing is close', async () => {
-    const [sub, topic, none] = await Promise.all([runCli(['state', 'chek', 'mapping.yaml']), runCli(['stat', 'rebuild']), runCli(['xyzzy'])]);
+    const [sub, topic, none] = await Promise.all([
+      runCliInProcess(['state', 'chek', 'mapping.yaml']),
+      runCliInProcess(['stat', 'rebuild']),
+      runCliInProcess(['xyzzy']),
+    ]);
     expect(sub.stderr).toBe(`"state chek" is not a care-etl command. Did you mean "state check"?\n${NOT_FOUND_HINT}\n`);
     expect(topic.stderr).toBe(`"stat rebuild" is not a care-etl command. Did you mean "state rebuild"?\n${NOT_FOUND_HINT}\n`);
     expect(none.stderr).toBe(`"xyzzy" is not a care-etl command.\n${NOT_FOUND_HINT}\n`);
@@ -101,7 +105,7 @@ describe('a mistyped command', () => {
       ['--json', 'runn'],
       ['runn', 'mapping.yaml', '--progress', 'none', '--json'],
     ]) {
-      const r = await runCli(args);
+      const r = await runCliInProcess(args);
       expect(r.code).toBe(2);
       expect(r.stderr).toBe('');
       expect(JSON.parse(r.stdout)).toEqual({

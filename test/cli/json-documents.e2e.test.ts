@@ -4,7 +4,7 @@ import { Config } from '@oclif/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { JSON_FORMAT_VERSION } from '../../src/cli/render.js';
-import { copyTree, ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCliInProcess } from '../helpers/cli.js';
 
 const clinic = copyTree('examples/clinic', 'care-etl-json-');
 afterAll(() => rmSync(clinic, { recursive: true, force: true }));
@@ -37,7 +37,7 @@ describe('--json documents', async () => {
   });
 
   it.concurrent.each(Object.entries(CASES))('%s --json carries exitCode and formatVersion', async (_id, args) => {
-    const r = await runCli([...args, '--json'], { cwd: clinic });
+    const r = await runCliInProcess([...args, '--json'], { cwd: clinic });
     const doc = JSON.parse(r.stdout) as { exitCode?: unknown; formatVersion?: unknown };
     expect(doc.exitCode).toBe(r.code);
     expect(doc.formatVersion).toBe(JSON_FORMAT_VERSION);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 type Line = { ts: string; level: string; event: string } & Record<string, unknown>;
 const lines = (stderr: string): Line[] =>
@@ -13,7 +13,7 @@ const lines = (stderr: string): Line[] =>
 describe('--log-format json', () => {
   it('run: stderr is JSON lines only — target, phases, listings, progress, every reject, requests (--verbose), warnings, the verdict last; no cell value', async () => {
     const dir = copyTree('examples/clinic');
-    const r = await runCli(['run', 'mapping.yaml', '--log-format', 'json', '--verbose', '--fail-on-rejects', '50%'], { cwd: dir });
+    const r = await runCliInProcess(['run', 'mapping.yaml', '--log-format', 'json', '--verbose', '--fail-on-rejects', '50%'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     const log = lines(r.stderr); // throws on any line that is not JSON
     for (const l of log) {
@@ -41,7 +41,7 @@ describe('--log-format json', () => {
   });
 
   it('a usage error is a JSON error line and a verdict (exit 2), the API key never in it', async () => {
-    const r = await runCli(['run', 'no-such-mapping.yaml', '--log-format', 'json', '--api-key', 'sekret-api-key-4711']);
+    const r = await runCliInProcess(['run', 'no-such-mapping.yaml', '--log-format', 'json', '--api-key', 'sekret-api-key-4711']);
     expect(r.code).toBe(2);
     const log = lines(r.stderr);
     expect(log.map((l) => l.event)).toEqual(['error', 'verdict']);

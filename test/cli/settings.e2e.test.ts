@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { copyTree, ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCli, runCliInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'care-etl-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,7 +18,7 @@ const MAPPING = join(ROOT, 'examples', 'clinic', 'mapping.yaml');
 
 describe.concurrent('--dotenv (alias --env-file)', () => {
   it("a missing --dotenv file: exit 2 with care-etl's message, nothing else done", async () => {
-    const r = await runCli(['validate', MAPPING, '--dotenv', join(dir, 'missing.env')], { cwd: dir });
+    const r = await runCliInProcess(['validate', MAPPING, '--dotenv', join(dir, 'missing.env')], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`The env file ${join(dir, 'missing.env')} does not exist`);
     expect(r.stderr).not.toContain('node:');
@@ -26,14 +26,14 @@ describe.concurrent('--dotenv (alias --env-file)', () => {
 
   it('--env-file naming an existing file still works (alias): its variables reach the mapping', async () => {
     writeFileSync(join(dir, 'bad-url.env'), 'CARE_BASE_URL=not a url\n');
-    const r = await runCli(['plan', MAPPING, '--env-file', join(dir, 'bad-url.env')], { cwd: dir });
+    const r = await runCliInProcess(['plan', MAPPING, '--env-file', join(dir, 'bad-url.env')], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--base-url');
   });
 
   it('a .env line with an unterminated quote: exit 2 naming the file and line, never the value', async () => {
     writeFileSync(join(dir, 'quote.env'), '# settings\nCARE_API_KEY="sk-SECRET-canary\nCARE_EMR_ID=e\n');
-    const r = await runCli(['validate', MAPPING, '--dotenv', join(dir, 'quote.env')], { cwd: dir });
+    const r = await runCliInProcess(['validate', MAPPING, '--dotenv', join(dir, 'quote.env')], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`${join(dir, 'quote.env')}:2`);
     expect(r.stderr).toContain('never closed');
@@ -82,7 +82,7 @@ describe.concurrent('proxy credentials through the CLI', () => {
     const work = copyTree('examples/clinic', 'care-etl-proxy-');
     try {
       const env = { HTTP_PROXY: proxy.url, CARE_API_KEY: 'api-key-for-proxy-test', CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
-      const r = await runCli(
+      const r = await runCliInProcess(
         ['run', join(work, 'mapping.yaml'), '--base-url', 'http://care-api.test/api', '--allow-insecure', '--report', join(work, 'report.html')],
         {
           env,
@@ -107,7 +107,7 @@ describe.concurrent('proxy credentials through the CLI', () => {
     const work = copyTree('examples/clinic', 'care-etl-proxy-');
     try {
       const env = { HTTPS_PROXY: proxy.url, CARE_API_KEY: 'api-key-for-proxy-test', CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' };
-      const r = await runCli(['run', join(work, 'mapping.yaml'), '--base-url', 'https://care-api.test/api'], { env, cwd: work });
+      const r = await runCliInProcess(['run', join(work, 'mapping.yaml'), '--base-url', 'https://care-api.test/api'], { env, cwd: work });
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/the proxy 127\.0\.0\.1:\d+ \(HTTPS_PROXY\) refused the credentials \(407/);
       expect(r.stderr).not.toMatch(/bug|did not answer in time/);

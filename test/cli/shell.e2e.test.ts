@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { acquireLease } from '../../src/state/lease.js';
-import { BIN, copyTree, ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import { BIN, type CliResult, copyTree, ROOT, runCliInProcess, workerEnv } from '../helpers/cli.js';
 import { deadPort, startEchoServer, type HostileServer } from '../helpers/hostile-server.js';
 
 const KEY = 'sk-live-LEAKCANARY-5f2c9e1d';
@@ -184,7 +184,7 @@ describe('the API key never leaves the process', () => {
       for (let s = queue.shift(); s; s = queue.shift()) {
         const dir = copyTree('examples/clinic');
         const { args, env } = await s.setup(dir);
-        results.set(s, { dir, args, res: await runCli(args, { env, cwd: dir }) });
+        results.set(s, { dir, args, res: await runCliInProcess(args, { env, cwd: dir }) });
       }
     };
     await Promise.all(Array.from({ length: 8 }, worker));
@@ -209,7 +209,7 @@ describe('the API key never leaves the process', () => {
 
   it('a 400 echoing the request: the key and the patient values it echoes reach no output, no reason and no ledger row', async () => {
     const dir = copyTree('examples/clinic');
-    const res = await runCli(['run', m(dir), '--json'], { env: { ...target(echo400.url), CARE_API_KEY: KEY }, cwd: dir });
+    const res = await runCliInProcess(['run', m(dir), '--json'], { env: { ...target(echo400.url), CARE_API_KEY: KEY }, cwd: dir });
     expect(res.code).toBe(1);
     const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
       .trim()
@@ -246,11 +246,11 @@ describe('exit codes (README table)', () => {
   it('0: every row loaded — --verbose logs each request without secrets, --quiet prints nothing', async () => {
     const dir = copyTree('test/fixtures/run/clean');
     const env = { ...target(sb.url, 't-shell'), CARE_API_KEY: KEY };
-    const res = await runCli(['run', m(dir), '--verbose'], { env });
+    const res = await runCliInProcess(['run', m(dir), '--verbose'], { env });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stderr).toMatch(/^\[http\] GET \/Patient\?_count=1 → 200 \d+ ms$/m);
     expect(res.stderr).not.toContain(KEY);
-    const quiet = await runCli(['run', m(dir), '--quiet'], { env });
+    const quiet = await runCliInProcess(['run', m(dir), '--quiet'], { env });
     expect(quiet.code).toBe(0);
     expect(quiet.stdout + quiet.stderr).toBe('');
   });
@@ -259,7 +259,7 @@ describe('exit codes (README table)', () => {
     const dying = await startEchoServer({ status: 503, readsBeforeFailing: 1 }); // the preflight passes, the listing fails
     try {
       const dir = copyTree('examples/clinic');
-      const res = await runCli(['run', m(dir), '--json'], { env: { ...target(dying.url), CARE_API_KEY: KEY } });
+      const res = await runCliInProcess(['run', m(dir), '--json'], { env: { ...target(dying.url), CARE_API_KEY: KEY } });
       expect(res.code, res.stderr).toBe(3);
       const body = JSON.parse(res.stdout) as { error: { name: string; message: string; hint: string }; exitCode: number };
       expect(body.error.message).toMatch(/HTTP 503/);
@@ -283,13 +283,13 @@ describe('exit codes (README table)', () => {
 
   it('1: some rows rejected, the rest loaded — and --max-errors N stops after exactly N', async () => {
     const dir = copyTree('examples/clinic');
-    const all = await runCli(['run', m(dir), '--dry-run', '--json']);
+    const all = await runCliInProcess(['run', m(dir), '--dry-run', '--json']);
     expect(all.code).toBe(1);
     expect((JSON.parse(all.stdout) as { totals: { rejected: number } }).totals.rejected).toBe(9);
-    const capped = await runCli(['run', m(dir), '--dry-run', '--json', '--max-errors', '2']);
+    const capped = await runCliInProcess(['run', m(dir), '--dry-run', '--json', '--max-errors', '2']);
     expect(capped.code).toBe(1);
     expect((JSON.parse(capped.stdout) as { totals: { rejected: number } }).totals.rejected).toBe(2);
-    const zero = await runCli(['run', m(dir), '--dry-run', '--max-errors', '0']);
+    const zero = await runCliInProcess(['run', m(dir), '--dry-run', '--max-errors', '0']);
     expect(zero.code).toBe(2);
     expect(zero.stderr).toMatch(/--max-errors/);
   });
@@ -298,7 +298,7 @@ describe('exit codes (README table)', () => {
     const slow = await startSandbox({ apiKey: KEY, emrId: EMR, tenants: ['t-int'], faults: { latencyMs: 40 } });
     try {
       const dir = copyTree('examples/clinic');
-      const env = { ...process.env, ...target(slow.url, 't-int'), CARE_API_KEY: KEY };
+      const env = { ...workerEnv(), ...target(slow.url, 't-int'), CARE_API_KEY: KEY };
       const child = spawn(process.execPath, [BIN, 'run', m(dir), '--concurrency', '1', '--json'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -313,7 +313,7 @@ describe('exit codes (README table)', () => {
       expect(report.mappings.patient.created).toBeLessThan(30);
       expect(existsSync(report.rejectsFile)).toBe(true); // written at the end, not lost
 
-      const again = await runCli(['run', m(dir), '--json'], { env: { ...target(slow.url, 't-int'), CARE_API_KEY: KEY } });
+      const again = await runCliInProcess(['run', m(dir), '--json'], { env: { ...target(slow.url, 't-int'), CARE_API_KEY: KEY } });
       const second = JSON.parse(again.stdout) as { mappings: { patient: { created: number; adopted: number } } };
       // A create cut off by the cancel may still have been stored: the next run adopts it instead of creating it.
       expect(report.mappings.patient.created + second.mappings.patient.created + second.mappings.patient.adopted).toBe(30);
@@ -328,15 +328,15 @@ describe('a failed run destroys nothing', () => {
   it('a second run failing on credentials, the lock or an unreachable server — and a dry run — leave the rejects file byte-identical', async () => {
     const dir = copyTree('examples/clinic');
     const env = { ...target(sb.url, 't-keep'), CARE_API_KEY: KEY };
-    const first = await runCli(['run', m(dir)], { env });
+    const first = await runCliInProcess(['run', m(dir)], { env });
     expect(first.code).toBe(1);
     const rejectsFile = join(dir, '.care-etl', 'rejects.ndjson');
     const good = readFileSync(rejectsFile);
     expect(good.toString().trim().split('\n')).toHaveLength(9);
 
     const failures: [string, Promise<CliResult>, number][] = [];
-    failures.push(['credentials', runCli(['run', m(dir)], { env: { ...env, CARE_API_KEY: 'not-the-key' } }), 2]);
-    failures.push(['unreachable', runCli(['run', m(dir)], { env: { ...env, CARE_BASE_URL: `http://127.0.0.1:${dead}` } }), 3]);
+    failures.push(['credentials', runCliInProcess(['run', m(dir)], { env: { ...env, CARE_API_KEY: 'not-the-key' } }), 2]);
+    failures.push(['unreachable', runCliInProcess(['run', m(dir)], { env: { ...env, CARE_BASE_URL: `http://127.0.0.1:${dead}` } }), 3]);
     for (const [what, p, code] of failures) {
       const r = await p;
       expect(r.code, `${what}: ${r.stderr}`).toBe(code);
@@ -344,14 +344,14 @@ describe('a failed run destroys nothing', () => {
     }
     const lock = holdLease(join(dir, '.care-etl', 'state.db'), 't-keep');
     try {
-      const r = await runCli(['run', m(dir)], { env });
+      const r = await runCliInProcess(['run', m(dir)], { env });
       expect(r.code, r.stderr).toBe(3);
       expect(r.stderr).toMatch(/another run holds this state/);
       expect(readFileSync(rejectsFile).equals(good), 'lock').toBe(true);
     } finally {
       lock.close();
     }
-    const dry = await runCli(['run', m(dir), '--dry-run']);
+    const dry = await runCliInProcess(['run', m(dir), '--dry-run']);
     expect(dry.code).toBe(1);
     expect(readFileSync(rejectsFile).equals(good), 'dry run').toBe(true);
     expect(existsSync(join(dir, '.care-etl', 'dry-run', 'rejects.ndjson'))).toBe(true);
@@ -367,7 +367,9 @@ describe('a failed run destroys nothing', () => {
       writeFileSync(f, 'old\n');
       chmodSync(f, 0o644);
     }
-    const r = await runCli(['run', m(dir), '--rejects', rejectsFile, '--report', reportFile], { env: { ...target(sb.url, 't-modes'), CARE_API_KEY: KEY } });
+    const r = await runCliInProcess(['run', m(dir), '--rejects', rejectsFile, '--report', reportFile], {
+      env: { ...target(sb.url, 't-modes'), CARE_API_KEY: KEY },
+    });
     expect(r.code).toBe(1);
     for (const f of [rejectsFile, reportFile]) {
       expect(statSync(f).mode & 0o777, f).toBe(0o600);

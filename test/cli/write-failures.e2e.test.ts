@@ -9,7 +9,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 describe.concurrent('a full disk or a folder that cannot be written', () => {
   const KEY = 'sk-settings-disk-0001';
@@ -40,12 +40,15 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     const work = copyTree('examples/clinic', 'care-etl-full-');
     try {
       const rejects = join(work, '.care-etl', 'rejects.ndjson');
-      const r = await runCli(['run', 'mapping.yaml', '--progress', 'none'], { env: env('t-full-rejects', { CARE_ETL_TEST_ENOSPC: rejects }), cwd: work });
+      const r = await runCliInProcess(['run', 'mapping.yaml', '--progress', 'none'], {
+        env: env('t-full-rejects', { CARE_ETL_TEST_ENOSPC: rejects }),
+        cwd: work,
+      });
       expect(r.code).toBe(3);
       expect(r.stderr).toContain(`cannot write ${rejects}: the disk is full (ENOSPC)`);
       clean(r);
       expect(await patientsOnServer('t-full-rejects')).toBe(30);
-      const again = await runCli(['run', 'mapping.yaml', '--json'], { env: env('t-full-rejects'), cwd: work });
+      const again = await runCliInProcess(['run', 'mapping.yaml', '--json'], { env: env('t-full-rejects'), cwd: work });
       expect(again.code).toBe(1); // the clinic's own bad rows
       expect(JSON.parse(again.stdout).mappings.patient).toMatchObject({ created: 0, unchanged: 30 });
     } finally {
@@ -57,12 +60,12 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     const work = copyTree('examples/clinic', 'care-etl-full-');
     try {
       const state = join(work, '.care-etl', 'state.db');
-      const r = await runCli(['run', 'mapping.yaml', '--progress', 'none'], { env: env('t-full-state', { CARE_ETL_TEST_ENOSPC: state }), cwd: work });
+      const r = await runCliInProcess(['run', 'mapping.yaml', '--progress', 'none'], { env: env('t-full-state', { CARE_ETL_TEST_ENOSPC: state }), cwd: work });
       expect(r.code).toBe(3);
       expect(r.stderr).toMatch(new RegExp(`State file ${state.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: .* failed: database or disk is full`));
       expect(r.stderr).toContain('Free some space');
       clean(r);
-      const again = await runCli(['run', 'mapping.yaml', '--progress', 'none'], { env: env('t-full-state'), cwd: work });
+      const again = await runCliInProcess(['run', 'mapping.yaml', '--progress', 'none'], { env: env('t-full-state'), cwd: work });
       expect(again.code).toBe(1);
       expect(await patientsOnServer('t-full-state')).toBe(30);
     } finally {
@@ -74,12 +77,12 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     const work = copyTree('examples/clinic', 'care-etl-ro-');
     try {
       writeFileSync(join(work, 'not-a-folder'), '');
-      const r = await runCli(['run', 'mapping.yaml', '--state', 'not-a-folder/state.db'], { env: env('t-ro'), cwd: work });
+      const r = await runCliInProcess(['run', 'mapping.yaml', '--state', 'not-a-folder/state.db'], { env: env('t-ro'), cwd: work });
       expect(r.code).toBe(2);
       expect(r.stderr).toContain('not-a-folder/state.db');
       expect(r.stderr).toContain('Choose a folder you can write to');
       clean(r);
-      const rejects = await runCli(['run', 'mapping.yaml', '--rejects', 'not-a-folder/rejects.ndjson'], { env: env('t-ro'), cwd: work });
+      const rejects = await runCliInProcess(['run', 'mapping.yaml', '--rejects', 'not-a-folder/rejects.ndjson'], { env: env('t-ro'), cwd: work });
       expect(rejects.code).toBe(2);
       expect(rejects.stderr).toContain('not-a-folder/rejects.ndjson: a part of the path is a file, not a folder');
       clean(rejects);
@@ -93,7 +96,10 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     const work = copyTree('examples/clinic', 'care-etl-ro-');
     try {
       writeFileSync(join(work, 'not-a-folder'), '');
-      const r = await runCli(['run', 'mapping.yaml', '--progress', 'none', '--report', 'not-a-folder/report.html'], { env: env('t-report'), cwd: work });
+      const r = await runCliInProcess(['run', 'mapping.yaml', '--progress', 'none', '--report', 'not-a-folder/report.html'], {
+        env: env('t-report'),
+        cwd: work,
+      });
       expect(r.code).toBe(3);
       expect(r.stderr).toContain('cannot write not-a-folder/report.html: a part of the path is a file, not a folder');
       clean(r);
@@ -107,7 +113,10 @@ describe.concurrent('a full disk or a folder that cannot be written', () => {
     const work = copyTree('examples/clinic', 'care-etl-full-');
     try {
       const out = join(work, 'out', 'Patient.ndjson');
-      const r = await runCli(['run', 'mapping.yaml', '--dry-run', '--out', 'out', '--progress', 'none'], { env: { CARE_ETL_TEST_ENOSPC: out }, cwd: work });
+      const r = await runCliInProcess(['run', 'mapping.yaml', '--dry-run', '--out', 'out', '--progress', 'none'], {
+        env: { CARE_ETL_TEST_ENOSPC: out },
+        cwd: work,
+      });
       expect(r.code).toBe(3);
       expect(r.stderr).toContain(`cannot write ${out}: the disk is full (ENOSPC)`);
       clean(r);

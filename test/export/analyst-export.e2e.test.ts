@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_COLUMNS } from '../../src/export/default-columns.js';
 import { makeObservation } from '../../src/sandbox/observations.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { cli, clientFor, envFor, loadPatients, ROOT, TENANT, workDir } from './helpers.js';
+import { cliInProcess, clientFor, envFor, loadPatients, ROOT, TENANT, workDir } from './helpers.js';
 
 const PYTHON = spawnSync('python3', ['-c', 'import csv'], { encoding: 'utf8' }).status === 0 ? 'python3' : undefined;
 const KEY_A = 'analyst-key-A-0123456789abcdef';
@@ -76,7 +76,7 @@ afterAll(async () => {
   await sb.close();
 });
 
-const exportCli = (args: string[], env: NodeJS.ProcessEnv = envFor(sb)) => cli(['export', 'mapping-default.yaml', ...args], { cwd: dir, env });
+const exportCli = (args: string[], env: NodeJS.ProcessEnv = envFor(sb)) => cliInProcess(['export', 'mapping-default.yaml', ...args], { cwd: dir, env });
 
 function readStrict(file: string): string[][] {
   const script =
@@ -210,7 +210,7 @@ describe.skipIf(!PYTHON)('care-etl export for analysts (built CLI, sandbox)', ()
     // declared on the flag (src/cli/flags.ts): oclif's refusal, the flag's description as the hint
     expect(stray.stderr).toContain('All of the following must be provided when using --pseudonym-key-file: --pseudonymize');
     expect(stray.stderr).toContain('Hint: --pseudonym-key-file: with --pseudonymize: file holding the key');
-    const wideCustom = await cli(['export', 'mapping.yaml', 'observations', '--layout', 'wide'], { cwd: dir, env: envFor(sb) });
+    const wideCustom = await cliInProcess(['export', 'mapping.yaml', 'observations', '--layout', 'wide'], { cwd: dir, env: envFor(sb) });
     expect(wideCustom.code).toBe(2);
     expect(wideCustom.stderr).toContain('`--layout wide` has its own columns');
   });
@@ -241,7 +241,7 @@ describe.skipIf(!PYTHON)('care-etl export for analysts (built CLI, sandbox)', ()
     expect(byName.value!.type).toBe('integer'); // observed
     expect(byName.loinc!.source).toBe('code.coding[system = "http://loinc.org"].code');
 
-    const custom = await cli(['export', 'mapping.yaml', '--out', 'c.csv', '--dictionary', 'c.dictionary.json'], { cwd: dir, env: envFor(sb) });
+    const custom = await cliInProcess(['export', 'mapping.yaml', '--out', 'c.csv', '--dictionary', 'c.dictionary.json'], { cwd: dir, env: envFor(sb) });
     expect(custom.code, custom.stderr).toBe(0);
     const cd = JSON.parse(readFileSync(join(dir, 'c.dictionary.json'), 'utf8')) as {
       columns: { name: string; source: string; type: string; description: string }[];

@@ -5,7 +5,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest
 import { DEFAULT_COLUMNS } from '../../src/export/default-columns.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
-import { cli, clientFor, envFor, loadPatients, observation, oldObservations, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
+import { cliInProcess, clientFor, envFor, loadPatients, observation, oldObservations, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
 
 // Spawns the built CLI (`npm run build` first; CI builds in `npm ci` → prepare) against an in-process
 // sandbox on 127.0.0.1 (ephemeral port); credentials travel in CARE_* variables.
@@ -23,7 +23,7 @@ afterEach(async () => {
   await sb.close();
 });
 
-const exportCli = (args: string[], env = envFor(sb)) => cli(['export', ...args], { cwd: dir, env });
+const exportCli = (args: string[], env = envFor(sb)) => cliInProcess(['export', ...args], { cwd: dir, env });
 const mode = (f: string) => statSync(f).mode & 0o777;
 
 describe('care-etl export', () => {
@@ -187,9 +187,9 @@ describe('care-etl export', () => {
 
   test('with no target configured: `run` then `export` on the embedded sandbox, MRNs joined', async () => {
     const env = envFor(undefined);
-    const load = await cli(['run', 'mapping.yaml'], { cwd: dir, env });
+    const load = await cliInProcess(['run', 'mapping.yaml'], { cwd: dir, env });
     expect(load.code).toBe(0);
-    const r = await cli(['export', 'mapping.yaml'], { cwd: dir, env });
+    const r = await cliInProcess(['export', 'mapping.yaml'], { cwd: dir, env });
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('No target configured: exporting from the embedded sandbox');
     expect(r.stderr).toContain(join(dir, '.care-etl/sandbox.db'));

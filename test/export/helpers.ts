@@ -9,6 +9,7 @@ import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
+import { runCliInProcess, workerEnv } from '../helpers/cli.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const FIXTURES = fileURLToPath(new URL('../fixtures/export/', import.meta.url));
@@ -29,7 +30,7 @@ export function clientFor(sb: Sandbox, opts: ConstructorParameters<typeof CareCl
 /** CARE_* for the sandbox; every other CARE_* variable of the caller's environment removed, and `CI` (it refuses the embedded sandbox). */
 export function envFor(sb: Sandbox | undefined): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CARE_') && k !== 'CI') env[k] = v;
+  for (const [k, v] of Object.entries(workerEnv())) if (!k.startsWith('CARE_') && k !== 'CI') env[k] = v;
   if (sb) Object.assign(env, { CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: TENANT });
   return env;
 }
@@ -51,6 +52,13 @@ export function cli(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv 
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** As `cli`, inside this worker (`runCliInProcess`, test/helpers/cli.ts): `env` is the whole environment, as for `cli`. */
+export async function cliInProcess(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }): Promise<CliResult> {
+  const unset = Object.fromEntries(Object.keys(workerEnv()).map((k) => [k, undefined]));
+  const { code, stdout, stderr } = await runCliInProcess(args, { cwd: opts.cwd, env: { ...unset, ...opts.env } });
+  return { code, stdout, stderr };
 }
 
 export const parseCsv = (text: string): Record<string, string>[] =>

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_COLUMNS } from '../../src/export/default-columns.js';
 import { makeObservation } from '../../src/sandbox/observations.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { cli, envFor, TENANT, workDir } from './helpers.js';
+import { cliInProcess, envFor, TENANT, workDir } from './helpers.js';
 
 const PYTHON = spawnSync('python3', ['-c', 'import csv'], { encoding: 'utf8' }).status === 0 ? 'python3' : undefined;
 const N = 1_000;
@@ -41,7 +41,7 @@ describe.skipIf(!PYTHON)('an exported CSV of hostile questionnaire texts, read b
     expect([...texts.values()].filter((t) => /[\r\n]/.test(t)).length).toBeGreaterThan(100);
     for (const escape of [true, false]) {
       const dir = workDir();
-      const r = await cli(['export', 'mapping-default.yaml', '--out', 'obs.csv', '--bom', ...(escape ? [] : ['--no-escape-formulas'])], {
+      const r = await cliInProcess(['export', 'mapping-default.yaml', '--out', 'obs.csv', '--bom', ...(escape ? [] : ['--no-escape-formulas'])], {
         cwd: dir,
         env: envFor(sb),
       });

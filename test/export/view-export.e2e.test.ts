@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parquetReadObjects } from 'hyparquet';
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { cli, envFor, observation, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
+import { cliInProcess, envFor, observation, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
 
 // Spawns the built CLI against an in-process sandbox on 127.0.0.1: ViewDefinitions of the public SQL-on-FHIR v2
 // suite (test/fixtures/sql-on-fhir/), their Observations stored as given, exported and compared with `expect`.
@@ -37,7 +37,7 @@ afterEach(async () => {
   await sb.close();
 });
 
-const exportCli = (args: string[]) => cli(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
+const exportCli = (args: string[]) => cliInProcess(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
 
 describe('care-etl export --view', () => {
   test('a ViewDefinition of the SQL-on-FHIR suite, exported from the server to CSV, equals the suite’s expected rows', async () => {

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { cli, clientFor, envFor, loadPatients, ROOT, TENANT, workDir } from './helpers.js';
+import { cliInProcess, clientFor, envFor, loadPatients, ROOT, TENANT, workDir } from './helpers.js';
 
 // Python's csv module is the independent reader (python3 is on every machine this runs on): never skipped.
 const PYTHON = 'python3';
@@ -98,7 +98,7 @@ describe.each(['coded', 'text-only'] as const)('wide layout on a %s server (buil
   afterAll(async () => {
     await sb?.close();
   });
-  const exportCli = (args: string[]) => cli(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
+  const exportCli = (args: string[]) => cliInProcess(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
 
   it('holds every scored observation exactly once, in its patient row for its UTC day (compared with the server list)', async () => {
     const listed = await serverList(sb);
@@ -200,7 +200,7 @@ describe('long CSV on a text-only server: formulas by format, Table Schema (buil
   afterAll(async () => {
     await sb?.close();
   });
-  const exportCli = (args: string[]) => cli(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
+  const exportCli = (args: string[]) => cliInProcess(['export', 'mapping-default.yaml', ...args], { cwd: dir, env: envFor(sb) });
   const dictOf = (f: string) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Dict;
 
   it('formulas: CSV on by default, off with --no-escape-formulas; NDJSON never; the dictionary says which; the CSV typed by its Table Schema', async () => {

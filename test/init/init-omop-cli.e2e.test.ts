@@ -5,7 +5,7 @@ import { CareClient } from '../../src/api/client.js';
 import { resolveConnection } from '../../src/api/connection.js';
 import type { Issue } from '../../src/core/issues.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 import { all, checkReferences } from '../mappings/helpers.js';
 
 const TABLES = ['person', 'provider', 'visit_occurrence', 'visit_detail', 'care_site'];
@@ -46,7 +46,7 @@ afterAll(async () => {
 describe('care-etl init on an OMOP CDM v5.4 export (built CLI), its TODOs answered, then validate and run', () => {
   it('writes person → Patient, provider → Practitioner, one CareTeam per person; answered, it loads with 0 rejects', async () => {
     const dir = copyTree('mappings/omop-cdm/sample', 'care-etl-omop-');
-    const init = await runCli(['init', ...TABLES.flatMap((t) => ['--from', `${t}.csv`]), '--out', 'mapping.yaml'], { cwd: dir });
+    const init = await runCliInProcess(['init', ...TABLES.flatMap((t) => ['--from', `${t}.csv`]), '--out', 'mapping.yaml'], { cwd: dir });
     expect(init.code, init.stderr).toBe(0);
     expect(init.stdout).toMatch(/patient\s+Patient\s+person_id/);
     expect(init.stdout).toMatch(/practitioner\s+Practitioner\s+provider_id/);
@@ -58,7 +58,7 @@ describe('care-etl init on an OMOP CDM v5.4 export (built CLI), its TODOs answer
     expect(todos).toBe(4);
 
     // validate lists exactly those markers (exit 2), each with its question.
-    const v = await runCli(['validate', 'mapping.yaml', '--json'], { cwd: dir });
+    const v = await runCliInProcess(['validate', 'mapping.yaml', '--json'], { cwd: dir });
     expect(v.code).toBe(2);
     const issues = (JSON.parse(v.stdout) as { error: { issues: Issue[] } }).error.issues;
     expect(issues.map((i) => i.code)).toEqual(Array(todos).fill('todo'));
@@ -66,13 +66,13 @@ describe('care-etl init on an OMOP CDM v5.4 export (built CLI), its TODOs answer
 
     const text = readFileSync(join(dir, 'mapping.yaml'), 'utf8');
     writeFileSync(join(dir, 'mapping.yaml'), answer(text));
-    const ok = await runCli(['validate', 'mapping.yaml', '--sample', '100'], { cwd: dir });
+    const ok = await runCliInProcess(['validate', 'mapping.yaml', '--sample', '100'], { cwd: dir });
     expect(ok.code, ok.stdout + ok.stderr).toBe(0);
     expect(ok.stdout).toMatch(/careteam\s+60\s+20\s+0/);
 
     const tenant = sb.credentials.tenants[0]!;
     const env = { CARE_BASE_URL: sb.url, CARE_API_KEY: sb.credentials.apiKey, CARE_EMR_ID: sb.credentials.emrId, CARE_TENANT_ID: tenant };
-    const run = await runCli(['run', 'mapping.yaml', '--json'], { cwd: dir, env });
+    const run = await runCliInProcess(['run', 'mapping.yaml', '--json'], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);
     const report = (JSON.parse(run.stdout) as { mappings: Record<string, { created: number; rejected: number }> }).mappings;
     expect(report.patient).toMatchObject({ created: 20, rejected: 0 });

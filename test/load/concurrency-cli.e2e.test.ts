@@ -8,7 +8,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
-import { copyTree, ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCliInProcess } from '../helpers/cli.js';
 
 let sb: Sandbox | undefined;
 const start = async () => {
@@ -28,7 +28,7 @@ const mapping = () => join(copyTree('examples/clinic'), 'mapping.yaml');
 describe('care-etl run: concurrency', () => {
   it('by default discovers it, never above --max-concurrency at the server, and says where it settled', async () => {
     const env = await start();
-    const res = await runCli(['run', mapping(), '--max-concurrency', '2', '--json', '--progress', 'none'], { env });
+    const res = await runCliInProcess(['run', mapping(), '--max-concurrency', '2', '--json', '--progress', 'none'], { env });
     expect(res.code, res.stderr).toBe(1); // the example has deliberately bad rows
     const report = JSON.parse(res.stdout) as RunReport;
     expect(report.totals.created).toBe(64);
@@ -40,7 +40,7 @@ describe('care-etl run: concurrency', () => {
 
   it('--concurrency pins it; the summary line says so', async () => {
     const env = await start();
-    const res = await runCli(['run', mapping(), '--concurrency', '3', '--progress', 'none'], { env });
+    const res = await runCliInProcess(['run', mapping(), '--concurrency', '3', '--progress', 'none'], { env });
     expect(res.code, res.stderr).toBe(1);
     expect(res.stdout).toMatch(/^Concurrency: pinned at 3 \(--concurrency\); [1-3] request\(s\) in flight at most/m);
     expect(sb!.stats().capacity.maxInFlight).toBeLessThanOrEqual(3);
@@ -48,16 +48,16 @@ describe('care-etl run: concurrency', () => {
 
   it('the summary of a discovered run names the ceiling', async () => {
     const env = await start();
-    const res = await runCli(['run', mapping(), '--progress', 'none'], { env });
+    const res = await runCliInProcess(['run', mapping(), '--progress', 'none'], { env });
     expect(res.code, res.stderr).toBe(1);
     expect(res.stdout).toMatch(/^Concurrency: settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32: --max-concurrency\)$/m);
   });
 
   it('refuses a --max-concurrency below 1, and --concurrency with --max-concurrency (exit 2)', async () => {
-    const bad = await runCli(['run', mapping(), '--max-concurrency', '0']);
+    const bad = await runCliInProcess(['run', mapping(), '--max-concurrency', '0']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('Expected `--max-concurrency` to be an integer ≥ 1, got `0`');
-    const both = await runCli(['run', mapping(), '--concurrency', '2', '--max-concurrency', '8']);
+    const both = await runCliInProcess(['run', mapping(), '--concurrency', '2', '--max-concurrency', '8']);
     expect(both.code).toBe(2);
     expect(both.stderr).toMatch(/--max-concurrency=8 cannot also be provided when using --concurrency|cannot also be provided/);
   });

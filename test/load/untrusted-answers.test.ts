@@ -29,7 +29,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function runAgainst(mode: Extract<HostileMode, { kind: 'create-answer' }>): Promise<{ report: RunReport; entries: Record<string, LedgerEntry[]> }> {
+async function runAgainst(
+  mode: Extract<HostileMode, { kind: 'create-answer' }>,
+  concurrency?: number,
+): Promise<{ report: RunReport; entries: Record<string, LedgerEntry[]> }> {
   server = await startHostileServer(mode);
   const clinic = makeClinic(N, M, 'care-etl-untrusted-');
   lastState = clinic.state;
@@ -38,6 +41,7 @@ async function runAgainst(mode: Extract<HostileMode, { kind: 'create-answer' }>)
     env: {},
     connection: { baseUrl: server.url, apiKey: 'k-hostile', emrId: 'emr', tenantId: TENANT },
     retry: { baseDelayMs: 1, maxDelayMs: 2 },
+    concurrency,
   });
   const entries = withLedger(clinic.state, server, TENANT, (scope) => Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])));
   return { report, entries };
@@ -87,7 +91,10 @@ describe('create answers that cannot be believed', () => {
   }
 
   it('same-id: the first answer names an id the server does not list — left pending; every later create is reconciled to its true id', async () => {
-    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'stored' });
+    // One create at a time: the first answered is then the first row's. Sent side by side, whichever is answered first
+    // stays pending — and when those are the patient and the practitioner of every care team, no care team is created
+    // and the care-team phase has nothing to verify ([1, 1], seen under load).
+    const { report, entries } = await runAgainst({ kind: 'create-answer', answer: 'same-id', listed: 'stored' }, 1);
     expectNoUntrustedSynced(entries);
     for (const [mapping, type] of Object.entries(TYPES)) {
       const list = entries[mapping]!;

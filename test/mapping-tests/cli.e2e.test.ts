@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { TestReport } from '../../src/mapping-tests/types.js';
-import { copyTree, ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCliInProcess } from '../helpers/cli.js';
 
 // Spawns the built CLI (npm run build; CI builds in `npm ci` → prepare).
 beforeAll(() => {
@@ -12,7 +12,7 @@ beforeAll(() => {
 
 describe('care-etl test (built CLI)', () => {
   it('passing cases: ✓ lines, a summary, exit 0', async () => {
-    const r = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml']);
+    const r = await runCliInProcess(['test', 'test/fixtures/mapping-tests/passing.test.yaml']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('test/fixtures/mapping-tests/passing.test.yaml  → test/fixtures/mapping-tests/mapping.yaml');
     expect(r.stdout).toMatch(/ {2}✓ patient › exact resource from an inline row {2}\(\d/);
@@ -21,7 +21,7 @@ describe('care-etl test (built CLI)', () => {
   });
 
   it('failing cases: diff and expression position, exit 1', async () => {
-    const r = await runCli(['test', 'test/fixtures/mapping-tests/failing.test.yaml']);
+    const r = await runCliInProcess(['test', 'test/fixtures/mapping-tests/failing.test.yaml']);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('✗ patient › wrong expectation');
     expect(r.stdout).toContain('/name/0/family: expected "LEE", got "Lee"');
@@ -31,13 +31,13 @@ describe('care-etl test (built CLI)', () => {
   });
 
   it('a broken test file or mapping: exit 2', async () => {
-    const r = await runCli(['test', 'test/fixtures/mapping-tests/broken']);
+    const r = await runCliInProcess(['test', 'test/fixtures/mapping-tests/broken']);
     expect(r.code).toBe(2);
     expect(r.stdout).toContain('bad-file.test.yaml:3:14: error [number-not-text]');
   });
 
   it('--json, and the shipped mappings and examples all pass', async () => {
-    const r = await runCli(['test', 'mappings', 'examples', '--json']);
+    const r = await runCliInProcess(['test', 'mappings', 'examples', '--json']);
     expect(r.code, r.stdout.slice(0, 2000)).toBe(0);
     const report = JSON.parse(r.stdout) as TestReport;
     expect(report.totals.failed + report.totals.errors + report.totals.brokenFiles).toBe(0);
@@ -53,7 +53,7 @@ describe('care-etl test (built CLI)', () => {
   });
 
   it('no argument: the current folder', async () => {
-    const r = await runCli(['test'], { cwd: join(ROOT, 'mappings/generic-csv') });
+    const r = await runCliInProcess(['test'], { cwd: join(ROOT, 'mappings/generic-csv') });
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toContain('generic-csv.test.yaml  → mapping.yaml');
   });
@@ -74,26 +74,26 @@ describe('care-etl init (built CLI)', () => {
       '--out',
       out,
     ];
-    const first = await runCli(args);
+    const first = await runCliInProcess(args);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/patient\s+Patient\s+MRN/);
     expect(first.stdout).toContain('2 TODO markers to resolve');
     const text = readFileSync(out, 'utf8');
     expect(text).toContain('{ path: data/patients.csv }');
 
-    const again = await runCli(args);
+    const again = await runCliInProcess(args);
     expect(again.code).toBe(2);
     expect(again.stderr).toContain('already exists: not overwritten');
     expect(readFileSync(out, 'utf8')).toBe(text);
-    expect((await runCli([...args, '--force'])).code).toBe(0);
+    expect((await runCliInProcess([...args, '--force'])).code).toBe(0);
 
-    const v = await runCli(['validate', out]);
+    const v = await runCliInProcess(['validate', out]);
     expect(v.code).toBe(2);
     expect(v.stderr).toMatch(/starter\.yaml:\d+:\d+: error \[todo\] at \/resources\/0\/map: mapping `patient` map: TODO — the namespace \(URI\) of your MRNs/);
   });
 
   it('an unreadable export: exit 2', async () => {
-    const r = await runCli(['init', '--from', 'nope.csv', '--out', join(mkdtempSync(join(tmpdir(), 'care-etl-')), 'm.yaml')]);
+    const r = await runCliInProcess(['init', '--from', 'nope.csv', '--out', join(mkdtempSync(join(tmpdir(), 'care-etl-')), 'm.yaml')]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('nope.csv: file not found');
   });

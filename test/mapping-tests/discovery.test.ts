@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findTestFiles } from '../../src/mapping-tests/run-mapping-tests.js';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { ROOT, runCliInProcess } from '../helpers/cli.js';
 
 let dir: string;
 const TREE = [
@@ -57,7 +57,7 @@ describe('findTestFiles: folders a recursive search skips', () => {
 
 describe('care-etl test at the repository root (built CLI)', () => {
   it('runs the shipped mapping tests and not the deliberately broken ones under test/fixtures', async () => {
-    const r = await runCli(['test', '--json'], { cwd: ROOT });
+    const r = await runCliInProcess(['test', '--json'], { cwd: ROOT });
     const report = JSON.parse(r.stdout) as { files: { file: string }[]; exitCode: number };
     const files = report.files.map((f) => relative(ROOT, f.file)).sort();
     expect(files).toEqual([

@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { ROOT, runCliInProcess } from '../helpers/cli.js';
 
 /**
  * The XML is read back by a parser this project did not write: Python's xml.etree (expat), strict — an unescaped
@@ -35,7 +35,7 @@ describe('care-etl test --reporter junit', () => {
       `mapping: mapping.yaml\ncases:\n  - name: "a <b> & \\"c\\" 'd' \\x01 end"\n    resource: patient\n    input: { ID: "001", FIRST: ann, LAST: LEE, SEX: F, DOB: "1990-01-02", WEIGHT: "" }\n    expectSubset: { gender: "<male & more>" }\n`,
     );
     const out = join(dir, 'junit.xml');
-    const r = await runCli(['test', dir, '--reporter', 'junit', '--out', out]);
+    const r = await runCliInProcess(['test', dir, '--reporter', 'junit', '--out', out]);
     expect(r.code, r.stderr).toBe(2); // the broken/ folder
     expect(r.stdout).toContain('cases:'); // the case list stays on stdout
     expect(statSync(out).mode & 0o777).toBe(0o600);
@@ -63,7 +63,7 @@ describe('care-etl test --reporter junit', () => {
   });
 
   it('without --out: the XML alone on stdout, the summary on stderr', async () => {
-    const r = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit']);
+    const r = await runCliInProcess(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.startsWith('<?xml')).toBe(true);
     expect(r.stderr).toContain('cases: 4 passed, 0 failed, 1 skipped');
@@ -72,11 +72,11 @@ describe('care-etl test --reporter junit', () => {
   });
 
   it('--json with the XML on stdout is refused (exit 2); with --out both are written', async () => {
-    const r = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json']);
+    const r = await runCliInProcess(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json']);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.stdout).error.message).toContain('--json=true cannot also be provided when using --reporter');
     const out = join(mkdtempSync(join(tmpdir(), 'care-etl-junit-')), 'junit.xml');
-    const both = await runCli(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json', '--out', out]);
+    const both = await runCliInProcess(['test', 'test/fixtures/mapping-tests/passing.test.yaml', '--reporter', 'junit', '--json', '--out', out]);
     expect(both.code, both.stderr).toBe(0);
     expect(JSON.parse(both.stdout).totals.passed).toBe(4);
     expect(readJunit(readFileSync(out, 'utf8')).root.tests).toBe('5');

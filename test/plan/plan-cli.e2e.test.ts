@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PlanDocument } from '../../src/pipeline/plan.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCli, runCliInProcess } from '../helpers/cli.js';
 import { makeClinic, mrn, patientsCsv, startRecordingProxy } from '../sync/helpers.js';
 
 const N = 12;
@@ -51,10 +51,10 @@ describe('care-etl plan (built CLI)', () => {
   });
 
   it('on the loaded tenant: exit 0, "No changes"', async () => {
-    const load = await runCli(['run', clinic.mapping, '--progress', 'none'], { env: env() });
+    const load = await runCliInProcess(['run', clinic.mapping, '--progress', 'none'], { env: env() });
     expect(load.code, load.stderr).toBe(0);
     const from = proxy.log.length;
-    const res = await runCli(['plan', clinic.mapping, '--progress', 'none'], { env: env() });
+    const res = await runCliInProcess(['plan', clinic.mapping, '--progress', 'none'], { env: env() });
     expect(res.code, res.stderr).toBe(0);
     expect(methodsSince(from)).toEqual(['GET']);
     expect(res.stderr).toContain(`0 to create, 0 to update, 0 to end; 0 adopted from the server, ${N + M + teams} unchanged`);
@@ -67,8 +67,8 @@ describe('care-etl plan (built CLI)', () => {
     const stateBefore = readFileSync(clinic.state);
     const from = proxy.log.length;
     const [json, text] = await Promise.all([
-      runCli(['plan', clinic.mapping, '--json'], { env: env() }),
-      runCli(['plan', clinic.mapping, '--limit', '2', '--progress', 'none'], { env: env() }),
+      runCliInProcess(['plan', clinic.mapping, '--json'], { env: env() }),
+      runCliInProcess(['plan', clinic.mapping, '--limit', '2', '--progress', 'none'], { env: env() }),
     ]);
     expect(json.code, json.stderr).toBe(4);
     expect(methodsSince(from)).toEqual(['GET']);
@@ -89,9 +89,9 @@ describe('care-etl plan (built CLI)', () => {
     const dir = copyTree('examples/clinic', 'care-etl-plan-example-');
     const mapping = join(dir, 'mapping.yaml');
     const e = { ...env(), CARE_TENANT_ID: 't-plan-example' };
-    const load = await runCli(['run', mapping, '--progress', 'none'], { env: e });
+    const load = await runCliInProcess(['run', mapping, '--progress', 'none'], { env: e });
     expect(load.code, load.stderr).toBe(1);
-    const res = await runCli(['plan', mapping, '--progress', 'none', '--limit', '0'], { env: e });
+    const res = await runCliInProcess(['plan', mapping, '--progress', 'none', '--limit', '0'], { env: e });
     expect(res.code, res.stderr).toBe(1);
     expect(res.stderr).toContain('0 to create, 0 to update, 0 to end; 0 adopted from the server, 64 unchanged, 9 row(s) would be rejected');
     expect(res.stdout).toContain('No changes to the server; 9 rows would be rejected (exit code 1).');
@@ -99,7 +99,7 @@ describe('care-etl plan (built CLI)', () => {
   });
 
   it('a usage error exits 2', async () => {
-    const res = await runCli(['plan', clinic.mapping, '--limit', '-1', '--json'], { env: env() });
+    const res = await runCliInProcess(['plan', clinic.mapping, '--limit', '-1', '--json'], { env: env() });
     expect(res.code).toBe(2);
     expect(JSON.parse(res.stdout)).toMatchObject({ error: { name: 'UsageError' }, exitCode: 2 });
   });

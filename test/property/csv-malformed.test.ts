@@ -14,7 +14,7 @@
  * every clean row — before and after each defect — is written, in order (src/sources/csv-quote-guard.ts: a
  * broken quote costs at most the line where it opened).
  *
- * Runs: a tenth of CARE_PROPERTY_RUNS (default 2000, shared with run-invariants-*.test.ts) → 200 cases.
+ * Runs: a tenth of CARE_PROPERTY_RUNS (default 2000 here; the run-invariants suite defaults to 1000) → 200 cases.
  * Seed: CARE_PROPERTY_SEED (default fixed); a failure prints the seed and path to replay.
  *   CARE_PROPERTY_RUNS=20000 npx vitest run test/property/csv-malformed.test.ts
  */

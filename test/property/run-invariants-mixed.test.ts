@@ -1,6 +1,6 @@
 /**
  * Issue 11 item 7 — run invariants, small exports of any format re-run (dry run), and the properties of bugs this suite found.
- * The suite's invariants, generators, case counts (CARE_PROPERTY_RUNS, default 2000 over the five properties) and
+ * The suite's invariants, generators, case counts (CARE_PROPERTY_RUNS, default 1000 over the five properties) and
  * seeds are described in ./run-invariants-harness.ts; its properties are split over four files so that vitest's
  * workers share them.
  */

@@ -2,7 +2,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 describe('run --report by extension', () => {
   it('writes a self-contained HTML page, Markdown, or JSON — each 0600', async () => {
@@ -14,7 +14,7 @@ describe('run --report by extension', () => {
       ['report.json', (t: string) => expect(JSON.parse(t)).toMatchObject({ totals: { rejected: 9 } })],
     ] as const) {
       const file = join(dir, name);
-      const r = await runCli(['run', mapping, '--dry-run', '--quiet', '--report', file]);
+      const r = await runCliInProcess(['run', mapping, '--dry-run', '--quiet', '--report', file]);
       expect(r.code, r.stderr).toBe(1);
       const text = readFileSync(file, 'utf8');
       check(text);
@@ -29,10 +29,10 @@ describe('run --report by extension', () => {
     // Every row of this fixture has its key: absent keys can be told apart from unread ones (no keyless reject).
     const dir = copyTree('test/fixtures/run/clean');
     const mapping = join(dir, 'mapping.yaml');
-    expect((await runCli(['run', mapping, '--quiet'])).code).toBe(0); // the embedded sandbox
+    expect((await runCliInProcess(['run', mapping, '--quiet'])).code).toBe(0); // the embedded sandbox
     const csv = join(dir, 'data', 'patients.csv');
     writeFileSync(csv, readFileSync(csv, 'utf8').replace(/^000002,[^\n]*\n/m, '')); // Liam Moreau left the export
-    const r = await runCli(['run', mapping, '--json', '--report', join(dir, 'report.html')]);
+    const r = await runCliInProcess(['run', mapping, '--json', '--report', join(dir, 'report.html')]);
     const report = JSON.parse(r.stdout) as { vanished: { mapping: string; key: string }[]; vanishedCount: number };
     expect(report, r.stdout.slice(0, 3000)).toHaveProperty('vanishedCount');
     expect(report.vanishedCount).toBe(1);

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import type { ErrorJson } from '../../src/cli/render.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 const API_KEY = 'contract-e2e-key-51c9';
 let sb: Sandbox;
@@ -41,14 +41,14 @@ function positionOf(file: string, needle: string): string {
 /** `run` stopped before anything was written or sent: exit 2, no `.care-etl/` (sandbox db, state, rejects), no request. */
 async function expectRunWritesNothing(file: string, field: string): Promise<void> {
   const before = sb.stats().requests;
-  const remote = await runCli(['run', file, '--progress', 'none'], { env });
+  const remote = await runCliInProcess(['run', file, '--progress', 'none'], { env });
   expect(remote.code, remote.stderr).toBe(2);
   expect(remote.stderr).toContain(`\`${field}\``);
   expect(sb.stats().requests).toBe(before);
   expect(sb.stats().resources['t-contract'] ?? {}).toEqual({});
-  const embedded = await runCli(['run', file, '--progress', 'none']);
+  const embedded = await runCliInProcess(['run', file, '--progress', 'none']);
   expect(embedded.code, embedded.stderr).toBe(2);
-  const plan = await runCli(['plan', file], { env });
+  const plan = await runCliInProcess(['plan', file], { env });
   expect(plan.code, plan.stderr).toBe(2);
   expect(existsSync(join(file, '..', '.care-etl')), 'no .care-etl folder (sandbox db, state, rejects)').toBe(false);
 }
@@ -56,16 +56,16 @@ async function expectRunWritesNothing(file: string, field: string): Promise<void
 describe('column contract (built CLI): a field an expression reads must be a column of its source', () => {
   it('a map reading `LASTNAME` where the header has `LAST`: validate names it, its line:col and `LAST`; run writes nothing', async () => {
     const file = clinicWith(['$name(LAST)', '$name(LASTNAME)']);
-    const res = await runCli(['validate', file]);
+    const res = await runCliInProcess(['validate', file]);
     expect(res.code, res.stderr).toBe(2);
     expect(res.stderr).toContain(`${positionOf(file, 'LASTNAME')}: error [column-missing]`);
     expect(res.stderr).toMatch(/`map` reads `LASTNAME`, but source `patients` \(.*patients\.csv\) has no column `LASTNAME`; did you mean `LAST`\?/);
-    const json = await runCli(['validate', file, '--json']);
+    const json = await runCliInProcess(['validate', file, '--json']);
     const body = JSON.parse(json.stdout) as ErrorJson;
     expect(body.error.issues).toHaveLength(1);
     expect(body.error.issues[0]).toMatchObject({ code: 'column-missing', path: '/resources/0/map' });
     // read from the syntax tree: the same with JSONata's interpreter only
-    const interpreted = await runCli(['validate', file], { env: { CARE_JSONATA_COMPILE: '0' } });
+    const interpreted = await runCliInProcess(['validate', file], { env: { CARE_JSONATA_COMPILE: '0' } });
     expect(interpreted.code).toBe(2);
     expect(interpreted.stderr).toContain(`${positionOf(file, 'LASTNAME')}: error [column-missing]`);
     await expectRunWritesNothing(file, 'LASTNAME');
@@ -73,14 +73,14 @@ describe('column contract (built CLI): a field an expression reads must be a col
 
   it('a misspelled `key:` column, and every missing field at once (groupBy map of a `;` CSV)', async () => {
     const file = clinicWith(['key: MRN', 'key: MRNO'], ['"display": ROLE', '"display": ROLES']);
-    const res = await runCli(['validate', file, '--json']);
+    const res = await runCliInProcess(['validate', file, '--json']);
     expect(res.code, res.stderr).toBe(2);
     const issues = (JSON.parse(res.stdout) as ErrorJson).error.issues;
     expect(issues.map((i) => [i.code, i.path, i.message.match(/did you mean `(\w+)`/)?.[1]])).toEqual([
       ['column-missing', '/resources/0/key', 'MRN'],
       ['column-missing', '/resources/2/map', 'ROLE'],
     ]);
-    const text = await runCli(['validate', file]);
+    const text = await runCliInProcess(['validate', file]);
     expect(text.stderr).toContain(`${positionOf(file, 'MRNO')}: error [column-missing]`);
     expect(text.stderr).toContain(`${positionOf(file, 'ROLES')}: error [column-missing]`);
     await expectRunWritesNothing(file, 'MRNO');
@@ -88,7 +88,7 @@ describe('column contract (built CLI): a field an expression reads must be a col
 
   it('a JSON source: a field none of the first records has (the did-you-mean ignores case)', async () => {
     const file = clinicWith(['"family": lastName', '"family": lastname']);
-    const res = await runCli(['validate', file]);
+    const res = await runCliInProcess(['validate', file]);
     expect(res.code, res.stderr).toBe(2);
     expect(res.stderr).toContain(`${positionOf(file, 'lastname')}: error [column-missing]`);
     expect(res.stderr).toMatch(/no field `lastname` in the first 7 record\(s\) of source `clinicians` \(.*practitioners\.json\); did you mean `lastName`\?/);
@@ -97,12 +97,12 @@ describe('column contract (built CLI): a field an expression reads must be a col
 
   it("a JSON field some records may lack: listed under the source's `optional:`, or read behind `$exists`", async () => {
     const missing = clinicWith(['"prefix": title ? [title]', '"prefix": suffix ? [suffix]']);
-    expect((await runCli(['validate', missing])).code).toBe(2);
+    expect((await runCliInProcess(['validate', missing])).code).toBe(2);
     const listed = clinicWith(['"prefix": title ? [title]', '"prefix": suffix ? [suffix]'], ['records: staff }', 'records: staff, optional: [suffix] }']);
-    const ok = await runCli(['validate', listed]);
+    const ok = await runCliInProcess(['validate', listed]);
     expect(ok.code, ok.stderr).toBe(0);
     const guarded = clinicWith(['"prefix": title ? [title]', '"prefix": $exists(suffix) ? [suffix]']);
-    const ok2 = await runCli(['validate', guarded]);
+    const ok2 = await runCliInProcess(['validate', guarded]);
     expect(ok2.code, ok2.stderr).toBe(0);
   });
 
@@ -111,7 +111,7 @@ describe('column contract (built CLI): a field an expression reads must be a col
       'lookups:\n',
       'lookups:\n  roles: { path: data/assignments.csv, csv: { delimiter: ";" }, key: "$trim(NPIS)", value: ROLE, many: true }\n',
     ]);
-    const res = await runCli(['validate', file]);
+    const res = await runCliInProcess(['validate', file]);
     expect(res.code, res.stderr).toBe(2);
     expect(res.stderr).toContain(`${positionOf(file, 'NPIS')}: error [column-missing]`);
     expect(res.stderr).toContain('`key` reads `NPIS`, but `data/assignments.csv` has no such column; did you mean `NPI`?');

@@ -13,7 +13,7 @@ import type { Resource } from '../../src/api/types.js';
 import type { PlanDocument } from '../../src/pipeline/plan.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 const API_KEY = 'ending-guard-key-5c1e';
 let sb: Sandbox;
@@ -49,15 +49,15 @@ async function loadedClinic(tenant: string, patientEnd: boolean) {
     expect(readFileSync(mapping, 'utf8')).toContain('key: MRN\n    onMissing: end\n');
   }
   const env = envOf(tenant);
-  const first = await runCli(['run', mapping, '--progress', 'none'], { env });
+  const first = await runCliInProcess(['run', mapping, '--progress', 'none'], { env });
   expect(first.code, first.stderr).toBe(1); // the example's deliberately bad rows
   const run = async (...extra: string[]) => {
-    const r = await runCli(['run', mapping, '--progress', 'none', '--json', ...extra], { env });
+    const r = await runCliInProcess(['run', mapping, '--progress', 'none', '--json', ...extra], { env });
     return { code: r.code, stderr: r.stderr, report: JSON.parse(r.stdout) as RunReport };
   };
   const plan = async (...extra: string[]) => {
-    const r = await runCli(['plan', mapping, '--progress', 'none', ...extra], { env });
-    const j = await runCli(['plan', mapping, '--progress', 'none', '--json', ...extra], { env });
+    const r = await runCliInProcess(['plan', mapping, '--progress', 'none', ...extra], { env });
+    const j = await runCliInProcess(['plan', mapping, '--progress', 'none', '--json', ...extra], { env });
     return { code: r.code, text: r.stdout, jsonCode: j.code, doc: JSON.parse(j.stdout) as PlanDocument };
   };
   return { dir, run, plan };

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 /*
  * Issue 22, item 6, end to end (built CLI, over HTTP to the sandbox): no cell value in what is handed over. A
@@ -46,10 +46,10 @@ describe('a mapping message built from cells stays in rejects.ndjson', () => {
     const { dir, mapping, errorLine } = clinicWithCellMessages();
     const html = join(dir, 'report.html');
     const md = join(dir, 'report.md');
-    const first = await runCli(['run', mapping, '--progress', 'lines', '--report', html], { env });
+    const first = await runCliInProcess(['run', mapping, '--progress', 'lines', '--report', html], { env });
     expect(first.code, first.stderr).toBe(1);
     // The same rows again (rejected rows are retried), over HTTP, for the Markdown report.
-    const second = await runCli(['run', mapping, '--progress', 'lines', '--report', md], { env });
+    const second = await runCliInProcess(['run', mapping, '--progress', 'lines', '--report', md], { env });
     expect(second.code, second.stderr).toBe(1);
 
     const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8');

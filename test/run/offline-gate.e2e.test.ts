@@ -10,7 +10,7 @@ import { connectionFromEnv, resolveConnection } from '../../src/api/connection.j
 import type { Resource } from '../../src/api/types.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 const API_KEY = 'gate-e2e-key-51c2a9';
 let sb: Sandbox;
@@ -48,19 +48,19 @@ describe('the offline loop rejects what the run rejects', () => {
     const dir = copyTree('test/fixtures/gate', 'care-etl-gate-');
     const mapping = join(dir, 'mapping.yaml');
 
-    const validate = await runCli(['validate', mapping, '--sample', '10', '--json']);
+    const validate = await runCliInProcess(['validate', mapping, '--sample', '10', '--json']);
     expect(validate.code, validate.stderr).toBe(1);
     const report = JSON.parse(validate.stdout) as ValidateReport & { exitCode: number };
     expect(report.exitCode).toBe(1);
     const sampled = report.samples!.patient!.rejects.map((r) => said(r as Reject));
 
-    const dry = await runCli(['run', mapping, '--dry-run', '--json'], { env: envFor('t-gate') });
+    const dry = await runCliInProcess(['run', mapping, '--dry-run', '--json'], { env: envFor('t-gate') });
     expect(dry.code, dry.stderr).toBe(1);
     const dryReport = JSON.parse(dry.stdout) as RunReport;
     expect(dryReport.mappings.patient).toMatchObject({ read: 4, written: 2, rejected: 2 });
     const dryRejects = readRejects(join(dir, '.care-etl', 'dry-run', 'rejects.ndjson')).map(said);
 
-    const run = await runCli(['run', mapping, '--json'], { env: envFor('t-gate') });
+    const run = await runCliInProcess(['run', mapping, '--json'], { env: envFor('t-gate') });
     expect(run.code, run.stderr).toBe(1);
     expect((JSON.parse(run.stdout) as RunReport).mappings.patient).toMatchObject({ read: 4, created: 2, rejected: 2 });
     const runRejects = readRejects(join(dir, '.care-etl', 'rejects.ndjson')).map(said);
@@ -78,10 +78,10 @@ describe('the offline loop rejects what the run rejects', () => {
     const loaded = await patients('t-gate');
     expect(loaded.map((p) => p.birthDate).sort()).toEqual(['1985-02-28', '2000-02-29']);
 
-    const allowed = await runCli(['validate', mapping, '--sample', '10', '--allow-rejects']);
+    const allowed = await runCliInProcess(['validate', mapping, '--sample', '10', '--allow-rejects']);
     expect(allowed.code, allowed.stderr).toBe(0);
     expect(allowed.stdout).toMatch(/2 sampled row\(s\) rejected/);
-    const text = await runCli(['validate', mapping, '--sample', '10']);
+    const text = await runCliInProcess(['validate', mapping, '--sample', '10']);
     expect(text.code).toBe(1);
     // The reason first (naming the column where one is read), the mapping's words on the line below it.
     expect(text.stdout).toMatch(/`identifier\.value` must give text, got 2 values\n\s+load, mapping `patient` match, .*mapping\.yaml:14:12/);
@@ -94,11 +94,11 @@ describe('the offline loop rejects what the run rejects', () => {
     const mapping = join(dir, 'mapping.yaml');
     const text = readFileSync(mapping, 'utf8');
     writeFileSync(mapping, text.replace('match: identifier.value', 'match: identifier[0].value'));
-    const first = await runCli(['run', mapping, '--json'], { env: envFor('t-known') });
+    const first = await runCliInProcess(['run', mapping, '--json'], { env: envFor('t-known') });
     expect((JSON.parse(first.stdout) as RunReport).mappings.patient).toMatchObject({ created: 3, rejected: 1 });
     // The same resources, now with a match giving two values for 003: unchanged in the state, yet not matchable.
     writeFileSync(mapping, text);
-    const second = await runCli(['run', mapping, '--json'], { env: envFor('t-known') });
+    const second = await runCliInProcess(['run', mapping, '--json'], { env: envFor('t-known') });
     expect(second.code, second.stderr).toBe(1);
     expect((JSON.parse(second.stdout) as RunReport).mappings.patient).toMatchObject({ unchanged: 2, rejected: 2 });
     const rejects = readRejects(join(dir, '.care-etl', 'rejects.ndjson'));
@@ -111,8 +111,8 @@ describe('the offline loop rejects what the run rejects', () => {
     // 001 (1985) and 003 (1990) share "19"; 003 no longer has two identifiers.
     writeFileSync(mapping, readFileSync(mapping, 'utf8').replace('match: identifier.value', 'match: $substring(birthDate, 0, 2)'));
 
-    const dry = await runCli(['run', mapping, '--dry-run', '--json'], { env: envFor('t-collide') });
-    const run = await runCli(['run', mapping, '--json'], { env: envFor('t-collide') });
+    const dry = await runCliInProcess(['run', mapping, '--dry-run', '--json'], { env: envFor('t-collide') });
+    const run = await runCliInProcess(['run', mapping, '--json'], { env: envFor('t-collide') });
     const [dryReport, runReport] = [JSON.parse(dry.stdout) as RunReport, JSON.parse(run.stdout) as RunReport];
     expect(dryReport.mappings.patient).toMatchObject({ written: 3, rejected: 1 });
     expect(runReport.mappings.patient).toMatchObject({ created: 3, rejected: 1 });
@@ -121,7 +121,7 @@ describe('the offline loop rejects what the run rejects', () => {
     expect(shared(dryReport)).toEqual(shared(runReport));
     expect(await patients('t-collide')).toHaveLength(3);
 
-    const validate = await runCli(['validate', mapping, '--sample', '10', '--json']);
+    const validate = await runCliInProcess(['validate', mapping, '--sample', '10', '--json']);
     const report = JSON.parse(validate.stdout) as ValidateReport;
     expect(report.warnings.filter((w) => w.code === 'match-ambiguous').map((w) => w.message)).toEqual([
       expect.stringMatching(/keys `001` \(patients line 2\) and `003` \(patients line 4\)/),

@@ -5,7 +5,7 @@ import { CareClient } from '../../src/api/client.js';
 import { connectionFromEnv, resolveConnection } from '../../src/api/connection.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 /*
  * Issue 14, item 4 / "Done when": `care-etl run --only-rejected` after fixing 2 of the example clinic's 9 rejected
@@ -62,7 +62,7 @@ async function versions(): Promise<Map<string, string>> {
 }
 
 const run = async (mapping: string, ...flags: string[]) => {
-  const res = await runCli(['run', mapping, '--json', '--verbose', ...flags], { env });
+  const res = await runCliInProcess(['run', mapping, '--json', '--verbose', ...flags], { env });
   const report = JSON.parse(res.stdout) as RunReport;
   return { res, report, ...writes(res.stderr) };
 };
@@ -137,7 +137,7 @@ describe('care-etl run --only-rejected (built CLI) against the sandbox', () => {
   it('with no rejects file to read it is a usage error (exit 2) before anything is sent or written', async () => {
     const dir = copyTree('examples/clinic', 'care-etl-only-rejected-none-');
     const requests = sb.stats().requests;
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--only-rejected', '--progress', 'none'], { env });
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--only-rejected', '--progress', 'none'], { env });
     expect(res.code).toBe(2);
     expect(res.stderr).toMatch(/--only-rejected: no rejects file at .*rejects\.ndjson/);
     expect(sb.stats().requests).toBe(requests);

@@ -2,7 +2,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 /*
  * Issue 26, item 2, "Done when": every message of the example clinic's rejects.summary.csv names a column of its
@@ -28,7 +28,7 @@ function exportColumns(): Record<string, string[]> {
 beforeAll(async () => {
   dir = copyTree('examples/clinic', 'care-etl-reasons-');
   const out = join(dir, 'out');
-  const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--progress', 'none']);
+  const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--progress', 'none']);
   expect(res.code, res.stderr).toBe(1);
   rows = parse(readFileSync(join(out, 'rejects.summary.csv'), 'utf8'), { columns: true, bom: true }) as Record<string, string>[];
 });

@@ -7,7 +7,7 @@ import { CareEtlError } from '../../src/core/issues.js';
 import { registerSecret } from '../../src/core/secret.js';
 import { readRejectSelection, RejectSelection, RejectsWriter, summaryPathFor, summaryRows } from '../../src/pipeline/rejects.js';
 import type { RejectRecord } from '../../src/transform/reject-record.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 import { startEchoServer, type HostileServer } from '../helpers/hostile-server.js';
 
 /*
@@ -287,7 +287,7 @@ describe('rejects summary of a real run (built CLI)', () => {
   it('a server echoing the rows in its 400s: the summary lists every reject, without the patient values or the key', async () => {
     const KEY = 'summary-e2e-key-51c3a9d0';
     const dir = copyTree('examples/clinic', 'care-etl-summary-e2e-');
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--progress', 'none'], {
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--progress', 'none'], {
       env: { CARE_BASE_URL: echo400.url, CARE_API_KEY: KEY, CARE_EMR_ID: 'emr', CARE_TENANT_ID: 't' },
     });
     expect(res.code, res.stderr).toBe(1);

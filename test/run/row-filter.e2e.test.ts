@@ -13,7 +13,7 @@ import type { PlanDocument } from '../../src/pipeline/plan.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 let sb: Sandbox;
 beforeAll(async () => {
@@ -67,22 +67,22 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
   const env = () => envOf('t-where');
 
   it('validate --sample and plan (before the run) count the skipped rows', async () => {
-    const v = await runCli(['validate', mapping, '--sample', '10', '--json']);
+    const v = await runCliInProcess(['validate', mapping, '--sample', '10', '--json']);
     expect(v.code, v.stderr).toBe(0);
     const samples = (JSON.parse(v.stdout) as ValidateReport).samples!;
     expect(samples.patient).toMatchObject({ rows: 10, skipped: 3, valid: 7, rejects: [] });
     expect(samples.careteam).toMatchObject({ rows: 7, skipped: 4, valid: 3, rejects: [] });
-    const vText = await runCli(['validate', mapping, '--sample', '10']);
+    const vText = await runCliInProcess(['validate', mapping, '--sample', '10']);
     expect(vText.stdout).toMatch(/^mapping\s+rows\s+skipped\s+valid\s+rejected$/m);
     expect(vText.stdout).toMatch(/^patient\s+10\s+3\s+7\s+0$/m);
 
-    const plan = await runCli(['plan', mapping, '--json', '--progress', 'none'], { env: env() });
+    const plan = await runCliInProcess(['plan', mapping, '--json', '--progress', 'none'], { env: env() });
     expect(plan.code, plan.stderr).toBe(4);
     const doc = JSON.parse(plan.stdout) as PlanDocument;
     expect(doc.mappings.patient!.counts).toMatchObject({ read: 10, skipped: 3, created: 7, rejected: 0 });
     expect(doc.mappings.careteam!.counts).toMatchObject({ read: 7, skipped: 4, created: 3, rejected: 0 });
     expect(doc.totals).toMatchObject({ skipped: 7, rejected: 0 });
-    const text = await runCli(['plan', mapping, '--progress', 'none'], { env: env() });
+    const text = await runCliInProcess(['plan', mapping, '--progress', 'none'], { env: env() });
     expect(text.stdout).toMatch(/^mapping\s+type\s+read\s+skipped\s+create\s/m);
     expect(text.stdout).toMatch(/^patient\s+Patient\s+10\s+3\s+7\s/m);
     expect(text.stderr).toContain('7 skipped (where: or a map producing nothing)'); // the plan's verdict line, on stderr
@@ -91,7 +91,7 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
 
   it('run: 7 patients and 3 care teams loaded (checked on the server), 3 + 4 rows skipped, 0 rejected, exit 0; summary, reports, history', async () => {
     const html = join(dir, 'report.html');
-    const run = await runCli(['run', mapping, '--progress', 'none', '--report', html], { env: env() });
+    const run = await runCliInProcess(['run', mapping, '--progress', 'none', '--report', html], { env: env() });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^mapping\s+read\s+skipped\s+created\s+updated\s+unchanged\s+adopted\s+rejected\s+ended$/m);
     expect(run.stdout).toMatch(/^patient\s+10\s+3\s+7\s+0\s+0\s+0\s+0\s+0$/m);
@@ -110,7 +110,7 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
 
     // A second run: --json and the Markdown report; nothing new is sent, the skips are counted again.
     const md = join(dir, 'report.md');
-    const again = await runCli(['run', mapping, '--json', '--report', md], { env: env() });
+    const again = await runCliInProcess(['run', mapping, '--json', '--report', md], { env: env() });
     expect(again.code, again.stderr).toBe(0);
     const report = JSON.parse(again.stdout) as RunReport;
     expect(report.mappings.patient).toMatchObject({ read: 10, skipped: 3, unchanged: 7, rejected: 0 });
@@ -120,11 +120,11 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
     expect(readFileSync(md, 'utf8')).toMatch(/^\| mapping \| read \| skipped \| created \|.*\n.*\n\| patient \| 10 \| 3 \| 0 \| 0 \| 7 \|/m);
     expect(readFileSync(md, 'utf8')).toContain('skipped 3');
 
-    const shown = await runCli(['runs', 'show', mapping, '1']);
+    const shown = await runCliInProcess(['runs', 'show', mapping, '1']);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(/^mapping\s+read\s+skipped\s+created\s/m);
     expect(shown.stdout).toMatch(/^patient\s+10\s+3\s+7\s/m);
-    const history = JSON.parse((await runCli(['runs', mapping, '--json'])).stdout) as { runs: { summary: { totals: Record<string, number> } }[] };
+    const history = JSON.parse((await runCliInProcess(['runs', mapping, '--json'])).stdout) as { runs: { summary: { totals: Record<string, number> } }[] };
     expect(history.runs.map((r) => r.summary.totals.skipped)).toEqual([7, 7]);
 
     // no cell of a skipped row in any file the runs wrote (rejects, summary, reports)
@@ -134,7 +134,7 @@ describe('where: a row filter — rows left out are skipped, not rejected, not s
 
   it('dry run: the skipped rows are not written', async () => {
     const out = join(dir, 'dry');
-    const dry = await runCli(['run', mapping, '--dry-run', '--out', out, '--json']);
+    const dry = await runCliInProcess(['run', mapping, '--dry-run', '--out', out, '--json']);
     expect(dry.code, dry.stderr).toBe(0);
     expect((JSON.parse(dry.stdout) as RunReport).totals).toMatchObject({ skipped: 7, written: 10, rejected: 0 });
     const patients = readFileSync(join(out, 'Patient.ndjson'), 'utf8')
@@ -151,21 +151,21 @@ describe('a map that produces nothing skips its record (plain) or group (groupBy
   const env = () => envOf('t-empty-map');
 
   it('care-etl test: `expect: []` passes for a deleted patient and for a care team whose assignments all ended', async () => {
-    const res = await runCli(['test', join(dir, 'empty-map.test.yaml'), '--json']);
+    const res = await runCliInProcess(['test', join(dir, 'empty-map.test.yaml'), '--json']);
     expect(res.code, res.stdout).toBe(0);
     expect((JSON.parse(res.stdout) as { totals: Record<string, number> }).totals).toMatchObject({ cases: 4, passed: 4, failed: 0, errors: 0 });
   });
 
   it('dry run and run: skipped, not rejected, exit 0; the server holds the 7 patients and 3 care teams', async () => {
     const out = join(dir, 'dry');
-    const dry = await runCli(['run', mapping, '--dry-run', '--out', out, '--json']);
+    const dry = await runCliInProcess(['run', mapping, '--dry-run', '--out', out, '--json']);
     expect(dry.code, dry.stderr).toBe(0);
     const d = JSON.parse(dry.stdout) as RunReport;
     expect(d.mappings.patient).toMatchObject({ read: 10, skipped: 3, written: 7, rejected: 0 });
     expect(d.mappings.careteam).toMatchObject({ read: 7, skipped: 3, written: 3, rejected: 0 }); // groups 003 (1 row), 004 (2 rows)
     expect(readFileSync(join(out, 'Patient.ndjson'), 'utf8').trim().split('\n')).toHaveLength(7);
 
-    const run = await runCli(['run', mapping, '--json'], { env: env() });
+    const run = await runCliInProcess(['run', mapping, '--json'], { env: env() });
     expect(run.code, run.stderr).toBe(0);
     const r = JSON.parse(run.stdout) as RunReport;
     expect(r.mappings.patient).toMatchObject({ read: 10, skipped: 3, created: 7, rejected: 0 });

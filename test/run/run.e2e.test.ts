@@ -6,7 +6,7 @@ import { CareClient } from '../../src/api/client.js';
 import { connectionFromEnv, resolveConnection } from '../../src/api/connection.js';
 import type { Resource } from '../../src/api/types.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
-import { copyTree, ROOT, runCli } from '../helpers/cli.js';
+import { copyTree, ROOT, runCliInProcess } from '../helpers/cli.js';
 
 const API_KEY = 'e2e-secret-key-7d41c0';
 let sb: Sandbox;
@@ -35,7 +35,7 @@ afterAll(async () => {
 describe('care-etl run (built CLI) against the sandbox', () => {
   it('loads the example clinic: good rows load, bad rows are rejected with their row numbers, care teams point at the right ids', async () => {
     const dir = copyTree('examples/clinic');
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--progress', 'lines'], { env });
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--progress', 'lines'], { env });
     expect(res.code, res.stderr).toBe(1); // the example has deliberately bad rows
     expect(res.stdout).toMatch(/patient\s+35\s+30\s+0\s+0\s+0\s+5/);
     expect(res.stdout).toMatch(/practitioner\s+7\s+6\s+0\s+0\s+0\s+1/);
@@ -94,7 +94,7 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     }
 
     // A second run of the unchanged export writes nothing.
-    const again = await runCli(['run', join(dir, 'mapping.yaml'), '--json'], { env });
+    const again = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--json'], { env });
     const report = JSON.parse(again.stdout) as RunReport;
     expect(report.totals).toMatchObject({ created: 0, updated: 0, unchanged: 64, rejected: 9 });
   });
@@ -104,7 +104,7 @@ describe('care-etl run (built CLI) against the sandbox', () => {
     const out = join(dir, 'out');
     const before = sb.stats().requests;
     // No target at all: a dry run must not start the embedded sandbox either.
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--progress', 'none']);
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--progress', 'none']);
     expect(res.code, res.stderr).toBe(1);
     expect(sb.stats().requests).toBe(before);
     // A dry run keeps its own rejects file, beside its output (the last real run's stays as it was).
@@ -121,7 +121,7 @@ describe('care-etl run (built CLI) against the sandbox', () => {
   it('--json prints a machine-readable report; --report writes it', async () => {
     const dir = copyTree('examples/clinic');
     const reportFile = join(dir, 'report.json');
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--json', '--report', reportFile], { env: { ...env, CARE_TENANT_ID: 't-json' } });
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--json', '--report', reportFile], { env: { ...env, CARE_TENANT_ID: 't-json' } });
     expect(res.code).toBe(1);
     const report = JSON.parse(res.stdout) as RunReport;
     expect(report.exitCode).toBe(1);
@@ -134,20 +134,20 @@ describe('care-etl run (built CLI) against the sandbox', () => {
 
   it('exit codes: 0 all loaded, 2 broken mapping, 2 wrong key (nothing loaded, key not shown)', async () => {
     const clean = join(ROOT, 'test/fixtures/run/clean/mapping.yaml');
-    const ok = await runCli(
+    const ok = await runCliInProcess(
       ['run', clean, '--state', join(copyTree('test/fixtures/run/clean'), 'state.db'), '--rejects', join(copyTree('test/fixtures/run/clean'), 'r.ndjson')],
       { env: { ...env, CARE_TENANT_ID: 't-exit' } },
     );
     expect(ok.code, ok.stderr).toBe(0);
 
-    const broken = await runCli(['run', join(ROOT, 'test/fixtures/run/broken/mapping.yaml')], { env });
+    const broken = await runCliInProcess(['run', join(ROOT, 'test/fixtures/run/broken/mapping.yaml')], { env });
     expect(broken.code).toBe(2);
     expect(broken.stderr).toMatch(/mapping\.yaml:\d+:\d+/);
 
     const dir = copyTree('examples/clinic');
     const wrongKey = 'wrong-key-should-not-print-123';
     const before = sb.stats().requests;
-    const denied = await runCli(['run', join(dir, 'mapping.yaml')], { env: { ...env, CARE_API_KEY: wrongKey } });
+    const denied = await runCliInProcess(['run', join(dir, 'mapping.yaml')], { env: { ...env, CARE_API_KEY: wrongKey } });
     expect(denied.code).toBe(2);
     expect(denied.stderr).toMatch(/401/);
     expect(denied.stderr).toMatch(/API key/);
@@ -157,11 +157,11 @@ describe('care-etl run (built CLI) against the sandbox', () => {
 
   it('with no target configured, loads into the embedded sandbox beside the mapping, durable across runs', async () => {
     const dir = copyTree('examples/clinic');
-    const first = await runCli(['run', join(dir, 'mapping.yaml'), '--progress', 'lines']);
+    const first = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--progress', 'lines']);
     expect(first.code, first.stderr).toBe(1);
     expect(first.stderr).toMatch(/No target configured: loading into the embedded sandbox/);
     expect(statSync(join(dir, '.care-etl', 'sandbox.db')).mode & 0o777).toBe(0o600);
-    const second = await runCli(['run', join(dir, 'mapping.yaml'), '--json']);
+    const second = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--json']);
     const report = JSON.parse(second.stdout) as RunReport;
     expect(report.target?.embedded).toBe(true);
     expect(report.totals).toMatchObject({ created: 0, updated: 0, unchanged: 64 });
@@ -171,7 +171,7 @@ describe('care-etl run (built CLI) against the sandbox', () => {
 describe('care-etl run --max-errors', () => {
   it('stops once N rows were rejected (--max-errors N), and says so', async () => {
     const dir = copyTree('examples/clinic');
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--max-errors', '2', '--json']);
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--max-errors', '2', '--json']);
     expect(res.code).toBe(1);
     const report = JSON.parse(res.stdout) as RunReport;
     expect(report.stoppedEarly).toMatch(/--max-errors/);

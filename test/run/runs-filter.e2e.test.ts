@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { ROOT, runCliInProcess } from '../helpers/cli.js';
 
 const SECRET = 'f00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeed';
 let a: Sandbox;
@@ -55,12 +55,12 @@ describe('care-etl runs on a state shared by several runners', () => {
       });
       expect(report.exitCode).toBe(0);
     }
-    const third = await runCli(['run', mapping, '--state', state, '--json', '--verbose'], { env: runner(b, 'clinic-1') });
+    const third = await runCliInProcess(['run', mapping, '--state', state, '--json', '--verbose'], { env: runner(b, 'clinic-1') });
     expect(third.code, third.stderr).toBe(0);
     outputs.push(third.stdout, third.stderr);
 
     const list = async (...filters: string[]): Promise<[string, string][]> => {
-      const r = await runCli(['runs', '--state', state, '--json', ...filters], { env: { CARE_STATE_SECRET: SECRET } });
+      const r = await runCliInProcess(['runs', '--state', state, '--json', ...filters], { env: { CARE_STATE_SECRET: SECRET } });
       expect(r.code, r.stderr).toBe(0);
       outputs.push(r.stdout, r.stderr);
       return (JSON.parse(r.stdout) as Listed).runs.map((x) => [x.baseUrl, x.tenantId]);
@@ -69,9 +69,9 @@ describe('care-etl runs on a state shared by several runners', () => {
       list(),
       list('--tenant', 'clinic-1'),
       list('--server', `${a.url}/`, '--limit', '1'),
-      runCli(['runs', '--state', state, '--tenant', 'clinic-9']),
+      runCliInProcess(['runs', '--state', state, '--tenant', 'clinic-9']),
       // A secret too short is refused (exit 2) without showing it.
-      runCli(['run', mapping, '--state', state], { env: { ...runner(a, 'clinic-1'), CARE_STATE_SECRET: 'short-secret' } }),
+      runCliInProcess(['run', mapping, '--state', state], { env: { ...runner(a, 'clinic-1'), CARE_STATE_SECRET: 'short-secret' } }),
     ]);
     expect(all).toEqual([
       [b.url, 'clinic-1'],

@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCli, runCliInProcess } from '../helpers/cli.js';
 
 const KEY = 'runs-history-key-1234';
 let sb: Sandbox;
@@ -38,9 +38,9 @@ describe('care-etl runs', () => {
     const mapping = join(dir, 'mapping.yaml');
     const env = { CARE_BASE_URL: sb.url, CARE_API_KEY: KEY, CARE_EMR_ID: 'emr-runs', CARE_TENANT_ID: 't-runs' };
     expect((await runCli(['run', mapping], { env })).code).toBe(1);
-    expect((await runCli(['run', mapping, '--max-errors', '3', '--concurrency', '2'], { env })).code).toBe(1);
+    expect((await runCliInProcess(['run', mapping, '--max-errors', '3', '--concurrency', '2'], { env })).code).toBe(1);
 
-    const listed = await runCli(['runs', mapping, '--json']);
+    const listed = await runCliInProcess(['runs', mapping, '--json']);
     expect(listed.code, listed.stderr).toBe(0);
     const history = JSON.parse(listed.stdout) as Listed;
     expect(history.runs.map((r) => [r.id, r.outcome, r.summary.exitCode])).toEqual([
@@ -58,24 +58,24 @@ describe('care-etl runs', () => {
     expect(typeof first!.summary.host).toBe('string');
     expect(listed.stdout).not.toContain(KEY);
 
-    const text = await runCli(['runs', mapping]);
+    const text = await runCliInProcess(['runs', mapping]);
     expect(text.stdout).toMatch(/^\s*2\s.*aborted\s+1\b/m);
     expect(text.stdout).toMatch(/^\s*1\s.*completed\s+1\s+64\b/m);
 
-    const shown = await runCli(['runs', 'show', mapping, '1']);
+    const shown = await runCliInProcess(['runs', 'show', mapping, '1']);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain('outcome   completed, exit 1');
     expect(shown.stdout).toMatch(/^ {2}requests {2}settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32/m);
     expect(shown.stdout).toMatch(/patient\s+35\s+30\s+0\s+0\s+0\s+5/);
 
-    const missing = await runCli(['runs', 'show', mapping, '99', '--json']);
+    const missing = await runCliInProcess(['runs', 'show', mapping, '99', '--json']);
     expect(missing.code).toBe(2);
     expect(JSON.parse(missing.stdout)).toMatchObject({ exitCode: 2, error: { message: expect.stringContaining('No run 99') } });
   }, 60_000);
 
   it('says there is no state file instead of creating one', async () => {
     const dir = copyTree('examples/clinic');
-    const r = await runCli(['runs', join(dir, 'mapping.yaml')]);
+    const r = await runCliInProcess(['runs', join(dir, 'mapping.yaml')]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/No state file/);
   });

@@ -6,7 +6,7 @@ import { runPipeline } from '../../src/pipeline/run-pipeline.js';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import { RejectsWriter } from '../../src/pipeline/rejects.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 /*
  * Issue 12 (sources half), end to end: malformed sources lose nothing silently.
@@ -57,7 +57,7 @@ describe('malformed sources lose nothing silently', () => {
     for (let i = 1; i <= 2_000; i++) rows.push(i === 2 ? '"ab" ,2' : row(i));
     const dir = patientProject('patients.csv', rows.join('\n') + '\n');
     const out = join(dir, 'out');
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--json'], { env });
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', out, '--json'], { env });
     expect(res.code, res.stderr).toBe(1);
     const report = JSON.parse(res.stdout) as RunReport;
     expect(report.totals).toMatchObject({ read: 2_000, rejected: 1, written: 1_999 });
@@ -146,12 +146,12 @@ describe('every source is checked before the first write', () => {
     const dir = copyTree('examples/clinic', 'care-etl-missing-cli-');
     rmSync(join(dir, 'data', 'assignments.csv'));
     const before = sb.stats().requests;
-    const live = await runCli(['run', join(dir, 'mapping.yaml')], { env });
+    const live = await runCliInProcess(['run', join(dir, 'mapping.yaml')], { env });
     expect(live.code, live.stderr).toBe(2);
     expect(live.stderr).toContain('assignments.csv');
     expect(sb.stats().requests - before).toBe(0);
     expect(resourcesOnServer()).toBe(0);
-    const embedded = await runCli(['run', join(dir, 'mapping.yaml')], { env: { NO_COLOR: '1' } });
+    const embedded = await runCliInProcess(['run', join(dir, 'mapping.yaml')], { env: { NO_COLOR: '1' } });
     expect(embedded.code, embedded.stderr).toBe(2);
     expect(existsSync(join(dir, '.care-etl'))).toBe(false);
   });
@@ -200,11 +200,11 @@ describe('control characters from source text never reach the terminal raw', () 
 
   it('ANSI escapes in a CSV header (fatal error, text and --json)', async () => {
     const dir = patientProject('patients.csv', `MRN,\u001b[31mFIRST\u001b]0;owned\u0007,\u001b[31mFIRST\u001b]0;owned\u0007\n000001,A,B\n`);
-    const text = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run'], { env });
+    const text = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run'], { env });
     expect(text.code, text.stderr).toBe(2);
     expect(text.stderr).toContain('duplicate column name');
     expect(text.stderr + text.stdout).not.toMatch(RAW_CONTROL);
-    const json = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--json'], { env });
+    const json = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--json'], { env });
     expect(json.code).toBe(2);
     expect(json.stdout + json.stderr).not.toMatch(RAW_CONTROL);
     expect(JSON.parse(json.stdout).error.message).toContain('\\u001b[31mFIRST');
@@ -212,7 +212,7 @@ describe('control characters from source text never reach the terminal raw', () 
 
   it('ANSI escapes in a rejected row’s key and column names (progress lines)', async () => {
     const dir = patientProject('patients.csv', `${HEADER},\u001b[2Jx\n\u001b[2J000001,A,B,bad,F,1\n000002,"x"y,B,01/03/1989,F,2\n`);
-    const res = await runCli(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', join(dir, 'out'), '--progress', 'lines'], { env });
+    const res = await runCliInProcess(['run', join(dir, 'mapping.yaml'), '--dry-run', '--out', join(dir, 'out'), '--progress', 'lines'], { env });
     expect(res.code, res.stderr).toBe(1);
     expect(res.stderr + res.stdout).not.toMatch(RAW_CONTROL);
     expect(res.stderr).toContain('\\u{1b}[2J000001');

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/pipeline/run-report.js';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCli, runCliInProcess } from '../helpers/cli.js';
 
 let sb: Sandbox;
 beforeAll(async () => {
@@ -29,13 +29,13 @@ describe('care-etl state (built CLI)', () => {
     const loaded = JSON.parse(load.stdout) as RunReport;
     rmSync(join(dir, '.care-etl', 'state.db'), { force: true });
 
-    const check = await runCli(['state', 'check', mapping], { env: env() });
+    const check = await runCliInProcess(['state', 'check', mapping], { env: env() });
     expect(check.code, check.stderr).toBe(1); // the bad rows still cannot be settled
     expect(check.stdout).toMatch(/^mapping\s+source keys\s+in state\s+on server/m);
     expect(check.stderr).toMatch(/\[index\] Patient: 30 resource\(s\) in 1 page\(s\)/);
     expect(check.stdout).not.toContain(sb.credentials.apiKey);
 
-    const rebuild = await runCli(['state', 'rebuild', mapping, '--json'], { env: env() });
+    const rebuild = await runCliInProcess(['state', 'rebuild', mapping, '--json'], { env: env() });
     const report = JSON.parse(rebuild.stdout) as RunReport;
     expect(report.state!.patient).toMatchObject({
       inLedger: 0,
@@ -45,7 +45,7 @@ describe('care-etl state (built CLI)', () => {
     });
     expect(report.state!.careteam).toMatchObject({ foundOnServer: loaded.mappings.careteam.created, notOnServer: 0 });
 
-    const again = await runCli(['run', mapping, '--json', '--progress', 'none'], { env: env() });
+    const again = await runCliInProcess(['run', mapping, '--json', '--progress', 'none'], { env: env() });
     const r = JSON.parse(again.stdout) as RunReport;
     expect(r.totals).toMatchObject({ created: 0, updated: 0, adopted: 0 });
     expect(r.indexes).toEqual([]); // nothing unknown to the rebuilt state: no listing
@@ -61,7 +61,7 @@ describe('care-etl validate --sample: keys the match rule cannot tell apart', ()
       .readFileSync(mapping, 'utf8')
       .replace('"identifier": [{ "system": "urn:lakeside:mrn", "value": MRN }]', '"identifier": [{ "system": "urn:lakeside:family", "value": LAST }]');
     writeFileSync(mapping, yaml);
-    const res = await runCli(['validate', mapping, '--sample', '100', '--allow-rejects', '--json']);
+    const res = await runCliInProcess(['validate', mapping, '--sample', '100', '--allow-rejects', '--json']);
     expect(res.code, res.stderr).toBe(0); // the example's deliberately bad rows are accepted here
     const report = JSON.parse(res.stdout) as ValidateReport;
     const w = report.warnings.filter((i) => i.code === 'match-ambiguous');

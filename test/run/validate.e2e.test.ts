@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import type { ValidateReport } from '../../src/pipeline/validate-mapping.js';
 import type { ErrorJson } from '../../src/cli/render.js';
-import { ROOT, runCli } from '../helpers/cli.js';
+import { ROOT, runCliInProcess } from '../helpers/cli.js';
 
 describe('care-etl validate (built CLI, offline)', () => {
   it('accepts the example and reports the load order; --sample lists the sample rejections and exits 1 (0 with --allow-rejects)', async () => {
-    const res = await runCli(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--json']);
+    const res = await runCliInProcess(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--json']);
     expect(res.code, res.stderr).toBe(1); // the example has deliberately bad rows: a run would reject them
-    const allowed = await runCli(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--allow-rejects', '--json']);
+    const allowed = await runCliInProcess(['validate', join(ROOT, 'examples/clinic/mapping.yaml'), '--sample', '50', '--allow-rejects', '--json']);
     expect(allowed.code, allowed.stderr).toBe(0);
     expect(JSON.parse(allowed.stdout)).toMatchObject({ exitCode: 0, samples: { patient: { valid: 30 } } });
     const report = JSON.parse(res.stdout) as ValidateReport;
@@ -20,11 +20,11 @@ describe('care-etl validate (built CLI, offline)', () => {
   });
 
   it('reports every problem at once with file:line:column and exits 2', async () => {
-    const res = await runCli(['validate', join(ROOT, 'test/fixtures/run/broken/mapping.yaml')]);
+    const res = await runCliInProcess(['validate', join(ROOT, 'test/fixtures/run/broken/mapping.yaml')]);
     expect(res.code).toBe(2);
     // the `]` inside the block scalar: line 11, column 62 of the fixture
     expect(res.stderr).toMatch(/broken\/mapping\.yaml:11:\d+: error \[jsonata-syntax\]/);
-    const json = await runCli(['validate', join(ROOT, 'test/fixtures/run/broken/mapping.yaml'), '--json']);
+    const json = await runCliInProcess(['validate', join(ROOT, 'test/fixtures/run/broken/mapping.yaml'), '--json']);
     const body = JSON.parse(json.stdout) as ErrorJson;
     expect(body.exitCode).toBe(2);
     expect(body.error.issues[0]).toMatchObject({ code: 'jsonata-syntax', location: { line: 11 } });

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { copyTree, runCli } from '../helpers/cli.js';
+import { copyTree, runCliInProcess } from '../helpers/cli.js';
 
 /*
  * Issue 22, item 4, end to end with the built CLI: the embedded sandbox is used only when nothing says otherwise.
@@ -20,7 +20,7 @@ function clinic(): { dir: string; mapping: string } {
 describe('a real target suggested but no base URL: refused, nothing created', () => {
   it('CARE_API_KEY, CARE_EMR_ID, CARE_TENANT_ID set, no CARE_BASE_URL, no target: → exit 2 naming them, never the key', async () => {
     const { dir, mapping } = clinic();
-    const r = await runCli(['run', mapping], { env: CARE_WITHOUT_BASE });
+    const r = await runCliInProcess(['run', mapping], { env: CARE_WITHOUT_BASE });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain('CARE_API_KEY, CARE_EMR_ID, CARE_TENANT_ID are set but no base URL');
     expect(r.stderr).toContain('set CARE_BASE_URL');
@@ -32,10 +32,10 @@ describe('a real target suggested but no base URL: refused, nothing created', ()
   it('CI=true alone → exit 2 (run, plan, state check, export), --json error envelope with the code', async () => {
     const { dir, mapping } = clinic();
     const [run, plan, check, exp] = await Promise.all([
-      runCli(['run', mapping, '--json'], { env: { CI: 'true' } }),
-      runCli(['plan', mapping], { env: { CI: 'true' } }),
-      runCli(['state', 'check', mapping], { env: { CI: 'true' } }),
-      runCli(['export', mapping, '--out', join(dir, 'out.csv')], { env: { CI: 'true' } }),
+      runCliInProcess(['run', mapping, '--json'], { env: { CI: 'true' } }),
+      runCliInProcess(['plan', mapping], { env: { CI: 'true' } }),
+      runCliInProcess(['state', 'check', mapping], { env: { CI: 'true' } }),
+      runCliInProcess(['export', mapping, '--out', join(dir, 'out.csv')], { env: { CI: 'true' } }),
     ]);
     expect(run.code, run.stderr).toBe(2);
     const body = JSON.parse(run.stdout) as { error: { issues: { code: string }[] } };
@@ -52,7 +52,7 @@ describe('a real target suggested but no base URL: refused, nothing created', ()
     const text = readFileSync(mapping, 'utf8').replace(/^version: 1$/m, 'version: 1\ntarget:\n  tenantId: tenant-from-file');
     writeFileSync(mapping, text);
     const line = text.split('\n').indexOf('  tenantId: tenant-from-file') + 1; // the section's contents
-    const r = await runCli(['run', mapping]);
+    const r = await runCliInProcess(['run', mapping]);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain(`the mapping has a \`target:\` section (${mapping}:${line}:3)`);
     expect(existsSync(join(dir, '.care-etl'))).toBe(false);
@@ -60,7 +60,7 @@ describe('a real target suggested but no base URL: refused, nothing created', ()
 
   it('a connection flag without a base URL → exit 2', async () => {
     const { dir, mapping } = clinic();
-    const r = await runCli(['run', mapping, '--tenant-id', 'tenant-x']);
+    const r = await runCliInProcess(['run', mapping, '--tenant-id', 'tenant-x']);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain('--tenant-id is given');
     expect(existsSync(join(dir, '.care-etl'))).toBe(false);
@@ -68,10 +68,10 @@ describe('a real target suggested but no base URL: refused, nothing created', ()
 
   it('--sandbox with a base URL known is a usage error (exit 2): one target', async () => {
     const { dir, mapping } = clinic();
-    const fromEnv = await runCli(['run', mapping, '--sandbox'], { env: { CARE_BASE_URL: 'https://care.example.test' } });
+    const fromEnv = await runCliInProcess(['run', mapping, '--sandbox'], { env: { CARE_BASE_URL: 'https://care.example.test' } });
     expect(fromEnv.code, fromEnv.stderr).toBe(2);
     expect(fromEnv.stderr).toContain('--sandbox loads into the embedded sandbox, but a base URL is set by CARE_BASE_URL');
-    const fromFlag = await runCli(['run', mapping, '--sandbox', '--base-url', 'https://care.example.test']);
+    const fromFlag = await runCliInProcess(['run', mapping, '--sandbox', '--base-url', 'https://care.example.test']);
     expect(fromFlag.code, fromFlag.stderr).toBe(2);
     expect(existsSync(join(dir, '.care-etl'))).toBe(false);
   });
@@ -81,14 +81,14 @@ describe('--sandbox, or nothing set: the embedded sandbox, and every output mode
   it('CARE_* set without a base URL, --sandbox --quiet: loads; the one stderr line says "embedded sandbox"', async () => {
     const { dir, mapping } = clinic();
     const md = join(dir, 'report.md');
-    const r = await runCli(['run', mapping, '--sandbox', '--quiet', '--report', md], { env: { ...CARE_WITHOUT_BASE, CI: 'true' } });
+    const r = await runCliInProcess(['run', mapping, '--sandbox', '--quiet', '--report', md], { env: { ...CARE_WITHOUT_BASE, CI: 'true' } });
     expect(r.code, r.stderr).toBe(1); // the example's deliberately bad rows
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('Target: the embedded sandbox');
     expect(readFileSync(md, 'utf8')).toContain('embedded sandbox');
     expect(existsSync(join(dir, '.care-etl', 'sandbox.db'))).toBe(true);
     // --json --progress none: the report's target says embedded, and stderr still does
-    const j = await runCli(['run', mapping, '--sandbox', '--json', '--progress', 'none'], { env: CARE_WITHOUT_BASE });
+    const j = await runCliInProcess(['run', mapping, '--sandbox', '--json', '--progress', 'none'], { env: CARE_WITHOUT_BASE });
     expect(j.code, j.stderr).toBe(1);
     const report = JSON.parse(j.stdout) as { target: { embedded: boolean; dataFile: string }; totals: { unchanged: number } };
     expect(report.target).toMatchObject({ embedded: true, dataFile: join(dir, '.care-etl', 'sandbox.db') });
@@ -98,7 +98,7 @@ describe('--sandbox, or nothing set: the embedded sandbox, and every output mode
 
   it('nothing set (a dev machine): the README quickstart loads into the sandbox; --progress none and the summary say so', async () => {
     const { mapping } = clinic();
-    const r = await runCli(['run', mapping, '--progress', 'none']);
+    const r = await runCliInProcess(['run', mapping, '--progress', 'none']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toContain('Target: the embedded sandbox');
   });
