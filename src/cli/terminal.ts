@@ -86,7 +86,7 @@ const CLEAR_DOWN = '\r\x1b[J';
  * line is fitted to the width, so the cursor arithmetic (lines up) holds; redraws are throttled to `fps`.
  */
 export class LiveArea {
-  #lines: string[] = [];
+  #lines: string[] | (() => string[]) = [];
   #drawn = 0;
   #last = 0;
   #timer?: NodeJS.Timeout;
@@ -123,8 +123,8 @@ export class LiveArea {
     this.#restore = () => (target.write = original);
   }
 
-  /** New content for the area: drawn now, or at the next frame. */
-  update(lines: string[]): void {
+  /** New content for the area: drawn now, or at the next frame (a function: composed only when drawn). */
+  update(lines: string[] | (() => string[])): void {
     this.#lines = lines;
     if (this.#stopped || this.#timer) return;
     const wait = 1000 / this.fps - (this.now() - this.#last);
@@ -164,9 +164,11 @@ export class LiveArea {
   }
 
   #render(): string {
-    if (this.#stopped || !this.#lines.length) return '';
+    if (this.#stopped) return '';
+    const lines = typeof this.#lines === 'function' ? this.#lines() : this.#lines;
+    if (!lines.length) return '';
     const width = terminalWidth(this.stream);
-    this.#drawn = this.#lines.length;
-    return `${this.#lines.map((l) => fitLine(l, width)).join('\n')}\n`;
+    this.#drawn = lines.length;
+    return `${lines.map((l) => fitLine(l, width)).join('\n')}\n`;
   }
 }
