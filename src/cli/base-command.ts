@@ -266,14 +266,8 @@ export abstract class CareCommand<T> extends Command {
 
   /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */
   override async catch(thrown: Error & { exitCode?: number }): Promise<void> {
-    const err = this.cancelled(thrown);
-    const body = this.toErrorEnvelope(err);
-    process.exitCode = body.exitCode;
-    this.logErrorLine(body);
+    const body = this.fail(thrown);
     if (this.jsonEnabled()) this.logJson(body);
-    else if (!this.jsonLog) {
-      process.stderr.write(`${redactKnown(this.renderError(err, body))}\n`);
-    }
   }
 
   /** `--log-format json`: the error as one line (its issues by code and place), then the verdict. */
@@ -301,7 +295,7 @@ export abstract class CareCommand<T> extends Command {
     process.stdout.write(`${redactKnown(JSON.stringify(json, null, 2))}\n`);
   }
 
-  /** Renders a library failure for a command that returns it as its `--json` result (the error envelope). */
+  /** Renders a failure (stderr, or the log line) and sets the exit code; the envelope is the `--json` result (`catch` prints it). */
   protected fail(thrown: unknown): ErrorJson {
     const err = this.cancelled(thrown);
     const body = this.toErrorEnvelope(err);

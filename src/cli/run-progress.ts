@@ -119,15 +119,7 @@ export async function createRunProgress(opts: ProgressOptions): Promise<RunProgr
     if (hiddenRejects) log(`  … and ${hiddenRejects} more rejected rows (see the rejects file)`);
   };
   const now = opts.now ?? Date.now;
-  /** Per mapping (one source per phase): how far its reading is, and when it should end. */
-  const etas = new Map<string, ByteEta>();
-  /** The ETA after this event (every event: its rate spans the whole reading); text only for a line printed. */
-  const etaAfter = (mapping: string, b: ByteProgress): number | undefined => {
-    let eta = etas.get(mapping);
-    if (!eta) etas.set(mapping, (eta = new ByteEta(now)));
-    return eta.update(b);
-  };
-
+  const etas = mappingEtas(now);
   if (opts.tty) return liveDisplay(opts, { etas, now });
 
   const interval = opts.intervalMs ?? 2000;
@@ -136,15 +128,15 @@ export async function createRunProgress(opts: ProgressOptions): Promise<RunProgr
     onEvent(e) {
       if (e.type === 'target') opts.write(targetLine(e));
       else if (e.type === 'phase-start') {
-        etas.delete(e.mapping);
+        etas.reset(e.mapping);
         opts.write(`[${e.mapping}] ${e.resourceType}: started`);
       } else if (e.type === 'progress') {
-        const etaMs = e.bytes && etaAfter(e.mapping, e.bytes);
+        // The estimator sees every event (its rate is measured from the first); the line is formatted only when printed.
+        const etaMs = etas.update(e.mapping, e.bytes);
         const t = now();
         if (t - (last.get(e.mapping) ?? -Infinity) >= interval) {
           last.set(e.mapping, t);
-          const at = e.bytes && describeBytes(e.bytes, etaMs);
-          opts.write(`[${e.mapping}] ${at ? `${at} · ` : ''}${summary(e.counts)}`);
+          opts.write(`[${e.mapping}] ${e.bytes ? `${describeBytes(e.bytes, etaMs)} · ` : ''}${summary(e.counts)}`);
         }
       } else if (e.type === 'phase-end') opts.write(`[${e.mapping}] done: ${summary(e.counts)}`);
       else if (e.type === 'reject') reject(describeReject(e.reject), opts.write);
@@ -153,6 +145,20 @@ export async function createRunProgress(opts: ProgressOptions): Promise<RunProgr
     stop() {
       finish(opts.write);
     },
+  };
+}
+
+/** Per mapping (one source per phase): its reading's ETA, restarted with each phase. */
+function mappingEtas(now: () => number) {
+  const etas = new Map<string, ByteEta>();
+  return {
+    update(mapping: string, b: ByteProgress | undefined): number | undefined {
+      if (!b) return undefined;
+      let eta = etas.get(mapping);
+      if (!eta) etas.set(mapping, (eta = new ByteEta(now)));
+      return eta.update(b);
+    },
+    reset: (mapping: string) => etas.delete(mapping),
   };
 }
 
@@ -165,7 +171,7 @@ export interface RunProgress {
  * The TTY display: a bar per mapping redrawn in place (rejects counted on it), log lines (target, listings) above
  * the bars, and after the bars stop the rejects, each wrapped to the width so its reason can be read whole.
  */
-function liveDisplay(opts: ProgressOptions, ctx: { etas: Map<string, ByteEta>; now: () => number }): RunProgress {
+function liveDisplay(opts: ProgressOptions, ctx: { etas: ReturnType<typeof mappingEtas>; now: () => number }): RunProgress {
   const stream = opts.stream ?? process.stderr;
   const paint = painter(colourOn(stream));
   const area = new LiveArea(stream, 10, ctx.now);
@@ -173,25 +179,21 @@ function liveDisplay(opts: ProgressOptions, ctx: { etas: Map<string, ByteEta>; n
   const rejects: string[] = [];
   let hidden = 0;
   const max = opts.maxRejectLines ?? 20;
-  // Lines are formatted when a frame is drawn (at most `fps` a second), not on each of a run's many progress events.
-  const render = (): string[] => {
+  // Events come per row; the bar lines are composed only when the area draws a frame (at most `fps` a second).
+  const lines = () => {
     const nameWidth = Math.max(...[...bars.keys()].map((m) => m.length));
-    const width = terminalWidth(stream);
-    return [...bars.values()].map((b) => barLine(b.bytes ? { ...b, where: describeBytes(b.bytes) } : b, width, paint, formatDuration, nameWidth));
+    return [...bars.values()].map((b) => barLine({ ...b, where: b.bytes && describeBytes(b.bytes) }, terminalWidth(stream), paint, formatDuration, nameWidth));
   };
-  const draw = () => area.update(render);
+  const draw = () => area.update(lines);
   const update = (mapping: string, counts: MappingCounts, bytes: ByteProgress | undefined, done: boolean) => {
-    let eta = ctx.etas.get(mapping);
-    if (!eta) ctx.etas.set(mapping, (eta = new ByteEta(ctx.now)));
-    const etaMs = bytes ? eta.update(bytes) : undefined;
-    bars.set(mapping, { mapping, counts, bytes, etaMs, done });
+    bars.set(mapping, { mapping, counts, bytes, etaMs: ctx.etas.update(mapping, bytes), done });
     draw();
   };
   return {
     onEvent(e) {
       if (e.type === 'target') area.log(targetLine(e));
       else if (e.type === 'phase-start') {
-        ctx.etas.delete(e.mapping);
+        ctx.etas.reset(e.mapping);
         bars.set(e.mapping, { mapping: e.mapping, counts: emptyCounts(), done: false });
         draw();
       } else if (e.type === 'progress' || e.type === 'phase-end') update(e.mapping, e.counts, e.bytes, e.type === 'phase-end');

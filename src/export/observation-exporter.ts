@@ -513,15 +513,18 @@ function dictionaryOf(
   });
 }
 
-/** Configuration/authentication errors keep their exit code 2; everything else mid-export could not complete (3). */
-function asExportFailure(err: unknown, at: ExportReport): CareEtlError {
+/**
+ * Configuration/authentication errors keep their exit code 2; everything else mid-export could not complete (3).
+ * Shared with `export --view`, which has no watermark: `interruptedHint` says what a cancel left.
+ */
+export function asExportFailure(
+  err: unknown,
+  at: ExportReport,
+  interruptedHint = 'Nothing was written to --out and the watermark did not move: export again.',
+): CareEtlError {
   const where = `after ${at.rows} rows from ${at.pages} pages`;
   if ((err as { name?: string })?.name === 'AbortError') {
-    return new CareEtlError(`Export interrupted ${where}`, {
-      exitCode: ExitCode.incomplete,
-      cause: err,
-      hint: 'Nothing was written to --out and the watermark did not move: export again.',
-    });
+    return new CareEtlError(`Export interrupted ${where}`, { exitCode: ExitCode.incomplete, cause: err, hint: interruptedHint });
   }
   if (err instanceof CareEtlError) return err;
   const code = (err as { code?: unknown })?.code;

@@ -125,10 +125,8 @@ const DATE_LAYOUTS: { re: RegExp; format: (samples: string[]) => string }[] = [
 
 function dateLayout(values: string[]): string | undefined {
   if (!values.length) return undefined;
+  // The first layout every value fits: mixed padding (1/5/2020 and 12/25/2020) fits M/D/YYYY.
   for (const l of DATE_LAYOUTS) if (values.every((v) => l.re.test(v))) return l.format(values);
-  // mixed padding (1/5/2020 and 12/25/2020) is the same layout as M/D/YYYY
-  const slash = DATE_LAYOUTS[5]!;
-  if (values.every((v) => slash.re.test(v))) return slash.format(values);
   return undefined;
 }
 

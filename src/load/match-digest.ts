@@ -28,16 +28,21 @@ export interface DigestScheme {
 /** How a match value read from the state is looked up: as it is (clear), by a scheme this run can compute, or not at all. */
 type StoredMatch = { kind: 'clear' } | { kind: 'digest'; scheme: DigestScheme } | { kind: 'foreign' };
 
-const UNKEYED_SCHEME: DigestScheme = {
-  id: 's1',
-  of: (value) => `s1:${hash('sha256', DOMAIN + value, 'hex')}`,
-};
+/** The hex digest of `value`: HMAC-SHA-256 under `key`, or plain SHA-256 without one; the same domain either way. */
+function digestHex(value: string, key: Buffer | undefined): string {
+  return key
+    ? createHmac('sha256', key)
+        .update(DOMAIN + value, 'utf8')
+        .digest('hex')
+    : hash('sha256', DOMAIN + value, 'hex');
+}
+
+const UNKEYED_SCHEME: DigestScheme = { id: 's1', of: (value) => `s1:${digestHex(value, undefined)}` };
 
 /** The run's digest of match values: keyed when CARE_STATE_SECRET is set, else unkeyed. */
 export class MatchDigest implements DigestScheme {
+  /** `h1:<key id>`, or `s1` when unkeyed: every digest is `<id>:<hex>`. */
   readonly id: string;
-  /** `h1:<key id>:`, or undefined when unkeyed. */
-  readonly #prefix?: string;
   readonly #key?: Buffer;
 
   constructor(secret?: Secret) {
@@ -48,7 +53,6 @@ export class MatchDigest implements DigestScheme {
     this.#key = Buffer.from(secret.reveal(), 'utf8');
     const keyId = createHmac('sha256', this.#key).update('care-etl/state-secret-id', 'utf8').digest('hex').slice(0, 8);
     this.id = `h1:${keyId}`;
-    this.#prefix = `h1:${keyId}:`;
   }
 
   get keyed(): boolean {
@@ -57,13 +61,7 @@ export class MatchDigest implements DigestScheme {
 
   /** What the state records for `value`. */
   of(value: string): string {
-    if (!this.#key) return UNKEYED_SCHEME.of(value);
-    return (
-      this.#prefix +
-      createHmac('sha256', this.#key)
-        .update(DOMAIN + value, 'utf8')
-        .digest('hex')
-    );
+    return `${this.id}:${digestHex(value, this.#key)}`;
   }
 
   /** How `stored` (a match value read from the state) is looked up by this run. */

@@ -1,4 +1,5 @@
 /** Issue 24 item 5: the digest forms of a match value kept in the state, and how a stored one is read back. */
+import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CareEtlError } from '../../src/core/issues.js';
 import { redactKnown, Secret, stateSecretFromEnv } from '../../src/core/secret.js';
@@ -19,6 +20,15 @@ describe('match digests', () => {
     expect(A.of(v)).not.toBe(B.of(v));
     expect(A.of(v).slice(0, 11)).not.toBe(B.of(v).slice(0, 11)); // another key id
     expect(A.of(v)).not.toContain('Quixotely');
+  });
+
+  it('keeps the digest format existing states hold: <id>:<hex> over the domain-separated value', () => {
+    const v = 'Quixotely|1980-01-02';
+    const key = 'a'.repeat(32);
+    const keyId = createHmac('sha256', key).update('care-etl/state-secret-id').digest('hex').slice(0, 8);
+    expect(A.of(v)).toBe(`h1:${keyId}:${createHmac('sha256', key).update(`care-etl/match/v1\u0000${v}`).digest('hex')}`);
+    expect(NONE.of(v)).toBe(`s1:${createHash('sha256').update(`care-etl/match/v1\u0000${v}`).digest('hex')}`);
+    expect(A.reading(NONE.of(v))).toMatchObject({ kind: 'digest', scheme: { id: 's1' } });
   });
 
   it('reads back: its own and unkeyed digests are computable, another secret is foreign, anything else is a clear value', () => {

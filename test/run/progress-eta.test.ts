@@ -122,6 +122,26 @@ describe('ETA from bytes read (injected clock)', () => {
   });
 });
 
+describe('the bars on a terminal', () => {
+  it('one frame per tick however many events come in it; the last frame shows the last counts, bytes and ETA', async () => {
+    let t = 1_000;
+    let out = '';
+    const stream = { columns: 120, isTTY: false, write: (text: string) => (out += text) };
+    const p = await createRunProgress({ tty: true, write: () => {}, now: () => t, stream });
+    const total = 48_000_000;
+    p.onEvent({ type: 'phase-start', mapping: 'patient', resourceType: 'Patient' });
+    for (let i = 1; i <= 300; i++) {
+      if (i === 300) t = 41_000;
+      p.onEvent({ type: 'progress', mapping: 'patient', counts: counts({ read: i, created: i }), bytes: { read: i * 41_000, total } });
+    }
+    p.stop();
+    const frames = out.split('\r\x1b[J');
+    expect(frames).toHaveLength(2); // the first frame, then the last (drawn by stop) erasing it
+    expect(frames[1]).toContain('  patient [');
+    expect(frames[1]).toContain('] 300/300 rows · ETA 1 min 57 s · created 300 · updated 0 · unchanged 0 · 12.3 MB / 48.0 MB (25 %)');
+  });
+});
+
 describe('sources report the bytes they read', () => {
   it('a CSV, JSON and NDJSON source: the file size up front, all of it read at the end', async () => {
     for (const [name, path, records] of [

@@ -5,8 +5,7 @@
  * Parquet (`openRowSink`): integer columns as INT64 (`viewParquetTypes`), everything else text.
  */
 import type { Resource } from '../../api/types.js';
-import { CareEtlError, ExitCode } from '../../core/issues.js';
-import { newExportReport, type ExportObservationsOptions, type ExportReport } from '../observation-exporter.js';
+import { asExportFailure, newExportReport, type ExportObservationsOptions, type ExportReport } from '../observation-exporter.js';
 import type { ColumnType } from '../parquet-sink.js';
 import { openRowSink } from '../row-sink.js';
 import type { CompiledView } from './view-definition.js';
@@ -82,21 +81,9 @@ export async function exportView(opts: ExportViewOptions): Promise<ExportReport>
     await opts.finalize?.({ dictionary: [], report });
   } catch (err) {
     await sink.abort();
-    throw asViewFailure(opts.signal?.aborted ? (opts.signal.reason ?? err) : err, report);
+    throw asExportFailure(opts.signal?.aborted ? (opts.signal.reason ?? err) : err, report, 'Nothing was written to --out: export again.');
   }
   report.finishedAt = new Date().toISOString();
   report.durationMs = Math.round(performance.now() - t0);
   return report;
-}
-
-/** A view or authentication error keeps its exit code; anything else mid-export could not complete (3). */
-function asViewFailure(err: unknown, at: ExportReport): CareEtlError {
-  if (err instanceof CareEtlError) return err;
-  const where = `after ${at.rows} rows from ${at.pages} pages`;
-  const interrupted = (err as { name?: string })?.name === 'AbortError';
-  return new CareEtlError(interrupted ? `Export interrupted ${where}` : `Export failed ${where}: ${(err as Error)?.message ?? String(err)}`, {
-    exitCode: ExitCode.incomplete,
-    cause: err,
-    hint: interrupted ? 'Nothing was written to --out: export again.' : undefined,
-  });
 }
