@@ -94,13 +94,21 @@ function tryAcquire(ledger: Ledger, scopeId: number, now: Date, staleMs: number)
         if (locked === false && !stale) return { heldBy: startingHolder(row, now) };
         const token = (row?.token ?? 0) + 1;
         const iso = now.toISOString();
-        ledger
+        // Only over the row as read: two runs taking over one frozen holder's lease at once on PostgreSQL (READ
+        // COMMITTED: both read the stale row) would both write token + 1; the second's update now finds the token
+        // moved and takes nothing.
+        const taken = ledger
           .stmt(
             `INSERT INTO leases (scope_id, token, run_id, host, pid, "user", since, heartbeat_at, released) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, 0)
              ON CONFLICT (scope_id) DO UPDATE SET token = excluded.token, run_id = NULL, host = excluded.host, pid = excluded.pid,
-               "user" = excluded."user", since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0`,
+               "user" = excluded."user", since = excluded.since, heartbeat_at = excluded.heartbeat_at, released = 0
+             WHERE leases.token = ? RETURNING token`,
           )
-          .run(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso);
+          .get(scopeId, token, hostname(), process.pid, currentUser() ?? null, iso, iso, row?.token ?? 0);
+        if (taken === undefined) {
+          const winner = ledger.stmt('SELECT * FROM leases WHERE scope_id = ?').get(scopeId) as LeaseRow | undefined;
+          return { heldBy: winner ? holderOf(winner) : startingHolder(row, now) };
+        }
         return stale ? { token, tookOverFrom: holderOf(row), lockMissing: locked === false } : { token };
       }),
     );

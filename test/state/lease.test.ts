@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { CareEtlError, ExitCode } from '../../src/core/issues.js';
@@ -162,6 +163,47 @@ describe.each(BACKENDS)('run lease (%s)', (backend) => {
       expect(lines[0]).toMatch(/^took over a stale lease: run \d+ .* last seen [1-5]?\d s ago/); // fresh: well inside the 60 s stale limit
     },
   );
+});
+
+/** Runs `sql` (several statements, one simple query: the server runs it without the client) on its own connection. */
+async function onOwnConnection(stateUrl: string, sql: (schema: string) => string): Promise<{ done: Promise<unknown>; watcher: pg.Client }> {
+  const url = new URL(stateUrl);
+  const schema = url.searchParams.get('schema')!;
+  url.searchParams.delete('schema');
+  const [other, watcher] = [new pg.Client({ connectionString: url.toString() }), new pg.Client({ connectionString: url.toString() })];
+  await Promise.all([other.connect(), watcher.connect()]);
+  const done = other.query(sql(schema)).finally(() => other.end());
+  return { done, watcher };
+}
+
+describe('run lease (postgres): two runs taking over one frozen holder at once', () => {
+  it('only one gets the lease; the other is refused naming the winner (the second write finds the token moved)', async () => {
+    path = await (await pgCluster()).freshState();
+    const t0 = Date.parse('2026-11-25T17:00:00Z');
+    const frozen = connect(() => new Date(t0)); // keeps its connection, so its advisory lock: only its heartbeat stops
+    const old = await lease(frozen, 't1', { now: () => new Date(t0), heartbeatMs: 3_600_000 });
+    const at = new Date(t0 + 61_000).toISOString();
+    // The other runner has read the stale row and is writing its takeover (token + 1), not yet committed; this
+    // runner reads the same stale row and writes after it.
+    const { done, watcher } = await onOwnConnection(
+      path,
+      (schema) =>
+        `BEGIN; UPDATE ${schema}.leases SET token = token + 1, host = 'racer-host', pid = 4242, since = '${at}', heartbeat_at = '${at}';
+         SELECT pg_sleep(0.4); COMMIT;`,
+    );
+    try {
+      while (Number((await watcher.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event = 'PgSleep'`)).rows[0].n) === 0);
+      const refused = await refusal(lease(connect(), 't1', { now: () => new Date(t0 + 61_000) }));
+      expect(refused.exitCode).toBe(ExitCode.incomplete);
+      expect(refused.message).toMatch(/another run holds this state: .*racer-host \(pid 4242\)/);
+      await done;
+      const row = (await watcher.query(`SELECT token::int AS token, host FROM ${new URL(path).searchParams.get('schema')}.leases`)).rows[0];
+      expect(row).toEqual({ token: old.token + 1, host: 'racer-host' });
+    } finally {
+      await done.catch(() => undefined);
+      await watcher.end();
+    }
+  });
 });
 
 describe('run lease (sqlite file)', () => {
