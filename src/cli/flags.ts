@@ -187,7 +187,7 @@ export const flag = {
   'max-concurrency': summarized(
     positiveIntFlag(
       'max-concurrency',
-      `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
+      `ceiling of the discovered concurrency (default ${DEFAULT_MAX_CONCURRENCY}): requests in flight grow from ${DISCOVERY_START} (or from where the last run of the same server and tenant settled, kept in the state) while the server's response time stays flat, and back off when it rises, on 429 and on 503`,
     ),
     { summary: `most requests in flight (default ${DEFAULT_MAX_CONCURRENCY})`, helpGroup: 'SERVER' },
   ),

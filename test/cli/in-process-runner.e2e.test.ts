@@ -12,7 +12,7 @@ const stable = (r: CliResult) => {
   const clean = (s: string) =>
     s
       .replace(/"durationMs": \d+/g, '"durationMs": N')
-      .replace(/[\d.]+ ?(ms|s|rows\/s)\b/g, 'T')
+      .replace(/[\d.,]+ ?(ms|s|rows\/s)\b/g, 'T')
       .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'DATE')
       .replace(/node:\d+/g, 'node:PID');
   return { code: r.code, stdout: clean(r.stdout), stderr: clean(r.stderr) };
