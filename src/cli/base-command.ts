@@ -115,6 +115,8 @@ const CANCEL_GRACE_MS = 4000;
  * nobody writes) would hold the process forever.
  */
 function dieBy(sig: NodeJS.Signals): never {
+  // The live display hides the cursor and restores it when it stops; ending by the signal skips that.
+  if (process.stderr.isTTY) process.stderr.write('\x1b[?25h');
   process.removeAllListeners('SIGINT');
   process.removeAllListeners('SIGTERM');
   process.kill(process.pid, sig);
