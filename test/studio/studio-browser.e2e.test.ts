@@ -71,33 +71,18 @@ async function settled(): Promise<void> {
 }
 
 /**
- * Double-clicks the word at `word` in the editor line holding `lineText` (CodeMirror selects it), deletes it and types
- * `replacement` key by key, as a person would (closeBrackets and the completion popup take part).
+ * Selects `word` in the editor line holding `lineText` with the keyboard (a click on the line, Home, arrows), deletes
+ * it and types `replacement` key by key, as a person would (closeBrackets and the completion popup take part).
  */
 async function retype(lineText: string, word: string, replacement: string): Promise<void> {
   const line = page.locator('.cm-line').filter({ hasText: lineText });
-  const box = await line.boundingBox();
-  const text = (await line.textContent())!;
-  // the word's position: the line's text measured in the browser (monospace), then a double-click on it
-  const x = await line.evaluate(
-    (el, [t, w]) => {
-      const range = document.createRange();
-      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-      let offset = t.indexOf(w);
-      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-        const len = n.textContent!.length;
-        if (offset < len) {
-          range.setStart(n, offset);
-          range.setEnd(n, offset + 1);
-          return range.getBoundingClientRect().left + 2;
-        }
-        offset -= len;
-      }
-      throw new Error(`no ${w} in the line`);
-    },
-    [text, word] as const,
-  );
-  await page.mouse.dblclick(x, box!.y + box!.height / 2);
+  await line.click();
+  await page.keyboard.press('Home'); // CodeMirror: the start of the line's text, after the indentation
+  const text = (await line.textContent())!.trimStart();
+  const at = text.indexOf(word);
+  expect(at, `${word} in ${text}`).toBeGreaterThanOrEqual(0);
+  for (let i = 0; i < at; i++) await page.keyboard.press('ArrowRight');
+  for (let i = 0; i < word.length; i++) await page.keyboard.press('Shift+ArrowRight');
   await page.keyboard.press('Backspace');
   await page.keyboard.type(replacement);
 }
@@ -163,7 +148,7 @@ describe('the mapping studio in Chromium (issue 29)', () => {
     expect(before.identifier).toEqual([{ system: 'urn:lakeside:mrn', value: '000001' }]);
 
     // A column typo typed into the editor: `"MRN-" & MNR` (closeBrackets closes the quote as a person types it).
-    await retype(IDENTIFIER_LINE, 'MRN }', '"MRN-" & MNR');
+    await retype(IDENTIFIER_LINE, 'MRN }', '"MRN-" & MNR }');
     await expect.poll(() => problems().count()).toBeGreaterThan(0);
     await settled();
     const problem = problems().filter({ hasText: 'MNR' });
