@@ -24,7 +24,9 @@ try {
   process.exit(1);
 }
 
-rmSync(out, { recursive: true, force: true });
+// dist/studio/ also holds the compiled src/studio/ (the server): only the page's own files are replaced.
+rmSync(join(out, 'assets'), { recursive: true, force: true });
+rmSync(join(out, 'index.html'), { force: true });
 mkdirSync(join(out, 'assets'), { recursive: true });
 await build({
   absWorkingDir: root,

@@ -81,11 +81,7 @@ function show(ev: Evaluation): void {
   showDiagnostics(view, ev.errors);
   renderProblems(ev.errors, (d) => goTo(view, d.line, d.column));
   renderResources(ev.resources, ev.resource);
-  renderTotals(
-    ev.totals,
-    ev.elapsedMs,
-    ev.errors.every((e) => e.severity !== 'error'),
-  );
+  renderTotals(ev.totals, ev.elapsedMs, ev.errors.filter((e) => e.severity === 'error').length);
   renderRows(ev, ui.selected, select);
   renderDetail(selectedRow());
   byId('test-case-result').textContent = '';

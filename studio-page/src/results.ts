@@ -17,13 +17,17 @@ export function renderResources(resources: ResourceInfo[], current: string): voi
   select.value = current;
 }
 
-export function renderTotals(t: Totals, elapsedMs: number, compiled: boolean): void {
+/** `errorCount`: mapping errors — with rows (a column contract error) a run would still stop before sending anything. */
+export function renderTotals(t: Totals, elapsedMs: number, errorCount: number): void {
   const totals = byId('totals');
-  if (!compiled) {
-    totals.replaceChildren('The mapping has errors: fix them to see the rows.');
+  const errors = errorCount ? h('span', { class: 'rejected' }, `${errorCount} mapping error${errorCount > 1 ? 's' : ''}: `) : '';
+  if (errorCount && t.sampled === 0) {
+    totals.replaceChildren(errors, 'fix them to see the rows.');
     return;
   }
   totals.replaceChildren(
+    errors,
+    errorCount ? 'a run would stop before sending anything; over the sample ' : '',
     `${fmt(t.sampled)} rows sampled: `,
     h('span', { class: 'loaded', 'data-testid': 'total-loaded' }, `${fmt(t.loaded)} loaded`),
     ' · ',
