@@ -6,7 +6,7 @@
  *
  * Copies examples/clinic to a temporary folder, starts `care-etl studio examples/clinic/mapping.yaml --no-open` there
  * (the built CLI), opens the printed URL in headless Chromium (playwright-core; the browser is CHROME_PATH, else
- * `chromium` / `chromium-browser` on the PATH: `apt-get install chromium`), selects a row and writes a 1400×900 PNG.
+ * `chromium` / `chromium-browser` on the PATH: `apt-get install chromium`), selects a rejected row and writes a 1400×900 PNG.
  * Chromium reaches nothing but the studio: every other connection goes to a closed port of 127.0.0.1.
  * Exit 0 with the PNG written, 1 when something failed, 2 without Chromium.
  */
@@ -61,7 +61,7 @@ async function main() {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     await page.goto(studio.url);
     await page.locator('[data-testid=results][data-state=idle]').waitFor();
-    await page.locator('[data-testid=row]').nth(3).click();
+    await page.locator('[data-testid=row].rejected').first().click(); // a reject shows its reason beside the resource
     await page.locator('[data-testid=row][aria-selected=true]').waitFor();
     mkdirSync(dirname(out), { recursive: true });
     await page.screenshot({ path: out });

@@ -110,7 +110,7 @@ async function settled(): Promise<void> {
 }
 
 /**
- * Selects `word` in the editor line holding `lineText` with the keyboard (a click on the line, Home, arrows), deletes
+ * Selects `word` in the editor line holding `lineText` with the keyboard (a click on the line, Home or End, arrows), deletes
  * it and types `replacement` key by key, as a person would (closeBrackets and the completion popup take part).
  */
 async function retype(lineText: string, word: string, replacement: string): Promise<void> {
@@ -120,7 +120,10 @@ async function retype(lineText: string, word: string, replacement: string): Prom
   const text = (await line.textContent())!.trimStart();
   const at = text.indexOf(word);
   expect(at, `${word} in ${text}`).toBeGreaterThanOrEqual(0);
-  for (let i = 0; i < at; i++) await page.keyboard.press('ArrowRight');
+  if (text.length - at < at) {
+    await page.keyboard.press('End');
+    for (let i = at; i < text.length; i++) await page.keyboard.press('ArrowLeft');
+  } else for (let i = 0; i < at; i++) await page.keyboard.press('ArrowRight');
   for (let i = 0; i < word.length; i++) await page.keyboard.press('Shift+ArrowRight');
   await page.keyboard.press('Backspace');
   await page.keyboard.type(replacement);
