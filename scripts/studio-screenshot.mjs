@@ -61,7 +61,7 @@ async function main() {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     await page.goto(studio.url);
     await page.locator('[data-testid=results][data-state=idle]').waitFor();
-    await page.locator('[data-testid=row].rejected').first().click(); // a reject shows its reason beside the resource
+    await page.locator('[data-testid=row].rejected').filter({ hasText: /\d{6}/ }).first().click(); // a reject shows its reason beside the resource
     await page.locator('[data-testid=row][aria-selected=true]').waitFor();
     mkdirSync(dirname(out), { recursive: true });
     await page.screenshot({ path: out });

@@ -19,6 +19,7 @@ const ui = {
   resource: undefined as string | undefined,
   offset: 0,
   search: '',
+  sampleSize: undefined as number | undefined,
   line: undefined as number | undefined,
   selected: undefined as number | undefined,
   evaluation: undefined as Evaluation | undefined,
@@ -55,7 +56,15 @@ async function evaluate(): Promise<void> {
   inFlight?.abort();
   const controller = (inFlight = new AbortController());
   const text = view.state.doc.toString();
-  const req: EvaluateRequest = { text, resource: ui.resource, offset: ui.offset, limit: PAGE_SIZE, search: ui.search || undefined, line: ui.line };
+  const req: EvaluateRequest = {
+    text,
+    resource: ui.resource,
+    offset: ui.offset,
+    limit: PAGE_SIZE,
+    search: ui.search || undefined,
+    line: ui.line,
+    sampleSize: ui.sampleSize,
+  };
   setStatus('eval-state', 'evaluating…');
   try {
     const ev = await api.evaluate(req, controller.signal);
@@ -169,6 +178,12 @@ function wireControls(): void {
     ui.selected = undefined;
     schedule(0);
   });
+  byId<HTMLInputElement>('sample-size').addEventListener('change', (e) => {
+    const size = Number((e.target as HTMLInputElement).value);
+    if (!Number.isInteger(size) || size < 1) return;
+    ui.sampleSize = size;
+    schedule(0);
+  });
   const page = (delta: number) => () => {
     ui.offset = Math.max(0, ui.offset + delta);
     ui.selected = undefined;
@@ -194,7 +209,7 @@ async function start(): Promise<void> {
   ui.savedText = file.text;
   byId('mapping-path').textContent = file.path;
   byId('test-file').textContent = file.testFile;
-  byId('sample-size').textContent = file.sampleSize.toLocaleString('en-US');
+  byId<HTMLInputElement>('sample-size').value = String(file.sampleSize);
   const allColumns = () => new Set([...ui.columns.values()].flat());
   view = createEditor({
     parent: byId('editor'),

@@ -73,4 +73,5 @@ export interface EvaluateRequest {
   limit?: number;
   search?: string;
   line?: number;
+  sampleSize?: number;
 }
