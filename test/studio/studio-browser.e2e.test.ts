@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -182,7 +182,7 @@ describe('the mapping studio in Chromium (issue 29)', () => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('shows a typo at its line, the fixed mapping’s new resource, adds the row as a test case that `care-etl test` passes; nothing leaves 127.0.0.1', async () => {
+  it('shows a typo at its line, the fixed mapping’s new resource, adds the row as a test case that `care-etl test` passes, searches, jumps, meets a save conflict; nothing leaves 127.0.0.1', async () => {
     const mapping = readFileSync(join(clinic, 'mapping.yaml'), 'utf8');
     const lineNo = mapping.split('\n').findIndex((l) => l.includes(IDENTIFIER_LINE)) + 1;
     expect(lineNo, 'the example mapping still has the identifier line').toBeGreaterThan(0);
@@ -234,6 +234,28 @@ describe('the mapping studio in Chromium (issue 29)', () => {
     expect(run.stdout).toContain('✓ patient › patient line 2');
     expect(run.stdout).toContain('cases: 1 passed, 0 failed');
     expect(run.code, run.stderr).toBe(0);
+
+    // Search by key, jump to a line: the rows shown follow.
+    await page.locator('[data-testid=search]').fill('000031');
+    await expect.poll(() => page.locator('[data-testid=page-info]').textContent()).toBe('1–1 of 1');
+    expect(await page.locator('[data-testid=row]').getAttribute('class')).toBe('rejected');
+    await page.locator('[data-testid=search]').fill('');
+    await page.locator('[data-testid=jump-line]').fill('30');
+    await page.locator('[data-testid=jump-line]').press('Enter');
+    await expect.poll(() => page.locator('[data-testid=row] td').first().textContent()).toBe('30');
+
+    // The file changed on disk since it was read: a save is a conflict, and "Reload" brings the disk's text in.
+    const onDisk = `${readFileSync(join(clinic, 'mapping.yaml'), 'utf8')}# edited elsewhere\n`;
+    writeFileSync(join(clinic, 'mapping.yaml'), onDisk);
+    await page.locator('.cm-line').filter({ hasText: 'version: 1' }).click();
+    await page.keyboard.press('End');
+    await page.keyboard.type(' ');
+    await page.keyboard.press('Control+s');
+    await page.locator('[data-testid=conflict]').waitFor({ state: 'visible' });
+    expect(readFileSync(join(clinic, 'mapping.yaml'), 'utf8')).toBe(onDisk);
+    await page.locator('[data-testid=reload]').click();
+    await expect.poll(() => page.locator('[data-testid=save-state]').textContent()).toBe('reloaded from disk');
+    expect(await page.locator('.cm-line').filter({ hasText: '# edited elsewhere' }).count()).toBe(1);
 
     // Nothing left the machine: the page asked only its own server, its context sent nothing to the proxy, the studio
     // never called the configured API, and the API key is nowhere on the page.
