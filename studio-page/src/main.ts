@@ -31,6 +31,8 @@ const ui = {
 
 let view: EditorView;
 let timer: ReturnType<typeof setTimeout> | undefined;
+/** An evaluation is scheduled but not sent yet: the results are not "idle" even if an older answer arrives. */
+let timerPending = false;
 let inFlight: AbortController | undefined;
 
 function setStatus(id: 'save-state' | 'eval-state', text: string, kind = ''): void {
@@ -49,7 +51,11 @@ function markDirty(): void {
 function schedule(delayMs: number): void {
   clearTimeout(timer);
   byId('results').dataset.state = 'pending';
-  timer = setTimeout(() => void evaluate(), delayMs);
+  timerPending = true;
+  timer = setTimeout(() => {
+    timerPending = false;
+    void evaluate();
+  }, delayMs);
 }
 
 async function evaluate(): Promise<void> {
@@ -76,7 +82,7 @@ async function evaluate(): Promise<void> {
     if (controller.signal.aborted) return;
     setStatus('eval-state', `evaluation failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
   } finally {
-    if (inFlight === controller) byId('results').dataset.state = 'idle';
+    if (inFlight === controller && !timerPending) byId('results').dataset.state = 'idle';
   }
 }
 
@@ -145,7 +151,8 @@ async function addTestCase(): Promise<void> {
   out.textContent = 'adding…';
   try {
     const res = await api.addTestCase(view.state.doc.toString(), ui.resource, row.index);
-    out.textContent = `added “${res.name}” to ${res.file}`;
+    const unsaved = view.state.doc.toString() !== ui.savedText ? ' — save the mapping too: `care-etl test` reads the file' : '';
+    out.textContent = `added “${res.name}” to ${res.file}${unsaved}`;
   } catch (err) {
     out.textContent = `not added: ${err instanceof Error ? err.message : String(err)}`;
   }
