@@ -92,14 +92,16 @@ function show(ev: Evaluation): void {
   ui.offset = ev.page.offset;
   const info = ev.resources.find((r) => r.name === ev.resource);
   if (info && ev.rows.length) ui.columns.set(info.source, Object.keys(ev.rows[0]!.input));
-  if (!ev.rows.some((r) => r.index === ui.selected)) ui.selected = ev.rows[0]?.index;
+  if (!ev.rows.some((r) => r.index === ui.selected)) {
+    ui.selected = ev.rows[0]?.index;
+    byId('test-case-result').textContent = '';
+  }
   showDiagnostics(view, ev.errors);
   renderProblems(ev.errors, (d) => goTo(view, d.line, d.column));
   renderResources(ev.resources, ev.resource);
   renderTotals(ev.totals, ev.elapsedMs, ev.errors.filter((e) => e.severity === 'error').length);
   renderRows(ev, ui.selected, select);
   renderDetail(selectedRow());
-  byId('test-case-result').textContent = '';
 }
 
 const selectedRow = () => ui.evaluation?.rows.find((r) => r.index === ui.selected);
