@@ -77,12 +77,28 @@ async function evaluate(): Promise<void> {
     if (controller.signal.aborted || view.state.doc.toString() !== text) return; // a newer evaluation is on its way
     ui.line = undefined;
     show(ev);
+    if (!ev.errors.length) void learnColumns(ev, text);
     setStatus('eval-state', `evaluated in ${Math.round(ev.elapsedMs)} ms`);
   } catch (err) {
     if (controller.signal.aborted) return;
     setStatus('eval-state', `evaluation failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
   } finally {
     if (inFlight === controller && !timerPending) byId('results').dataset.state = 'idle';
+  }
+}
+
+/**
+ * Once, after the first answer: one row of each other resource mapping, to learn its source's columns for completion
+ * (the page otherwise knows only the columns of the resources it has shown).
+ */
+let columnsLearned = false;
+async function learnColumns(ev: Evaluation, text: string): Promise<void> {
+  if (columnsLearned) return;
+  columnsLearned = true;
+  for (const r of ev.resources) {
+    if (ui.columns.has(r.source)) continue;
+    const one = await api.evaluate({ text, resource: r.name, limit: 1 }).catch(() => undefined);
+    if (one?.rows.length) ui.columns.set(r.source, Object.keys(one.rows[0]!.input));
   }
 }
 
