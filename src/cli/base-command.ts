@@ -147,6 +147,11 @@ export abstract class CareCommand<T> extends Command {
     return this.abort.signal;
   }
 
+  /** The stderr line of a first SIGINT/SIGTERM (a command that writes no rejects, reports or history says what it does instead). */
+  protected cancelNotice(sig: NodeJS.Signals): string {
+    return `${sig}: cancelling — waits and requests in flight are abandoned, then the rejects file, report and run history are written (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)`;
+  }
+
   abstract override run(): Promise<T>;
 
   override async init(): Promise<void> {
@@ -165,10 +170,7 @@ export abstract class CareCommand<T> extends Command {
         dieBy(sig);
       }
       if (this.jsonLog) this.jsonLog.write('warn', 'cancel', { signal: sig });
-      else if (!this.jsonEnabled())
-        process.stderr.write(
-          `${sig}: cancelling — waits and requests in flight are abandoned, then the rejects file, report and run history are written (${sig === 'SIGINT' ? 'Ctrl+C' : sig} again to quit at once)\n`,
-        );
+      else if (!this.jsonEnabled()) process.stderr.write(`${this.cancelNotice(sig)}\n`);
       // An AbortError: every layer already tells "the caller asked to stop" by that name.
       this.abort.abort(new DOMException(`cancelled by ${sig}`, 'AbortError'));
       endAfterGrace(sig);

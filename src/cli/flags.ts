@@ -369,6 +369,13 @@ export const flag = {
   'gateway-error-rate': rateFlag('gateway-error-rate', 'share of creates stored, then answered 502/503/504 with an HTML page (a gateway)'),
   'fault-seed': integer({ description: 'seed of the fault PRNG (replays the same faults)' }),
 
+  // ---------------------------------------------------------------- studio (issue 29)
+  open: booleanFlag({
+    description: 'open the studio in a browser (best effort); --no-open only prints its URL',
+    allowNo: true,
+    default: true,
+  }),
+
   // ---------------------------------------------------------------- runs (a shared state holds every runner's runs)
   tenant: Flags.custom<string>({ description: 'only the runs of this tenant id' }),
   server: Flags.custom<string>({ description: 'only the runs against this server (its base URL; a trailing / is ignored)' }),

@@ -45,7 +45,12 @@ export function rowExpressionsOf(def: ResourceMapping): RowExpression[] {
  * The contract's issues (`column-missing`), one per missing field read, for every resource mapping of `m` (or
  * `only` of them). A source whose columns cannot be read is skipped: the source check reports it.
  */
-export async function columnContractIssues(m: LoadedMapping, only?: readonly string[]): Promise<Issue[]> {
+export async function columnContractIssues(
+  m: LoadedMapping,
+  only?: readonly string[],
+  /** How a source's columns are read (default `sourceColumns`; the studio passes its cache of them). */
+  columnsOfSource: (source: SourceConfig) => Promise<SourceColumns | undefined> = sourceColumns,
+): Promise<Issue[]> {
   const issues: Issue[] = [];
   const columnsOf = new Map<string, Promise<SourceColumns | undefined>>();
   for (const def of m.resources) {
@@ -55,7 +60,7 @@ export async function columnContractIssues(m: LoadedMapping, only?: readonly str
     if (!columnsOf.has(def.from))
       columnsOf.set(
         def.from,
-        sourceColumns(source).catch(() => undefined),
+        columnsOfSource(source).catch(() => undefined),
       );
     const cols = await columnsOf.get(def.from)!;
     if (!cols) continue;

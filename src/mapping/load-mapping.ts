@@ -16,6 +16,7 @@ import { defaultLimits, defaultOnMissing } from './mapping-defaults.js';
 import { schemaJson } from '../schemas/schema-files.js';
 import { readYamlConfig, schemaHint } from './yaml-config.js';
 import { closeLookups, readLookups } from './lookup-tables.js';
+import type { LookupFileReader } from './lookup-file.js';
 import type { ExportColumn, ExportsConfig, LoadedMapping, MappingLimits, ResourceMapping, SourceConfig, TargetConfig, UpdateMethodConfig } from './types.js';
 import { YamlLocator, toPointer, type DocPath } from './yaml-positions.js';
 import { foldMisspelledKeys, schemaIssue } from './schema-issues.js';
@@ -52,6 +53,10 @@ export interface LoadMappingOptions {
   lookupMemoryMaxBytes?: number;
   /** Parent folder of on-disk lookup indexes (default: the system temp dir). */
   lookupTempDir?: string;
+  /** Reads each lookup file (default `readLookupFile`; the studio's keeps unchanged files' tables between edits). */
+  lookupReader?: LookupFileReader;
+  /** The mapping's text as an editor holds it (the studio): used instead of reading `file`, whose folder still resolves relative paths. */
+  text?: string;
 }
 
 /** What every step shares: where the file is, its YAML positions, the issues found so far. */
@@ -71,7 +76,7 @@ interface LoadContext {
 export async function loadMapping(file: string, opts: LoadMappingOptions = {}): Promise<LoadedMapping> {
   const env = opts.env ?? process.env;
   const abs = resolve(file);
-  const { data, loc, warnings, fail } = await readMappingYaml(file);
+  const { data, loc, warnings, fail } = await readMappingYaml(file, opts.text);
   const ctx = loadContext(file, abs, env, loc, warnings);
 
   const validate = mappingValidator();
@@ -85,7 +90,7 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
   const sources = await readSources(data.sources, ctx);
   const lookups = await readLookups(data.lookups, {
     ...ctx,
-    read: { timeoutMs: limits.expressionTimeoutMs, memoryMaxBytes: opts.lookupMemoryMaxBytes, tempDir: opts.lookupTempDir },
+    read: { timeoutMs: limits.expressionTimeoutMs, memoryMaxBytes: opts.lookupMemoryMaxBytes, tempDir: opts.lookupTempDir, reader: opts.lookupReader },
   });
   const resources = readResources(data.resources, ctx);
   const exportsCfg = readExports(data.exports, ctx);
@@ -113,9 +118,13 @@ export async function loadMapping(file: string, opts: LoadMappingOptions = {}): 
 }
 
 /** Reads and parses the file (`readYamlConfig`); YAML errors (and a document that is not a mapping) throw at once. */
-async function readMappingYaml(file: string): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
+async function readMappingYaml(
+  file: string,
+  text?: string,
+): Promise<{ data: Obj; loc: YamlLocator; warnings: Issue[]; fail: (issues: Issue[]) => CareEtlError }> {
   const yaml = await readYamlConfig(file, {
     what: 'mapping file',
+    text,
     // A key written in the file must not leak through a YAML error's snippet either.
     beforeParse: (text) => {
       for (const m of text.matchAll(/^[ \t]*apiKey[ \t]*:[ \t]*["']?([^"'\s#]{4,})/gm)) if (!m[1].startsWith('${')) registerSecret(m[1]);

@@ -56,7 +56,11 @@ export interface LookupReadOptions {
   timeoutMs: number;
   /** Parent folder of on-disk indexes (default: the system temp dir). */
   tempDir?: string;
+  /** Reads one lookup file instead of `readLookupFile` (the studio's keeps the tables of files that did not change). */
+  reader?: LookupFileReader;
 }
+
+export type LookupFileReader = typeof readLookupFile;
 
 interface LookupFileProblem {
   code: KnownIssueCode;

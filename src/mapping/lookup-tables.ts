@@ -66,7 +66,7 @@ async function fileTable(name: string, l: Record<string, unknown>, base: DocPath
   for (const p of entry.problems) ctx.issues.push(ctx.issueAt(p.code, `lookup \`${name}\`: ${p.message}`, [...base, ...p.at]));
   if (!entry.options || entry.problems.length > 0) return undefined;
   const { readLookupFile } = await import('./lookup-file.js'); // jsonata and the source readers: only when a file is read
-  const res = await readLookupFile(
+  const res = await (ctx.read.reader ?? readLookupFile)(
     {
       name,
       path: resolve(ctx.dir, r.value),

@@ -35,6 +35,8 @@ export interface ReadYamlConfigOptions {
    * no message quoting the YAML can show it.
    */
   beforeParse?: (text: string) => void;
+  /** The file's text as an editor holds it (the studio, not yet saved): parsed instead of reading the file; positions are in it. */
+  text?: string;
 }
 
 /**
@@ -43,7 +45,7 @@ export interface ReadYamlConfigOptions {
  * with the rest of its findings.
  */
 export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions): Promise<YamlConfig> {
-  const text = await readTextFile(file, file, opts.what);
+  const text = opts.text ?? (await readTextFile(file, file, opts.what));
   opts.beforeParse?.(text);
   const lineCounter = new LineCounter();
   // yaml's own unique-keys check compares each key with every earlier one (quadratic: a 200k-key lookup took minutes).

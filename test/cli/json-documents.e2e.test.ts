@@ -21,6 +21,7 @@ const CASES: Record<string, string[]> = {
   plan: ['plan', join(clinic, 'missing.yaml')],
   export: ['export', join(clinic, 'missing.yaml')],
   sandbox: ['sandbox', '--port', '70000'],
+  studio: ['studio', join(clinic, 'missing.yaml')],
   runs: ['runs', '--state', missingState],
   'runs:show': ['runs', 'show', '1', '--state', missingState],
   'state:check': ['state', 'check', join(clinic, 'missing.yaml')],
