@@ -5,7 +5,7 @@
 // Usage: node scripts/checks.mjs
 import { spawn } from 'node:child_process';
 
-const CHECKS = ['lint', 'format:check', 'check:function-lengths', 'check:unused-exports', 'typecheck'];
+const CHECKS = ['lint', 'format:check', 'check:function-lengths', 'check:unused-exports', 'typecheck', 'typecheck:studio'];
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 function run(script) {

@@ -77,12 +77,16 @@ function main() {
   runInstalled(prefix);
 }
 
-/** dist/ files whose source is gone would ship too (tsc does not delete them). */
+/**
+ * dist/ files whose source is gone would ship too (tsc does not delete them). dist/studio/assets/ is the studio page's
+ * bundle (scripts/build-studio.mjs rebuilds it whole from studio-page/), not tsc output.
+ */
 function checkStaleDist() {
   const stale = [];
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
       const p = join(dir, e.name);
+      if (e.isDirectory() && p === join(ROOT, 'dist', 'studio', 'assets')) continue;
       if (e.isDirectory()) walk(p);
       else if (e.name.endsWith('.js')) {
         const rel = relative(join(ROOT, 'dist'), p);
@@ -118,7 +122,16 @@ function pack() {
   if (maps.length > 0) fail(`${maps.length} source map(s) in the package (e.g. ${maps[0]}): src/ is not shipped`);
   const dev = files.filter((f) => /^(test|bench|src|\.ci|coverage|node_modules)\//.test(f) || /(^|\/)\.care-etl\//.test(f));
   if (dev.length > 0) fail(`development files in the package: ${dev.slice(0, 5).join(', ')}`);
-  for (const must of ['bin/run.js', 'package.json', 'README.md', 'dist/commands/run.js', 'schemas/mapping.schema.json', 'examples/clinic/mapping.yaml']) {
+  const studioPage = ['dist/studio/index.html', 'dist/studio/assets/studio.js', 'dist/studio/assets/studio.css'];
+  for (const must of [
+    'bin/run.js',
+    'package.json',
+    'README.md',
+    'dist/commands/run.js',
+    'schemas/mapping.schema.json',
+    'examples/clinic/mapping.yaml',
+    ...studioPage,
+  ]) {
     if (!files.includes(must)) fail(`the package lacks ${must}`);
   }
   // Every relative link of a shipped Markdown file points at a shipped file (or a folder holding some).
