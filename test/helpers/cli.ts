@@ -18,10 +18,11 @@ export interface CliResult {
 
 /**
  * The caller's environment without CARE_* and `CI`: both make the CLI refuse the embedded sandbox (a GitHub-style
- * runner sets CI=true), so a test that wants them passes them in `env`.
+ * runner sets CI=true), so a test that wants them passes them in `env`. Without vitest's NODE_ENV=test too: oclif
+ * warns about development matters under it (`UnparsedCommand` after a usage error), which users never see.
  */
 export function cleanEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(Object.entries(workerEnv()).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI'));
+  return Object.fromEntries(Object.entries(workerEnv()).filter(([k]) => !k.startsWith('CARE_') && k !== 'CI' && k !== 'NODE_ENV'));
 }
 
 /** The test worker's own environment — not the one an in-process CLI run has set meanwhile (`runCliInProcess`). */
