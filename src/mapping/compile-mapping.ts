@@ -376,13 +376,12 @@ function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
       }
       let raw = mapEv.tryCompiled(input, lastBindings);
       if (raw === FALLBACK) raw = await mapEv.interpret(input, lastBindings, def.name);
-      const out = prune(raw);
+      const out = pruneResource(raw, def.type);
       if (out === undefined) return undefined;
       if (typeof out !== 'object' || Array.isArray(out)) {
         return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);
       }
       const obj = out as Record<string, unknown>;
-      if (obj.resourceType === undefined) return { resourceType: def.type, ...obj };
       if (obj.resourceType !== def.type) {
         return fail('resource-type-mismatch', `produced resourceType \`${String(obj.resourceType)}\` but the mapping's type is ${def.type}`);
       }
@@ -457,7 +456,7 @@ export function prune(v: unknown): unknown {
   if (v === undefined || v === null) return undefined;
   switch (typeof v) {
     case 'string':
-      return v.trim() === '' ? undefined : v;
+      return isVisibleAscii(v.charCodeAt(0)) || v.trim() !== '' ? v : undefined;
     case 'number':
       return Number.isFinite(v) ? v : undefined;
     case 'boolean':
@@ -486,6 +485,32 @@ export function prune(v: unknown): unknown {
     default:
       return undefined;
   }
+}
+
+/** A printable, non-space ASCII code: a string starting with one is not blank (no `trim()` copy needed to tell). */
+function isVisibleAscii(code: number): boolean {
+  return code > 32 && code < 127;
+}
+
+/**
+ * `prune` of a mapped resource with `resourceType` put first when the mapping left it out — one copy where
+ * `{ resourceType, ...prune(raw) }` made two. A `resourceType` the mapping set keeps its place (pruned as usual).
+ */
+function pruneResource(raw: unknown, type: string): unknown {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw) || isJsonataFunction(raw)) return prune(raw);
+  const src = raw as Record<string, unknown>;
+  if (Object.hasOwn(src, 'resourceType') && prune(src.resourceType) !== undefined) return prune(raw);
+  const out: Record<string, unknown> = { resourceType: type };
+  let n = 0;
+  for (const k of Object.keys(src)) {
+    if (k === 'resourceType') continue;
+    const p = prune(src[k]);
+    if (p !== undefined) {
+      out[k] = p;
+      n++;
+    }
+  }
+  return n ? out : undefined;
 }
 
 /** Export cells: plain copies of arrays/objects (no sequence flags), functions dropped. */
