@@ -11,14 +11,16 @@
 // `compiledVsInterpreter` / `evaluationCompiledVsInterpreter` are compiled / interpreter per round ([min, max]) and of
 // the medians; rows = source rows read (all three files). Every round checks the two dry runs' NDJSON files
 // byte-identical (`outputIdentical`) and that no row was rejected.
-// Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds)
+// Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds;
+// CPU_PROF=compiled,eval-compiled also profiles one child of each listed mode with --cpu-prof and prints its top
+// self-time functions to stderr)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadAvg, median } from './_patients-fixture.mjs';
+import { loadAvg, median, summarizeCpuProfile } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -64,6 +66,7 @@ function main() {
       const [a, b] = PAIRS[0].map((m) => digestOf(join(dir, `out-${m}`)));
       if (a !== b) throw new Error(`round ${round + 1}: the compiled and interpreted dry runs wrote different NDJSON`);
     }
+    for (const m of (process.env.CPU_PROF ?? '').split(',').filter(Boolean)) profile(m === '1' ? 'compiled' : m, dir);
     const ratio = (x, y) => Math.round((x / y) * 100) / 100;
     const compare = (x, y) => {
       const range = (o) => {
@@ -102,8 +105,19 @@ function digestOf(outDir) {
   return h.digest('hex');
 }
 
-function spawnChild(mode, dir) {
-  const r = spawnSync(process.execPath, [self, '--child', mode, dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+/** One extra child of `mode` under --cpu-prof; prints its top self-time functions (stderr). */
+function profile(mode, dir) {
+  const profDir = mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'));
+  try {
+    const r = spawnChild(mode, dir, ['--cpu-prof', '--cpu-prof-dir', profDir]);
+    process.stderr.write(`\n--cpu-prof of one ${mode} run (${r.rowsPerSec} rows/s under the profiler), top self time:\n${summarizeCpuProfile(profDir)}\n`);
+  } finally {
+    rmSync(profDir, { recursive: true, force: true });
+  }
+}
+
+function spawnChild(mode, dir, nodeFlags = []) {
+  const r = spawnSync(process.execPath, [...nodeFlags, self, '--child', mode, dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (r.status !== 0) throw new Error(`${mode} child failed (${r.status})`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }

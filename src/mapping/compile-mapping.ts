@@ -50,6 +50,9 @@ export interface CompiledResource {
   /** `where:` on one record: false (JSONata `$boolean`) = the record is skipped. Absent without `where:`. */
   evalWhere?(row: unknown): Promise<boolean>;
   evalMap(input: unknown, ctx: EvalContext): Promise<unknown>;
+  /** evalKey / evalMap answering a plain value when no interpreter is needed (throwing then): no promise per row. */
+  keyNow(row: unknown): string | Promise<string>;
+  mapNow(input: unknown, ctx: EvalContext): unknown;
   /** Match string of a (mapped or server) resource; undefined when it has none. */
   evalMatch?(resource: unknown): Promise<string | undefined>;
 }
@@ -360,35 +363,39 @@ function resourceEvaluators(cx: MappingCx, p: Pending): CompiledResource {
   const compiled: CompiledResource = {
     def,
     refs: [...new Set(p.refCalls.map((r) => r.name))],
-    async evalKey(row) {
+    evalKey: async (row) => compiled.keyNow(row),
+    evalMap: async (input, ctx) => compiled.mapNow(input, ctx),
+    keyNow(row) {
       // Most keys name one column (`MRN`): read it directly when the value is plain text or a number —
       // the same result JSONata gives, without an evaluation per row. Anything else goes through JSONata.
       if (keyField !== undefined && row !== null && typeof row === 'object' && !Array.isArray(row)) {
         const v = Object.hasOwn(row, keyField) ? (row as Record<string, unknown>)[keyField] : undefined; // own fields only, as JSONata reads them
         if (typeof v === 'string' || typeof v === 'number') return keyOf(v, keyEv.meta, def.name, cx.at);
       }
-      return keyOf(await keyEv.evaluate(row, undefined, def.name), keyEv.meta, def.name, cx.at);
+      return keyEv.evaluate(row, undefined, def.name).then((v) => keyOf(v, keyEv.meta, def.name, cx.at));
     },
-    async evalMap(input, ctx) {
+    mapNow(input, ctx) {
       if (ctx !== lastCtx) {
         lastCtx = ctx;
         lastBindings = { [CTX_BINDING]: ctx };
       }
-      let raw = mapEv.tryCompiled(input, lastBindings);
-      if (raw === FALLBACK) raw = await mapEv.interpret(input, lastBindings, def.name);
-      const out = prune(raw);
-      if (out === undefined) return undefined;
-      if (typeof out !== 'object' || Array.isArray(out)) {
-        return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);
-      }
-      const obj = out as Record<string, unknown>;
-      if (obj.resourceType === undefined) return { resourceType: def.type, ...obj };
-      if (obj.resourceType !== def.type) {
-        return fail('resource-type-mismatch', `produced resourceType \`${String(obj.resourceType)}\` but the mapping's type is ${def.type}`);
-      }
-      return obj;
+      const raw = mapEv.tryCompiled(input, lastBindings);
+      return raw === FALLBACK ? mapEv.interpret(input, lastBindings, def.name).then(resourceOf) : resourceOf(raw);
     },
   };
+  /** The mapped value as the resource sent: pruned, `resourceType` checked or put first. */
+  function resourceOf(raw: unknown): Record<string, unknown> | undefined {
+    const out = pruneResource(raw, def.type);
+    if (out === undefined) return undefined;
+    if (typeof out !== 'object' || Array.isArray(out)) {
+      return fail('map-not-object', `must produce one object (a ${def.type}), got ${Array.isArray(out) ? 'an array' : `a ${typeof out}`}`);
+    }
+    const obj = out as Record<string, unknown>;
+    if (obj.resourceType !== def.type) {
+      return fail('resource-type-mismatch', `produced resourceType \`${String(obj.resourceType)}\` but the mapping's type is ${def.type}`);
+    }
+    return obj;
+  }
   if (p.groupBy) {
     const gEv = p.groupBy;
     compiled.evalGroupKey = async (row) => keyOf(await gEv.evaluate(row, undefined, def.name), gEv.meta, def.name, cx.at);
@@ -457,7 +464,7 @@ export function prune(v: unknown): unknown {
   if (v === undefined || v === null) return undefined;
   switch (typeof v) {
     case 'string':
-      return v.trim() === '' ? undefined : v;
+      return isVisibleAscii(v.charCodeAt(0)) || v.trim() !== '' ? v : undefined;
     case 'number':
       return Number.isFinite(v) ? v : undefined;
     case 'boolean':
@@ -486,6 +493,32 @@ export function prune(v: unknown): unknown {
     default:
       return undefined;
   }
+}
+
+/** A printable, non-space ASCII code: a string starting with one is not blank (no `trim()` copy needed to tell). */
+function isVisibleAscii(code: number): boolean {
+  return code > 32 && code < 127;
+}
+
+/**
+ * `prune` of a mapped resource with `resourceType` put first when the mapping left it out — one copy where
+ * `{ resourceType, ...prune(raw) }` made two. A `resourceType` the mapping set keeps its place (pruned as usual).
+ */
+function pruneResource(raw: unknown, type: string): unknown {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw) || isJsonataFunction(raw)) return prune(raw);
+  const src = raw as Record<string, unknown>;
+  if (Object.hasOwn(src, 'resourceType') && prune(src.resourceType) !== undefined) return prune(raw);
+  const out: Record<string, unknown> = { resourceType: type };
+  let n = 0;
+  for (const k of Object.keys(src)) {
+    if (k === 'resourceType') continue;
+    const p = prune(src[k]);
+    if (p !== undefined) {
+      out[k] = p;
+      n++;
+    }
+  }
+  return n ? out : undefined;
 }
 
 /** Export cells: plain copies of arrays/objects (no sequence flags), functions dropped. */

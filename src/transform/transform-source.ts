@@ -102,7 +102,8 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
         opts.onSkip?.(1);
         continue;
       }
-      key = await res.evalKey(item.data);
+      const k = res.keyNow(item.data);
+      key = typeof k === 'string' ? k : await k; // no await (a microtask per row) when the key is at hand
     } catch (err) {
       yield reject('transform', res, item.origin, issuesOf(err, { file: item.origin.file, line: item.origin.line }), { row: item.data });
       continue;
@@ -128,7 +129,8 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
       );
       continue;
     }
-    const out = await mapOne(res, item.data, key, item.origin, opts, { row: item.data });
+    let out = mapOne(res, item.data, key, item.origin, opts, { row: item.data });
+    if (out instanceof Promise) out = await out;
     if (out === SKIPPED) {
       opts.onSkip?.(1);
       continue;
@@ -150,20 +152,38 @@ async function mapsToNothing(res: CompiledResource, row: unknown, opts: Transfor
   }
 }
 
-async function mapOne(
+type Mapped = TransformItem | typeof SKIPPED;
+
+/** The row's (group's) resource, validated; a plain value when the map ran compiled (no promise per row). */
+function mapOne(
   res: CompiledResource,
   input: unknown,
   key: string,
   origin: Origin,
   opts: TransformOptions,
   extra: { lines?: number[]; row: unknown },
-): Promise<TransformItem | typeof SKIPPED> {
+): Mapped | Promise<Mapped> {
+  const failed = (err: unknown): Mapped => reject('transform', res, origin, issuesOf(err, { file: origin.file, line: origin.line }), { key, ...extra });
   let resource: unknown;
   try {
-    resource = await res.evalMap(input, opts.ctx);
+    resource = res.mapNow(input, opts.ctx);
   } catch (err) {
-    return reject('transform', res, origin, issuesOf(err, { file: origin.file, line: origin.line }), { key, ...extra });
+    return failed(err);
   }
+  if (resource instanceof Promise) return resource.then((r: unknown) => checked(res, r, key, origin, opts, extra), failed);
+  return checked(res, resource, key, origin, opts, extra);
+}
+
+/** The mapped resource validated against its type's schema (a skip when the map produced nothing). */
+
+function checked(
+  res: CompiledResource,
+  resource: unknown,
+  key: string,
+  origin: Origin,
+  opts: TransformOptions,
+  extra: { lines?: number[]; row: unknown },
+): Mapped {
   if (resource === undefined) return SKIPPED; // "a map that produces nothing skips the record"
   const issues = opts.validate(res.def.type, resource);
   // a schema error names the columns the map's value at that path reads
