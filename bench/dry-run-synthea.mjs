@@ -13,23 +13,22 @@
 // byte-identical (`outputIdentical`) and that no row was rejected.
 // Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds;
 // CPU_PROF=compiled,eval-compiled also profiles one child of each listed mode with --cpu-prof and prints its top
-// self-time functions to stderr)
+// self-time functions to stderr; BASELINE_DIST=<dir> adds `baseline`: runPipeline from another build's dist/ — e.g.
+// the commit before issue 28 — in the same rounds, its NDJSON checked byte-identical too: `compiledVsBaseline`)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadAvg, median, summarizeCpuProfile } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SAMPLE = join(ROOT, 'mappings/synthea/sample');
 const FILES = ['patients.csv', 'providers.csv', 'encounters.csv'];
-const PAIRS = [
-  ['compiled', 'interpreter'],
-  ['eval-compiled', 'eval-interpreter'],
-];
+const BASELINE_DIST = process.env.BASELINE_DIST;
+const PAIRS = [BASELINE_DIST ? ['compiled', 'interpreter', 'baseline'] : ['compiled', 'interpreter'], ['eval-compiled', 'eval-interpreter']];
 
 /** Synthea's ids are UUIDs: copy k gets the same ones with their first 8 hex digits replaced (consistent across files). */
 function replicate(dir, copies) {
@@ -63,8 +62,8 @@ function main() {
         wall[mode].push(r.rowsPerSec);
         cpu[mode].push(r.rowsPerCpuSec);
       }
-      const [a, b] = PAIRS[0].map((m) => digestOf(join(dir, `out-${m}`)));
-      if (a !== b) throw new Error(`round ${round + 1}: the compiled and interpreted dry runs wrote different NDJSON`);
+      const [a, ...others] = PAIRS[0].map((m) => digestOf(join(dir, `out-${m}`)));
+      if (others.some((o) => o !== a)) throw new Error(`round ${round + 1}: the dry runs (${PAIRS[0].join(', ')}) wrote different NDJSON`);
     }
     for (const m of (process.env.CPU_PROF ?? '').split(',').filter(Boolean)) profile(m === '1' ? 'compiled' : m, dir);
     const ratio = (x, y) => Math.round((x / y) * 100) / 100;
@@ -87,6 +86,7 @@ function main() {
         medianRowsPerSec: med(wall),
         compiledVsInterpreter: compare('compiled', 'interpreter'),
         evaluationCompiledVsInterpreter: compare('eval-compiled', 'eval-interpreter'),
+        ...(BASELINE_DIST ? { compiledVsBaseline: compare('compiled', 'baseline'), baselineDist: BASELINE_DIST } : {}),
         outputIdentical: true,
         loadAvg1m: [loadBefore[0], loadAvg()[0]],
         node: process.version,
@@ -125,7 +125,8 @@ function spawnChild(mode, dir, nodeFlags = []) {
 async function child(mode, dir) {
   if (mode.endsWith('interpreter')) process.env.CARE_JSONATA_COMPILE = '0';
   if (mode.startsWith('eval-')) return evaluation(mode, dir);
-  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+  const dist = mode === 'baseline' ? pathToFileURL(`${resolve(BASELINE_DIST)}/`).href : new URL('../dist/', import.meta.url).href;
+  const { runPipeline } = await import(`${dist}pipeline/run-pipeline.js`);
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const report = await runPipeline({
