@@ -27,14 +27,17 @@ export function phasePrerequisites(compiled: CompiledMapping): Map<string, strin
 
 /**
  * Runs `runOne` for every mapping of `order`, each as soon as its prerequisites are done. After a `stop` or a
- * failure no further mapping starts; those running are waited for, then the first failure is thrown.
+ * failure no further mapping starts; a failure also aborts `halt` (the mappings running alongside stop reading and
+ * fail), those running are waited for, then the first failure (in time) is thrown.
  */
 export async function runScheduled(
   order: readonly string[],
   prerequisites: ReadonlyMap<string, readonly string[]>,
   runOne: (name: string) => Promise<'next' | 'stop'>,
+  halt?: AbortController,
 ): Promise<void> {
   let halted = false;
+  let first: { error: unknown } | undefined;
   const done = new Map<string, Promise<boolean>>();
   const started: Promise<boolean>[] = [];
   for (const name of order) {
@@ -47,6 +50,8 @@ export async function runScheduled(
         return next;
       } catch (err) {
         halted = true;
+        first ??= { error: err };
+        halt?.abort(err);
         throw err;
       }
     })();
@@ -54,6 +59,7 @@ export async function runScheduled(
     started.push(p);
   }
   const settled = await Promise.allSettled(started);
+  if (first) throw first.error;
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw failed.reason;
 }

@@ -360,7 +360,10 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
     const policyOf = (res: CompiledResource) => opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
     startListings(compiled, indexes, setup.scope, policyOf);
     run.onNewKeys = listingsOnNewKeys(compiled, indexes, policyOf);
-    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne);
+    // A failure of one mapping stops those running alongside (as a sequential run would not have started them).
+    const halt = new AbortController();
+    run.halt = halt.signal;
+    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne, halt);
   } else {
     for (const name of compiled.order) if ((await runOne(name)) === 'stop') break;
   }

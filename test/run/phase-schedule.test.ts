@@ -69,4 +69,33 @@ describe('phase schedule', () => {
     });
     expect(stopped).toEqual(['a']);
   });
+
+  it('a failure halts the mappings running alongside (their signal aborts) and the first failure in time is thrown', async () => {
+    // review s29-rev2: b (before a in order) kept loading after a failed, and its own later error replaced a's
+    const halt = new AbortController();
+    const run = runScheduled(
+      ['b', 'a'],
+      new Map(),
+      async (name) => {
+        if (name === 'a') {
+          await new Promise((r) => setImmediate(r));
+          throw new Error('the source of a is unreadable');
+        }
+        // b runs until told to stop, then fails with the abort (as loadPhase does)
+        await new Promise<void>((resolve, reject) => {
+          const t = setTimeout(resolve, 2000);
+          halt.signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            reject(new Error('b halted'));
+          });
+        });
+        return 'next';
+      },
+      halt,
+    );
+    const t0 = Date.now();
+    await expect(run).rejects.toThrow('the source of a is unreadable');
+    expect(halt.signal.aborted).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
 });

@@ -105,7 +105,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const dryClaims = opts.dryRun ? new MatchClaims() : undefined;
 
   const abort = new AbortController();
-  const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
+  const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
   const inFlight = new Set<Promise<void>>();
   /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
   let fatal: { error: unknown } | undefined;
@@ -126,7 +126,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         phase.progress();
       },
     })) {
-      if (fatal || interrupted()) break;
+      if (fatal || interrupted() || run.halt?.aborted) break;
       const chosen = !selection || selection.selects(name, item.ok ? { key: item.key, lines: item.lines, ...item.origin } : item);
       if (selection && chosen) report.selection!.selected++;
       if (!item.ok) {
@@ -179,6 +179,8 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
     flushNotSelected();
   }
   if (fatal && !interrupted()) throw fatal.error;
+  // Another mapping failed: this one's rows were not all read, so it must not settle (no onMissing: end).
+  if (run.halt?.aborted && !interrupted()) throw run.halt.reason;
   if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, phase.res, dryClaims.shared));
 }
 

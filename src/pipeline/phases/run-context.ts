@@ -106,6 +106,8 @@ export interface RunContext extends RunSetup {
   startWindow: { window: number; rememberedFrom?: number };
   /** A mapping met its first key unknown to the state (phase-schedule.ts starts the listings that make likely). */
   onNewKeys?: (mapping: string) => void;
+  /** Aborted when a mapping running alongside failed: this one stops reading and fails too (phase-schedule.ts). */
+  halt?: AbortSignal;
 }
 
 /** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
