@@ -86,10 +86,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const { opts, report } = run;
   const { name, counts, loaded, sync } = phase;
   const selection = run.selection;
-  if (selection && run.scope) {
-    // Keys whose last write the server refused, never loaded since: rejected "last time" too, whatever the file says.
-    for (const e of run.scope.entries(name)) if (e.status === 'rejected') selection.addKey(name, e.key, true);
-  }
+  if (selection) selectRefusedKeys(run, name);
   /**
    * --only-rejected: keys read but not selected are marked seen by this run (as unchanged ones are), so that a
    * pending create of such a key is left for the next full run rather than taken for a key gone from the source.
@@ -182,6 +179,12 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   // Another mapping failed: this one's rows were not all read, so it must not settle (no onMissing: end).
   if (run.halt?.aborted && !interrupted()) throw run.halt.reason;
   if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, phase.res, dryClaims.shared));
+}
+
+/** --only-rejected: keys whose last write the server refused, never loaded since, are rejected "last time" too, whatever the file says. */
+function selectRefusedKeys(run: RunContext, name: string): void {
+  if (!run.scope) return;
+  for (const e of run.scope.entries(name)) if (e.status === 'rejected') run.selection!.addKey(name, e.key, true);
 }
 
 /** The run's (and the dry run's) warning about source keys sharing one match value. */
