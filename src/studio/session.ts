@@ -14,7 +14,7 @@ import { evaluateRows, type EvaluatedRow, type RowEvaluation, type RowInContext 
 import { createSampleCache, filesStamp } from './sample-cache.js';
 import { sha256 } from './save-file.js';
 import { testFileFor } from './test-case.js';
-import type { Diag, EvaluateRequest, EvaluateResponse, RowResult } from './types.js';
+import type { Diag, EvaluateRequest, EvaluateResponse, MappingDoc, RowResult } from './types.js';
 
 export const DEFAULT_SAMPLE_SIZE = 1000;
 const MAX_SAMPLE_SIZE = 100_000;
@@ -31,14 +31,6 @@ export interface StudioOptions {
   env?: NodeJS.ProcessEnv;
   /** `$now()` of every evaluation (default: when the studio started), so a refresh never changes a resource by itself. */
   now?: Date;
-}
-
-export interface MappingDoc {
-  path: string;
-  text: string;
-  hash: string;
-  testFile: string;
-  sampleSize: number;
 }
 
 export interface StudioSession {

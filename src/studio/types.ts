@@ -72,3 +72,12 @@ export interface EvaluateResponse {
   page: { offset: number; limit: number; total: number };
   elapsedMs: number;
 }
+
+/** `GET /api/mapping`: the mapping file as read, its hash (what a save must name) and its test file. */
+export interface MappingDoc {
+  path: string;
+  text: string;
+  hash: string;
+  testFile: string;
+  sampleSize: number;
+}

@@ -104,7 +104,7 @@ async function learnColumns(ev: Evaluation, text: string): Promise<void> {
 
 function show(ev: Evaluation): void {
   ui.evaluation = ev;
-  ui.resource = ev.resource;
+  ui.resource = ev.resource ?? undefined;
   ui.offset = ev.page.offset;
   const info = ev.resources.find((r) => r.name === ev.resource);
   if (info && ev.rows.length) ui.columns.set(info.source, Object.keys(ev.rows[0]!.input));

@@ -4,7 +4,8 @@ import type { Diag, Evaluation, ResourceInfo, RowResult, Totals } from './types.
 
 const fmt = (n: number) => n.toLocaleString('en-US');
 
-export function renderResources(resources: ResourceInfo[], current: string): void {
+/** `current` null: the mapping did not compile (no resource evaluated). */
+export function renderResources(resources: ResourceInfo[], current: string | null): void {
   const select = byId<HTMLSelectElement>('resource');
   const options = resources.map((r) =>
     h(
@@ -14,7 +15,7 @@ export function renderResources(resources: ResourceInfo[], current: string): voi
     ),
   );
   select.replaceChildren(...options);
-  select.value = current;
+  select.value = current ?? '';
 }
 
 /** `errorCount`: mapping errors — with rows (a column contract error) a run would still stop before sending anything. */
