@@ -176,6 +176,8 @@ interface Drop {
 export class CsvQuoteGuard extends Transform {
   /** Records and cuts, in file order; the reader takes them from the front (`head`). */
   readonly spans = new FifoQueue<CsvSpan>();
+  /** The same spans for a second reader (csv-span-parser.ts, which splits the records), when asked for. */
+  readonly parseSpans: FifoQueue<CsvSpan> | undefined;
   /** Bytes passed on so far: held[0] is the next byte out (except while dropping). */
   private outBytes = 0;
   /** Output offset where the current record starts, and its first csv-parse error line. */
@@ -209,9 +211,11 @@ export class CsvQuoteGuard extends Transform {
   constructor(
     private readonly options: CsvParseOptions,
     private readonly limits: GuardLimits,
+    withParseSpans = false,
   ) {
     super();
     lexOf(options); // invalid options throw here, before any byte is read
+    if (withParseSpans) this.parseSpans = new FifoQueue<CsvSpan>();
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
@@ -285,7 +289,12 @@ export class CsvQuoteGuard extends Transform {
   }
 
   private pushSpan(endLine: number, end: number): void {
-    this.spans.push({ startLine: this.recLine, endLine, start: this.recStart, end, errorLine: this.recErrorLine });
+    this.addSpan({ startLine: this.recLine, endLine, start: this.recStart, end, errorLine: this.recErrorLine });
+  }
+
+  private addSpan(span: CsvSpan): void {
+    this.spans.push(span);
+    this.parseSpans?.push(span);
   }
 
   /** The first csv-parse error in the record: its line. */
@@ -671,7 +680,7 @@ export class CsvQuoteGuard extends Transform {
       const crlf = Buffer.concat([L.cr, L.lf]);
       this.passOn(Buffer.concat(Array.from({ length: breaks }, () => crlf)));
     }
-    this.spans.push({ startLine: cut.startLine, endLine: cut.endLine, start, end: this.outBytes, cut });
+    this.addSpan({ startLine: cut.startLine, endLine: cut.endLine, start, end: this.outBytes, cut });
     this.held = this.held.subarray(end);
     this.p = this.rec = 0;
     this.recStart = this.outBytes;

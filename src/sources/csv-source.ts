@@ -1,4 +1,4 @@
-import { pipeline, type Readable } from 'node:stream';
+import { pipeline, type Readable, type Transform } from 'node:stream';
 import { CsvError, Parser, type Options as CsvParseOptions } from 'csv-parse';
 import { issue, type Issue, type KnownIssueCode } from '../core/issues.js';
 import { ByteWindow } from './byte-window.js';
@@ -13,6 +13,7 @@ import {
   type TextEncoding,
 } from './decode-stream.js';
 import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
+import { CsvSpanParser, plainDialectOf, SkippedRecord, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
 import type { FifoQueue } from '../core/fifo-queue.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
@@ -43,23 +44,12 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
  * yet handled).
  */
 
-interface ParsedRow {
-  record: string[];
-  /** Byte offset where the record ends, in the stream csv-parse reads. */
-  bytes: number;
-}
-
 /** csv-parse with each record pushed as a `ParsedRow`: `info.bytes` is where the record ends when it is pushed. */
 class RecordEndParser extends Parser {
   override push(chunk: unknown, encoding?: BufferEncoding): boolean {
     if (Array.isArray(chunk)) return super.push({ record: chunk as string[], bytes: this.info.bytes } satisfies ParsedRow);
     return super.push(chunk, encoding);
   }
-}
-
-/** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
-class SkippedRecord {
-  constructor(readonly error: CsvError) {}
 }
 
 /** A dropped record; its reject waits until csv-parse is past it (later errors of the same record, its text). */
@@ -186,7 +176,8 @@ function describeCsvError(err: CsvError, header: readonly string[] | undefined):
 }
 
 interface Started {
-  parser: Parser;
+  /** csv-parse (its records one by one), or the span parser (batches of them). */
+  parser: Transform;
   window: ByteWindow;
   guard: CsvQuoteGuard;
   decoder: DecodeToUtf8;
@@ -201,17 +192,27 @@ function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Read
   }
 }
 
-/** The caller iterates `parser` and destroys it when done. */
+/**
+ * The caller iterates `parser` and destroys it when done. In the common dialect the guard's spans are split by
+ * csv-span-parser.ts (csv-parse only for a record it does not take as plain); else csv-parse reads the stream.
+ */
 function startParse(options: ReaderOptions, input: Readable): Started {
   const decoder = new DecodeToUtf8(options.encoding);
-  const guard = new CsvQuoteGuard(options.parse, options.limits);
+  const dialect = plainDialectOf(options.parse);
+  const guard = new CsvQuoteGuard(options.parse, options.limits, dialect !== undefined);
   const window = new ByteWindow();
-  const parser: Parser = new RecordEndParser({
-    ...options.parse,
-    on_skip: (err: CsvError | undefined) => {
-      if (err !== undefined) parser.push(new SkippedRecord(err));
-    },
-  });
+  let parser: Transform;
+  if (dialect !== undefined) {
+    parser = new CsvSpanParser(guard.parseSpans!, dialect, options.parse);
+  } else {
+    const csvParser: Parser = new RecordEndParser({
+      ...options.parse,
+      on_skip: (err: CsvError | undefined) => {
+        if (err !== undefined) csvParser.push(new SkippedRecord(err));
+      },
+    });
+    parser = csvParser;
+  }
   pipeline(input, decoder, guard, window, parser, noop);
   return { parser, window, guard, decoder };
 }
@@ -233,7 +234,6 @@ class CsvReadState {
 
   constructor(
     readonly cfg: SourceConfig,
-    readonly parser: Parser,
     readonly window: ByteWindow,
     guard: CsvQuoteGuard,
     readonly limits: GuardLimits,
@@ -252,7 +252,7 @@ class CsvReadState {
   private spanText(s: CsvSpan): string {
     const buf = this.window.slice(s.start, s.end);
     if (buf === undefined) return '';
-    const text = buf.toString(this.parser.options.encoding ?? 'utf8');
+    const text = buf.toString('utf8');
     const cut = text.endsWith('\r\n') ? 2 : text.endsWith('\n') || text.endsWith('\r') ? 1 : 0;
     return text.slice(0, text.length - cut);
   }
@@ -276,6 +276,12 @@ class CsvReadState {
       this.release(s.end);
       this.nextLine = s.endLine + 1;
     }
+  }
+
+  /** Handles what the parser gave: a record or a skipped record. */
+  onItem(item: ParsedItem): void {
+    if (item instanceof SkippedRecord) this.onSkip(item);
+    else this.onRow(item);
   }
 
   /** Handles one parsed record: the header, a data record or a ragged-row reject (into `out`). */
@@ -460,16 +466,16 @@ export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal, bytes?: 
   const options = parseOptions(cfg);
   const opened = await openSourceFile(cfg);
   const input = fileStream(opened, signal, bytes);
-  let parser: Parser | undefined;
+  let parser: Transform | undefined;
   let state: CsvReadState | undefined;
   try {
     const started = startParseOrFail(cfg, options, input);
     parser = started.parser;
-    const st = (state = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits, started.decoder));
+    const st = (state = new CsvReadState(cfg, started.window, started.guard, options.limits, started.decoder));
     const out = st.out;
-    for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
-      if (item instanceof SkippedRecord) st.onSkip(item);
-      else st.onRow(item);
+    for await (const item of parser as AsyncIterable<ParsedItem | ParsedItem[]>) {
+      if (Array.isArray(item)) for (let i = 0; i < item.length; i++) st.onItem(item[i]);
+      else st.onItem(item);
       for (let i = 0; i < out.length; i++) yield out[i];
       out.length = 0;
     }
@@ -494,16 +500,14 @@ export async function readCsvHeader(cfg: SourceConfig): Promise<string[]> {
   }
   const opened = await openSourceFile(cfg);
   const input = fileStream(opened, undefined);
-  let parser: Parser | undefined;
+  let parser: Transform | undefined;
   try {
     const started = startParseOrFail(cfg, options, input);
     parser = started.parser;
-    const st = new CsvReadState(cfg, started.parser, started.window, started.guard, options.limits, started.decoder);
-    for await (const item of parser as AsyncIterable<ParsedRow | SkippedRecord>) {
-      if (item instanceof SkippedRecord)
-        st.onSkip(item); // before the header: throws
-      else {
-        st.onRow(item);
+    const st = new CsvReadState(cfg, started.window, started.guard, options.limits, started.decoder);
+    for await (const item of parser as AsyncIterable<ParsedItem | ParsedItem[]>) {
+      for (const one of Array.isArray(item) ? item : [item]) {
+        st.onItem(one); // a skip before the header: throws
         if (st.header !== undefined) return [...st.header];
       }
     }

@@ -1,0 +1,181 @@
+import { Transform, type TransformCallback } from 'node:stream';
+import { type CsvError, type Options as CsvParseOptions } from 'csv-parse';
+import { parse as parseSync } from 'csv-parse/sync';
+import type { FifoQueue } from '../core/fifo-queue.js';
+import type { CsvSpan } from './csv-quote-guard.js';
+
+/*
+ * The records of a CSV file in the common dialect (one ASCII delimiter, `"` quoting with `""` inside, no trim, no
+ * comments), without csv-parse's byte-by-byte state machine in the way of every record: the quote guard has already
+ * found where each record starts and ends (its spans mirror csv-parse's), so a record is split here — its text
+ * decoded once, split on the delimiter (quoted fields unquoted). A record the guard saw an error in, or one this
+ * split does not take as plain, is parsed by csv-parse itself, alone: csv-parse starts every record from the same
+ * state, so its records, errors and byte offsets (moved to the file's) are the ones it gives reading the whole file.
+ * The output is csv-parse's, in batches: `ParsedRow`s and `SkippedRecord`s, one array per chunk read.
+ */
+
+export interface ParsedRow {
+  record: string[];
+  /** Byte offset where the record ends, in the stream csv-parse reads. */
+  bytes: number;
+}
+
+/** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
+export class SkippedRecord {
+  constructor(readonly error: CsvError) {}
+}
+
+export type ParsedItem = ParsedRow | SkippedRecord;
+
+/** The delimiter and quote of the common dialect, or undefined when the options ask for more than this reader splits. */
+export interface PlainDialect {
+  delimiter: string;
+  quote: string;
+}
+
+const isPlainChar = (s: unknown): s is string => typeof s === 'string' && s.length === 1 && s.charCodeAt(0) < 0x80 && s !== '\r' && s !== '\n';
+
+/** The dialect `CsvSpanParser` splits itself, from the reader's csv-parse options; undefined: csv-parse reads the file as a stream. */
+export function plainDialectOf(o: CsvParseOptions): PlainDialect | undefined {
+  const { delimiter, quote } = o;
+  if (!isPlainChar(delimiter) || !isPlainChar(quote) || delimiter === quote || o.escape !== quote) return undefined;
+  if (o.trim || o.ltrim || o.rtrim || o.comment !== undefined || (o.encoding ?? 'utf8') !== 'utf8') return undefined;
+  return { delimiter, quote };
+}
+
+/**
+ * The fields of one record's text (without its line break) as csv-parse gives them, or undefined when the text is
+ * not plain: a quote inside an unquoted field, a closing quote followed by other text, a quote never closed.
+ */
+export function splitRecord(text: string, d: PlainDialect): string[] | undefined {
+  const { delimiter, quote } = d;
+  if (!text.includes(quote)) return text.split(delimiter);
+  const q = quote.charCodeAt(0);
+  const n = text.length;
+  const fields: string[] = [];
+  let i = 0;
+  for (;;) {
+    if (text.charCodeAt(i) === q) {
+      let value = '';
+      let from = i + 1;
+      for (;;) {
+        const k = text.indexOf(quote, from);
+        if (k === -1) return undefined;
+        if (text.charCodeAt(k + 1) === q) {
+          value += text.slice(from, k + 1); // `""`: one quote
+          from = k + 2;
+          continue;
+        }
+        value += text.slice(from, k);
+        i = k + 1;
+        break;
+      }
+      fields.push(value);
+      if (i === n) return fields;
+      if (text[i] !== delimiter) return undefined;
+      i++;
+    } else {
+      const k = text.indexOf(delimiter, i);
+      const value = k === -1 ? text.slice(i) : text.slice(i, k);
+      if (value.includes(quote)) return undefined;
+      fields.push(value);
+      if (k === -1) return fields;
+      i = k + 1;
+    }
+  }
+}
+
+/** Length of the line break ending buf[.., end) (CRLF, LF or CR), 0 if none. */
+function breakBefore(buf: Buffer, start: number, end: number): number {
+  if (end <= start) return 0;
+  const last = buf[end - 1];
+  if (last === 0x0a) return end - 1 > start && buf[end - 2] === 0x0d ? 2 : 1;
+  return last === 0x0d ? 1 : 0;
+}
+
+/**
+ * Takes the guard's output bytes and its spans (its `parseSpans` queue), gives csv-parse's records and skips.
+ * Bytes outside any span (empty lines csv-parse skips) are passed over.
+ */
+export class CsvSpanParser extends Transform {
+  private held: Buffer = Buffer.alloc(0);
+  /** Stream offset of held[0]. */
+  private base = 0;
+
+  constructor(
+    private readonly spans: FifoQueue<CsvSpan>,
+    private readonly dialect: PlainDialect,
+    private readonly options: CsvParseOptions,
+  ) {
+    super({ readableObjectMode: true });
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
+    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.drain(callback);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.drain(callback);
+  }
+
+  /** Every span whose bytes are all here, in order; one batch pushed. */
+  private drain(callback: TransformCallback): void {
+    const out: ParsedItem[] = [];
+    const held = this.held;
+    const base = this.base;
+    const limit = base + held.length;
+    let done = base;
+    try {
+      for (let s = this.spans.peek(); s !== undefined && s.end <= limit; s = this.spans.peek()) {
+        this.spans.shift();
+        if (s.cut !== undefined) this.cutLines(s, out);
+        else this.record(s, held, base, out);
+        done = s.end;
+      }
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.held = held.subarray(done - base);
+    this.base = done;
+    if (out.length > 0) this.push(out);
+    callback();
+  }
+
+  /** The empty lines a cut left: records of one empty field unless csv-parse skips empty lines. */
+  private cutLines(s: CsvSpan, out: ParsedItem[]): void {
+    if (this.options.skip_empty_lines !== false) return;
+    for (let i = 1; i <= s.cut!.breaks; i++) out.push({ record: [''], bytes: s.start + 2 * i });
+  }
+
+  private record(s: CsvSpan, held: Buffer, base: number, out: ParsedItem[]): void {
+    const start = s.start - base;
+    const end = s.end - base;
+    if (s.errorLine === undefined) {
+      const fields = splitRecord(held.toString('utf8', start, end - breakBefore(held, start, end)), this.dialect);
+      if (fields !== undefined) {
+        out.push({ record: fields, bytes: s.end });
+        return;
+      }
+    }
+    this.parseAlone(held.subarray(start, end), s.start, out);
+  }
+
+  /** csv-parse on the record's bytes alone; its offsets moved by `offset`. */
+  private parseAlone(bytes: Buffer, offset: number, out: ParsedItem[]): void {
+    parseSync(bytes, {
+      ...this.options,
+      bom: false,
+      on_skip: (err: CsvError | undefined) => {
+        if (err === undefined) return;
+        err.bytes = Number(err.bytes) + offset;
+        out.push(new SkippedRecord(err));
+      },
+      on_record: (record: string[], context) => {
+        out.push({ record, bytes: offset + context.bytes });
+        return null;
+      },
+    });
+  }
+}
