@@ -97,6 +97,8 @@ interface Lex {
   stopQuoted: Uint8Array;
   stopUnquoted: Uint8Array;
   stopComment: Uint8Array;
+  /** The delimiter byte when outside quotes it and plain bytes are all a step decides (one byte, no trim, no comments); else -1. */
+  plainDelimiter: number;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -152,7 +154,14 @@ function lexOf(options: CsvParseOptions): Lex {
     stopQuoted: stop([quote, escape, cr, lf]),
     stopUnquoted: stop([quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
     stopComment: stop([...o.record_delimiter, cr, lf]),
+    plainDelimiter: plainDelimiterOf(o.delimiter, quote, cr, lf, o.ltrim || o.rtrim || comment !== null),
   };
+}
+
+function plainDelimiterOf(delimiters: Buffer[], quote: Buffer | null, cr: Buffer, lf: Buffer, trimOrComment: boolean): number {
+  if (trimOrComment || delimiters.length !== 1 || delimiters[0]!.length !== 1) return -1;
+  const d = delimiters[0]![0]!;
+  return d === quote?.[0] || d === cr[0] || d === lf[0] ? -1 : d;
 }
 
 function matchAt(b: Buffer, p: number, seq: Buffer): boolean {
@@ -346,6 +355,7 @@ export class CsvQuoteGuard extends Transform {
   private skipPlainRun(p: number, n: number): boolean {
     if (this.escaping) return false;
     const L = this.lex!;
+    if (L.plainDelimiter !== -1 && !this.quoting && !this.commenting) return this.skipPlainFields(p, n, L.plainDelimiter);
     const table = this.quoting ? L.stopQuoted : this.commenting ? L.stopComment : this.fieldLen > 0 && !this.wasQuoting ? L.stopUnquoted : undefined;
     if (table === undefined) return false;
     const b = this.held;
@@ -357,6 +367,35 @@ export class CsvQuoteGuard extends Transform {
     this.p = q;
     // A comment line can be passed on as it goes: it is never cut.
     if (this.commenting) this.rec = q;
+    return true;
+  }
+
+  /**
+   * Outside quotes with a one-byte delimiter, no trim and no comments: delimiters and plain bytes, up to a quote or a
+   * line break (the steps `structureStep` and `fieldByte` would take, one byte each).
+   */
+  private skipPlainFields(p: number, n: number, delimiter: number): boolean {
+    const b = this.held;
+    const stop = this.lex!.stopUnquoted;
+    const limit = Math.min(n, this.rec + this.limits.maxRecordBytes);
+    let fields = this.fields;
+    let fieldLen = this.fieldLen;
+    let wasQuoting = this.wasQuoting;
+    let q = p;
+    for (; q < limit; q++) {
+      const c = b[q]!;
+      if (c === delimiter) {
+        fields++;
+        fieldLen = 0;
+        wasQuoting = false;
+      } else if (stop[c] !== 0) break;
+      else fieldLen++;
+    }
+    if (q === p) return false;
+    this.fields = fields;
+    this.fieldLen = fieldLen;
+    this.wasQuoting = wasQuoting;
+    this.p = q;
     return true;
   }
 
