@@ -5,6 +5,7 @@
  * guard uses), which runs synchronously at the start of an evaluation.
  */
 import jsonata from 'jsonata';
+import { fastFromMillis, fastToMillis } from './date-time.js';
 import { bail, seq } from './runtime.js';
 import { parseSignature, type Signature } from './signature.js';
 import type { CallableFunction } from './types.js';
@@ -100,5 +101,10 @@ export function nativeCallables(): Map<string, CallableFunction> {
   };
   for (const name of DIRECT) add(name);
   add('toMillis', 1);
+  // their common forms answered without JSONata's per-call work (date-time.ts)
+  const fromMillis = out.get('fromMillis');
+  const toMillis = out.get('toMillis');
+  if (fromMillis) out.set('fromMillis', fastFromMillis(fromMillis));
+  if (toMillis) out.set('toMillis', fastToMillis(toMillis));
   return out;
 }
