@@ -21,6 +21,8 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
 
 /*
  * CSV reader on csv-parse, streaming: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
+ * In the common dialect (csv-span-parser.ts) the last stage is `CsvSpanParser` instead: the guard's spans split
+ * without csv-parse's byte-by-byte parse, csv-parse only for a record with an error — the same output, in batches.
  *
  * Everything after DecodeToUtf8 (decode-stream.ts) sees UTF-8, whatever `csv.encoding` is: csv-parse compares
  * bytes, so UTF-16 must not reach it. Invalid bytes in the file's encoding come from the decoder with their line;

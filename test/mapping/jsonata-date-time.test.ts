@@ -27,7 +27,17 @@ const ANSWERED = [
   '',
 ];
 /** Forms left to JSONata: names, defaults, widths, time zones, doubled brackets, whitespace, broken markers. */
-const LEFT = ['[Y]', '[FNn], [D1o] [MNn]', '[Y0001]-[M01]-[D01]T[H01]:[m01]:[s01][Z01:01t]', '[Y,2]', '[[[Y0001]]]', '[H01]:[m01]]]', '[Y 0001]', '[M01', '[Y#001]'];
+const LEFT = [
+  '[Y]',
+  '[FNn], [D1o] [MNn]',
+  '[Y0001]-[M01]-[D01]T[H01]:[m01]:[s01][Z01:01t]',
+  '[Y,2]',
+  '[[[Y0001]]]',
+  '[H01]:[m01]]]',
+  '[Y 0001]',
+  '[M01',
+  '[Y#001]',
+];
 const MILLIS = [
   0,
   -1,
@@ -95,7 +105,16 @@ describe('$fromMillis with a picture', () => {
 });
 
 describe('$toMillis without a picture', () => {
-  const TIMESTAMPS = ['2023-01-27T16:17:47Z', '2023-01-27', '2023', '2023-01', '2023-01-27T16:17:47.123+02:00', '2023-01-27T16:17:47+0200', '2023-02-30', '0000-01-01'];
+  const TIMESTAMPS = [
+    '2023-01-27T16:17:47Z',
+    '2023-01-27',
+    '2023',
+    '2023-01',
+    '2023-01-27T16:17:47.123+02:00',
+    '2023-01-27T16:17:47+0200',
+    '2023-02-30',
+    '0000-01-01',
+  ];
 
   it("an ISO 8601 timestamp: answered without JSONata's implementation, its exact millis", async () => {
     const fast = fastToMillis(notCalled);
@@ -103,7 +122,11 @@ describe('$toMillis without a picture', () => {
   });
 
   it("anything else: JSONata's answer or error", async () => {
-    const calls = [...[...TIMESTAMPS, 'not a date', '', '2023-01-27 16:17:47', '20230127'].map((t) => `$toMillis(${JSON.stringify(t)})`), '$toMillis(nothing)', '$toMillis(5)'];
+    const calls = [
+      ...[...TIMESTAMPS, 'not a date', '', '2023-01-27 16:17:47', '20230127'].map((t) => `$toMillis(${JSON.stringify(t)})`),
+      '$toMillis(nothing)',
+      '$toMillis(5)',
+    ];
     for (const src of calls) expect(compiled(src), src).toBe(await interpreted(src));
   });
 });
