@@ -14,7 +14,8 @@
 // Usage: npm run build && node bench/dry-run-synthea.mjs [COPIES] [ROUNDS]   (default 60 copies ≈ 48k rows, 3 rounds;
 // CPU_PROF=compiled,eval-compiled also profiles one child of each listed mode with --cpu-prof and prints its top
 // self-time functions to stderr; BASELINE_DIST=<dir> adds `baseline`: runPipeline from another build's dist/ — e.g.
-// the commit before issue 28 — in the same rounds, its NDJSON checked byte-identical too: `compiledVsBaseline`)
+// the commit before issue 28 — in the same rounds, its NDJSON checked byte-identical too: `compiledVsBaseline`; and
+// the pair `read` / `read-baseline`: the three CSV files read through openSource alone, `readVsBaseline`)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,7 +29,11 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SAMPLE = join(ROOT, 'mappings/synthea/sample');
 const FILES = ['patients.csv', 'providers.csv', 'encounters.csv'];
 const BASELINE_DIST = process.env.BASELINE_DIST;
-const PAIRS = [BASELINE_DIST ? ['compiled', 'interpreter', 'baseline'] : ['compiled', 'interpreter'], ['eval-compiled', 'eval-interpreter']];
+const PAIRS = [
+  BASELINE_DIST ? ['compiled', 'interpreter', 'baseline'] : ['compiled', 'interpreter'],
+  ['eval-compiled', 'eval-interpreter'],
+  ...(BASELINE_DIST ? [['read', 'read-baseline']] : []),
+];
 
 /** Synthea's ids are UUIDs: copy k gets the same ones with their first 8 hex digits replaced (consistent across files). */
 function replicate(dir, copies) {
@@ -86,7 +91,9 @@ function main() {
         medianRowsPerSec: med(wall),
         compiledVsInterpreter: compare('compiled', 'interpreter'),
         evaluationCompiledVsInterpreter: compare('eval-compiled', 'eval-interpreter'),
-        ...(BASELINE_DIST ? { compiledVsBaseline: compare('compiled', 'baseline'), baselineDist: BASELINE_DIST } : {}),
+        ...(BASELINE_DIST
+          ? { compiledVsBaseline: compare('compiled', 'baseline'), readVsBaseline: compare('read', 'read-baseline'), baselineDist: BASELINE_DIST }
+          : {}),
         outputIdentical: true,
         loadAvg1m: [loadBefore[0], loadAvg()[0]],
         node: process.version,
@@ -125,6 +132,7 @@ function spawnChild(mode, dir, nodeFlags = []) {
 async function child(mode, dir) {
   if (mode.endsWith('interpreter')) process.env.CARE_JSONATA_COMPILE = '0';
   if (mode.startsWith('eval-')) return evaluation(mode, dir);
+  if (mode.startsWith('read')) return readOnly(mode, dir);
   const dist = mode === 'baseline' ? pathToFileURL(`${resolve(BASELINE_DIST)}/`).href : new URL('../dist/', import.meta.url).href;
   const { runPipeline } = await import(`${dist}pipeline/run-pipeline.js`);
   const t0 = performance.now();
@@ -185,6 +193,25 @@ async function evaluation(mode, dir) {
       else groups.set(key, [row]);
     }
     for (const group of groups.values()) if ((await res.evalMap(group, ctx)) === undefined) throw new Error('no resource');
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const cpuSeconds = (c.user + c.system) / 1e6;
+  return { mode, read, seconds, rowsPerSec: Math.round(read / seconds), cpuSeconds, rowsPerCpuSec: Math.round(read / cpuSeconds) };
+}
+
+/** The three CSV sources read (openSource), nothing else: the CSV reader's share, this build vs BASELINE_DIST's. */
+async function readOnly(mode, dir) {
+  const dist = mode === 'read-baseline' ? pathToFileURL(`${resolve(BASELINE_DIST)}/`).href : new URL('../dist/', import.meta.url).href;
+  const { openSource } = await import(`${dist}sources/open-source.js`);
+  let read = 0;
+  const t0 = performance.now();
+  const c0 = process.cpuUsage();
+  for (const file of FILES) {
+    for await (const item of openSource({ name: file, path: join(dir, file) })) {
+      if (!item.ok) throw new Error(`${mode}: ${file} line ${item.origin.line} rejected`);
+      read++;
+    }
   }
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(c0);
