@@ -181,6 +181,7 @@ function libraryCallable(name: string, r: Registered, maxArgs: number | undefine
     return {
       signature,
       maxArgs,
+      direct: impl,
       call(args) {
         const result = impl.apply(undefined, args);
         if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') bail();

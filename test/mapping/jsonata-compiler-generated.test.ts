@@ -3,11 +3,13 @@
  * generated.ts): names and keys go into that code as string literals. With the interpreter as oracle, names that
  * need escaping (quotes, backslash, line and paragraph separators, `${`), names an object inherits (`toString`,
  * `constructor`, `__proto__`), integer-like keys, nested and flattened array items all read and build as JSONata
- * reads and builds them.
+ * reads and builds them; a library function is called straight from its call site with the same answers and the
+ * same bails (a function as argument, a promise as result: the interpreter decides).
  */
 import jsonata from 'jsonata';
 import { describe, expect, it } from 'vitest';
-import { JSONATA_BUILTINS } from '../../src/mapping/functions.js';
+import { mappingExpressionCompiler } from '../../src/mapping/expression-evaluator.js';
+import { JSONATA_BUILTINS, registerFunctions } from '../../src/mapping/functions.js';
 import { builtinCallables, compileExpression, type CompileOptions } from '../../src/mapping/jsonata-compiler/index.js';
 import { showValue } from './jsonata-compiler-helpers.js';
 
@@ -48,6 +50,54 @@ describe('generated field reads and constructors agree with the interpreter', ()
   it('builds arrays: items spread or nested, undefined left out, cons kept', async () => {
     for (const src of ['[a, b, [c], missing, [[d]], a.x]', '[a][0]', '[[a, b], c]', 'a.[b, c]', '[a, b]', '[]']) {
       for (const input of [{ a: [1, 2], b: 'x', c: [3], d: 4 }, { a: { x: [5] } }, {}, [{ a: 1, b: 2, c: 3 }, { a: 4 }]]) await agree(src, input);
+    }
+  });
+});
+
+describe('library functions called from generated call sites', () => {
+  const gender = Object.assign(Object.create(null) as Record<string, string>, { M: 'male', F: 'female' });
+  const tableNames = new WeakMap<object, string>([[gender, 'gender']]);
+  const compileMapped = mappingExpressionCompiler({ tableNames, lookups: { gender } });
+
+  async function interpretedValue(src: string, input: unknown): Promise<string> {
+    const expr = jsonata(src);
+    registerFunctions(expr, { tableNames });
+    expr.assign('gender', gender);
+    try {
+      return showValue(await expr.evaluate(input));
+    } catch (err) {
+      return `error ${(err as { code?: string }).code}`;
+    }
+  }
+
+  it('answer as the interpreter does, and bail where it wraps a function argument', async () => {
+    const input = { a: ' ANN  LEE ', b: ['MCDONALD', ' x '], p: '(555) 123-4567', d: '02/29/2024', s: 'F', n: 5551234567 };
+    const cases: [string, 'value' | 'bail'][] = [
+      ['$name(a)', 'value'],
+      ['$name(b)', 'value'],
+      ['b ~> $clean()', 'value'],
+      ['$phone(p)', 'value'],
+      ['$phone(n, "US")', 'value'],
+      ['$date(d, "MM/DD/YYYY")', 'value'],
+      ['$lookup($gender, s)', 'value'],
+      ['$lookup($gender, "X", "other")', 'value'],
+      ['[$name(missing), $clean(a)]', 'value'],
+      // the interpreter hands the function over as its own object (a lambda's `body`, a built-in's `implementation`)
+      ['$lookup(function($x) { $x }, "body")', 'bail'],
+      ['$lookup($string, "implementation")', 'bail'],
+      ['$clean(function($x) { $x })', 'bail'],
+    ];
+    for (const [src, expected] of cases) {
+      const c = compileMapped(jsonata(src));
+      if (!c.ok) throw new Error(`not compiled: ${src} (${c.reason})`);
+      let mine: string;
+      try {
+        mine = showValue(c.fn(structuredClone(input)));
+      } catch {
+        mine = 'bail';
+      }
+      if (expected === 'bail') expect(mine, src).toBe('bail');
+      else expect(mine, src).toBe(await interpretedValue(src, structuredClone(input)));
     }
   });
 });

@@ -29,7 +29,7 @@ import {
 } from './runtime.js';
 import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
 import { regexLiteral } from './regex.js';
-import { arrayBuilder, fieldReader } from './generated.js';
+import { arrayBuilder, directCall, fieldReader } from './generated.js';
 import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
@@ -379,6 +379,10 @@ class Compiler {
     // JSONata's `$sort` calls its comparator as a plain JS function: a lambda handed over unwrapped (tail call) fails
     const noFunctions = tail && name === 'sort';
     const contextSignature = tail ? (impl.signature ?? impl.contextSignature) : undefined;
+    if (impl.direct && !impl.signature && !takesFunctions && !tail && args.length <= MAX_DIRECT_ARGS) {
+      const call = directCall(applyTo ? [applyTo, ...args] : args, impl.direct, withTail);
+      return withTail ? normalized(call) : call;
+    }
     const call: Fn = (input, env) => {
       const values: unknown[] = [];
       if (applyTo) values.push(applyTo(input, env));
@@ -454,6 +458,8 @@ function thunkUnderTail(node: AstNode | undefined, decorated: boolean): boolean 
 }
 
 const EMPTY: unknown[] = [];
+/** Arguments past which a call stays on the generic loop (the library's functions take at most three). */
+const MAX_DIRECT_ARGS = 8;
 
 /**
  * Nodes whose value is never a sequence (a literal, an operator's result, a constructor, a condition or a block,

@@ -6,6 +6,7 @@
  * build ~4× faster). What goes into the code is the node's shape only — key literals through JSON.stringify, the
  * child closures as parameters — never data.
  */
+import { bail, normalize } from './runtime.js';
 import type { Env, Fn } from './types.js';
 
 /** Values past which the loop is used (a generated function that large gains nothing). */
@@ -83,4 +84,21 @@ function generate<R>(fns: Fn[], body: string): (input: unknown, env: Env) => R {
   const params = fns.map((_f, i) => `f${i}`);
   const make = new Function(...params, `return (input, env) => {\n${body}\n};`) as (...f: Fn[]) => (input: unknown, env: Env) => R;
   return make(...fns);
+}
+
+/**
+ * A call of a function that takes no function argument and checks none itself (`direct`): the arguments in order,
+ * any of them a function → BAIL (the interpreter wraps those), the result a promise → BAIL; `withTail`: then the
+ * sequence tail. What compileCall's loop does, with a call site of its own for each argument and the function.
+ */
+export function directCall(args: Fn[], direct: (...args: unknown[]) => unknown, withTail: boolean): Fn {
+  const isFn = (i: number) => `(v${i} !== null && v${i} !== undefined && (v${i}._jsonata_function === true || v${i}._jsonata_lambda === true)) || typeof v${i} === 'function'`;
+  const reads = args.map((_a, i) => `const v${i} = f${i}(input, env); if (${isFn(i)}) return bail();`);
+  const body = `${reads.join('\n')}
+const r = direct(${args.map((_a, i) => `v${i}`).join(', ')});
+if (r !== null && typeof r === 'object' && typeof r.then === 'function') return bail();
+return ${withTail ? 'normalize(r, false)' : 'r'};`;
+  const params = args.map((_a, i) => `f${i}`);
+  const make = new Function('direct', 'bail', 'normalize', ...params, `return (input, env) => {\n${body}\n};`) as (...f: unknown[]) => Fn;
+  return make(direct, bail, normalize, ...args);
 }
