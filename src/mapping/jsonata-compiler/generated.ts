@@ -97,7 +97,7 @@ export function directCall(args: Fn[], direct: (...args: unknown[]) => unknown, 
   const body = `${reads.join('\n')}
 const r = direct(${args.map((_a, i) => `v${i}`).join(', ')});
 if (r !== null && typeof r === 'object' && typeof r.then === 'function') return bail();
-return ${withTail ? 'normalize(r, false)' : 'r'};`;
+return ${withTail ? 'Array.isArray(r) && r.sequence === true ? normalize(r, false) : r' : 'r'};`;
   const params = args.map((_a, i) => `f${i}`);
   const make = new Function('direct', 'bail', 'normalize', ...params, `return (input, env) => {\n${body}\n};`) as (...f: unknown[]) => Fn;
   return make(direct, bail, normalize, ...args);
