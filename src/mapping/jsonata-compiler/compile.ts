@@ -29,7 +29,7 @@ import {
 } from './runtime.js';
 import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
 import { regexLiteral } from './regex.js';
-import { arrayBuilder, directCall, fieldReader } from './generated.js';
+import { arrayBuilder, conditional, directCall, fieldReader } from './generated.js';
 import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
@@ -173,7 +173,7 @@ class Compiler {
         const c = this.compile(node.condition as AstNode, scope);
         const t = this.compile(node.then as AstNode, scope);
         const e = node.else !== undefined ? this.compile(node.else as AstNode, scope) : undefined;
-        return (input, env) => (boolean(c(input, env)) ? t(input, env) : e ? e(input, env) : undefined);
+        return conditional(c, t, e, boolean);
       }
       case 'block':
         return this.compileBlock(node, scope);

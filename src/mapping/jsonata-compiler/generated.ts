@@ -102,3 +102,15 @@ return ${withTail ? 'Array.isArray(r) && r.sequence === true ? normalize(r, fals
   const make = new Function('direct', 'bail', 'normalize', ...params, `return (input, env) => {\n${body}\n};`) as (...f: unknown[]) => Fn;
   return make(direct, bail, normalize, ...args);
 }
+
+/**
+ * `c ? t : e` (`e` optional): JSONata's truthiness of the condition (`boolean`, with a text tested inline — the
+ * usual `COLUMN ? …`), then the branch; nothing when the condition is false and there is no `else`.
+ */
+export function conditional(c: Fn, t: Fn, e: Fn | undefined, boolean: (v: unknown) => boolean | undefined): Fn {
+  const body = `const v = c(input, env);
+if (typeof v === 'string' ? v.length > 0 : boolean(v)) return t(input, env);
+return ${e ? 'e(input, env)' : 'undefined'};`;
+  const make = new Function('c', 't', 'e', 'boolean', `return (input, env) => {\n${body}\n};`) as (...f: unknown[]) => Fn;
+  return make(c, t, e, boolean);
+}
