@@ -308,13 +308,44 @@ function nameOf(v: unknown): string | undefined {
   if (t === undefined) return undefined;
   const plain = plainAsciiName(t);
   if (plain === MIXED_CASE) return t;
-  const s = plain === ALL_CAPS ? t : t.replace(/\s+/g, ' ').trim();
+  if (plain === ALL_CAPS) return titleCaseAscii(t);
+  const s = t.replace(/\s+/g, ' ').trim();
   if (!s) return undefined;
-  if (plain !== ALL_CAPS && (!/\p{Lu}/u.test(s) || /\p{Ll}/u.test(s))) return s;
+  if (!/\p{Lu}/u.test(s) || /\p{Ll}/u.test(s)) return s;
   return s
     .toLowerCase()
     .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
     .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+}
+
+/**
+ * `$name`'s two replacements on a plain-ASCII ALL-CAPS name, in one pass over its lower case: a letter first or
+ * after a space, `-` or `'` is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
+ */
+function titleCaseAscii(t: string): string {
+  const s = t.toLowerCase();
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const wordStart = i === 0 || isNameSeparator(s.charCodeAt(i - 1));
+    if (wordStart && c >= 97 && c <= 122) {
+      out += String.fromCharCode(c - 32);
+      // `Mc` + a letter: that letter too (`(^|sep)Mc(\p{Ll})` on the title-cased text)
+      if (c === 109 && s.charCodeAt(i + 1) === 99 && isLowerAscii(s.charCodeAt(i + 2))) {
+        out += `c${String.fromCharCode(s.charCodeAt(i + 2) - 32)}`;
+        i += 2;
+      }
+    } else out += s[i];
+  }
+  return out;
+}
+
+function isNameSeparator(c: number): boolean {
+  return c === 32 || c === 45 || c === 39;
+}
+
+function isLowerAscii(c: number): boolean {
+  return c >= 97 && c <= 122;
 }
 
 const MIXED_CASE = 1;

@@ -65,6 +65,18 @@ describe('$name fast path', () => {
     );
   });
 
+  it('gives what the regexes give, on random names made of words (Mc prefixes, separators, cases)', () => {
+    const word = fc.constantFrom('MC', 'MCD', 'MCDONALD', 'MCMC', 'Mc', 'mc', 'O', 'BRIEN', 'SMITH', 'van', 'ÉLODIE', 'X', 'A1', '');
+    const sep = fc.constantFrom(' ', '-', "'", '’', '  ', '\t', '.', '');
+    const name = fc.array(fc.tuple(word, sep), { maxLength: 4 }).map((ws) => ws.map(([w, s]) => w + s).join(''));
+    fc.assert(
+      fc.property(name, (s) => {
+        expect(fnName(s), JSON.stringify(s)).toBe(nameByRegex(s));
+      }),
+      { numRuns: RUNS, seed: SEED },
+    );
+  });
+
   it('gives what the regexes give on the names of the bench and the examples', () => {
     for (const s of ['Sofia', 'JAMES', 'Anne-Marie', "O'BRIEN", 'SMITH-JONES', 'McDonald', 'MCDONALD', 'van der Berg', 'A', 'a b', '...', 'X-', "-'"])
       expect(fnName(s), s).toBe(nameByRegex(s));
