@@ -183,7 +183,7 @@ function libraryCallable(name: string, r: Registered, maxArgs: number | undefine
       maxArgs,
       direct: impl,
       call(args) {
-        const result = impl.apply(undefined, args);
+        const result = impl(...args);
         if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') bail();
         return result;
       },

@@ -87,7 +87,10 @@ describe('$phone fast path', () => {
   it('gives what the regexes give (value or error message), on random numbers', () => {
     fc.assert(
       fc.property(cell(PHONE_CHARS), (s) => {
-        expect(outcome(() => fnPhone(s)), JSON.stringify(s)).toBe(phoneByRegex(s));
+        expect(
+          outcome(() => fnPhone(s)),
+          JSON.stringify(s),
+        ).toBe(phoneByRegex(s));
       }),
       { numRuns: RUNS, seed: SEED },
     );
@@ -95,6 +98,9 @@ describe('$phone fast path', () => {
 
   it('gives what the regexes give on the bench formats and the edge cases', () => {
     for (const s of ['555.123.4567', '(555) 123-4567', '555-123-4567', '+1 555 123 4567', '+', '+ ', '()', '1', '+0123456789', '555 123 4567 x12'])
-      expect(outcome(() => fnPhone(s)), s).toBe(phoneByRegex(s));
+      expect(
+        outcome(() => fnPhone(s)),
+        s,
+      ).toBe(phoneByRegex(s));
   });
 });

@@ -36,7 +36,8 @@ describe('generated field reads and constructors agree with the interpreter', ()
 
   it('reads every odd name as an own field, and inherited names as nothing', async () => {
     for (const name of ODD) {
-      for (const input of [own, parsed, {}, nullProto, [own, {}, parsed], { [name]: [1, 2] }, { [name]: [] }, { [name]: null }]) await agree(field(name), input);
+      for (const input of [own, parsed, {}, nullProto, [own, {}, parsed], { [name]: [1, 2] }, { [name]: [] }, { [name]: null }])
+        await agree(field(name), input);
     }
   });
 

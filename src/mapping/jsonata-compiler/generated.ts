@@ -92,7 +92,8 @@ function generate<R>(fns: Fn[], body: string): (input: unknown, env: Env) => R {
  * sequence tail. What compileCall's loop does, with a call site of its own for each argument and the function.
  */
 export function directCall(args: Fn[], direct: (...args: unknown[]) => unknown, withTail: boolean): Fn {
-  const isFn = (i: number) => `(v${i} !== null && v${i} !== undefined && (v${i}._jsonata_function === true || v${i}._jsonata_lambda === true)) || typeof v${i} === 'function'`;
+  const isFn = (i: number) =>
+    `(v${i} !== null && v${i} !== undefined && (v${i}._jsonata_function === true || v${i}._jsonata_lambda === true)) || typeof v${i} === 'function'`;
   const reads = args.map((_a, i) => `const v${i} = f${i}(input, env); if (${isFn(i)}) return bail();`);
   const body = `${reads.join('\n')}
 const r = direct(${args.map((_a, i) => `v${i}`).join(', ')});

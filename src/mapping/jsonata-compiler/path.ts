@@ -3,7 +3,7 @@
  * `evaluateGroupExpression` of jsonata 2.2, synchronous, over compiled steps. Tuple streams (`@$x`, `#$i`, `%`)
  * and order-by are not compiled (the caller refuses them before reaching here).
  */
-import { append, appendAll, bail, boolean, isArrayOfNumbers, isFunction, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
+import { append, appendAll, bail, boolean, isArrayOfNumbers, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
 import type { Env, Fn } from './types.js';
 import { objectBuilder } from './generated.js';
 
