@@ -1,10 +1,11 @@
 /**
- * The hottest nodes of a mapping — field names, object and array constructors (`MRN`, `{"a": …}`, `[x, y]`) — as
- * code generated per node. A closure made per node shares its code, and so V8's type feedback, with every other
- * node of the kind: one megamorphic site for all fields read, all values called, all keys stored. Generated, each
- * node has its own sites (a field read is then a plain property load on the rows' one shape; objects and arrays
- * build ~4× faster). What goes into the code is the node's shape only — key literals through JSON.stringify, the
- * child closures as parameters — never data.
+ * The hottest nodes of a mapping — field names, object and array constructors, conditions, calls of library
+ * functions (`MRN`, `{"a": …}`, `[x, y]`, `A ? B`, `$name(LAST)`) — as code generated per node. A closure made per
+ * node shares its code, and so V8's type feedback, with every other node of the kind: one megamorphic site for all
+ * fields read, all values called, all keys stored. Generated, each node has its own sites (a field read is then a
+ * plain property load on the rows' one shape; objects and arrays build ~4× faster; a library function is inlined
+ * where it is called). What goes into the code is the node's shape only — key literals through JSON.stringify, the
+ * child closures and helpers as parameters — never data. Design: docs/design/mapping-evaluation.md.
  */
 import { bail, normalize } from './runtime.js';
 import type { Env, Fn } from './types.js';
