@@ -15,11 +15,15 @@
 // self-time functions to stderr). Figures: wall-clock rows/s and rows per CPU-second (all threads of the child:
 // the CPU figure moves much less than the wall one when other jobs share the machine).
 // `stages` (one child per round): CPU µs/row of each stage alone, in memory — source read (openSource), key+map
-// compiled (keyMap) and on the interpreter (keyMapInterpreter), the handwritten mapPatient (handwrittenMap), ajv
+// compiled as the pipeline runs it (keyMap: keyNow / mapNow, no promise per row; the resource pruned) and on the
+// interpreter (keyMapInterpreter), the handwritten mapPatient (handwrittenMap), ajv
 // validation, JSON.stringify — to tell what the pipeline adds on top of its parts.
 // `pipelineVsHandwrittenWithoutMap` (issue 28 item 5): the same CPU ratio with each side's own mapping taken out
 // (pipeline µs/row − keyMap, handwritten µs/row − handwrittenMap, per round): the per-row overhead of the pipeline
 // (reading, checks, validation, key index, output) against csv-parse + JSON.stringify, whatever the expressions cost.
+// BASELINE_DIST=<dir> (another build's dist/, e.g. the commit before a change) adds `pipeline-baseline` (runPipeline
+// from that build, back to back with `pipeline`; its NDJSON checked byte-identical), `pipelineVsBaseline`, and a
+// `stages` child of that build per round (`stageCpuUsPerRowBaseline`).
 // Expression time limit (issue 11): GUARD_COMPARE=1 adds `pipeline-noguard` / `interpreter-noguard`
 // (CARE_EXPRESSION_TIMEOUT_MS=0: time limit off, stack limit kept), back to back with `pipeline-nocompile` /
 // `interpreter` (the guard only matters on the interpreter); `guardOnVsOff` is on/off throughput per round.
@@ -28,19 +32,17 @@ import { createReadStream, createWriteStream, readFileSync, mkdtempSync, rmSync 
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import os from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadAvg, makePatientFixture, median, summarizeCpuProfile } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const [, , a2, a3, a4] = process.argv;
+const BASELINE_DIST = process.env.BASELINE_DIST;
 
 /** Modes run back to back in each round, the pair's order swapped every other round. */
 function pairsOf(compareGuard) {
-  const pairs = [
-    ['pipeline', 'pipeline-nocompile'],
-    ['compiled', 'interpreter'],
-  ];
+  const pairs = [BASELINE_DIST ? ['pipeline', 'pipeline-nocompile', 'pipeline-baseline'] : ['pipeline', 'pipeline-nocompile'], ['compiled', 'interpreter']];
   if (compareGuard) pairs.push(['pipeline-nocompile', 'pipeline-noguard'], ['interpreter', 'interpreter-noguard']);
   return pairs;
 }
@@ -57,6 +59,7 @@ async function main() {
     const wall = Object.fromEntries(MODES.map((m) => [m, []]));
     const cpu = Object.fromEntries(MODES.map((m) => [m, []]));
     const stages = [];
+    const stagesBaseline = [];
     for (let round = 0; round < ROUNDS; round++) {
       const ran = new Set();
       const order = [...pairs.flatMap((p) => (round % 2 === 0 ? p : [...p].reverse())), 'handwritten'];
@@ -73,10 +76,13 @@ async function main() {
         if (sha256(join(fx.dir, 'out-pipeline-nocompile', 'Patient.ndjson')) !== p)
           throw new Error('the pipeline with the compiler off produces another NDJSON');
         if (sha256(join(fx.dir, 'out-handwritten.ndjson')) !== p) throw new Error("the handwritten transform does not produce the pipeline's NDJSON");
+        if (BASELINE_DIST && sha256(join(fx.dir, 'out-pipeline-baseline', 'Patient.ndjson')) !== p)
+          throw new Error('the baseline build produces another NDJSON');
         if (compareGuard && sha256(join(fx.dir, 'out-pipeline-noguard', 'Patient.ndjson')) !== p)
           throw new Error('the pipeline without the time limit produces another NDJSON');
       }
       stages.push(spawnChild('stages', fx.dir).usPerRow);
+      if (BASELINE_DIST) stagesBaseline.push(spawnChild('stages-baseline', fx.dir).usPerRow);
     }
     const profiled = (process.env.CPU_PROF ?? '')
       .split(',')
@@ -97,7 +103,8 @@ async function main() {
       medianWall: ratio(median(wall[x]), median(wall[y])),
       medianCpu: ratio(median(cpu[x]), median(cpu[y])),
     });
-    const stageMedians = Object.fromEntries(Object.keys(stages[0]).map((k) => [k, Math.round(median(stages.map((s) => s[k])) * 10) / 10]));
+    const medians = (st) => Object.fromEntries(Object.keys(st[0]).map((k) => [k, Math.round(median(st.map((s) => s[k])) * 10) / 10]));
+    const stageMedians = medians(stages);
     console.log(
       JSON.stringify({
         bench: 'dry-run-throughput',
@@ -127,6 +134,9 @@ async function main() {
             }
           : {}),
         stageCpuUsPerRow: stageMedians,
+        ...(BASELINE_DIST
+          ? { pipelineVsBaseline: compare('pipeline', 'pipeline-baseline'), stageCpuUsPerRowBaseline: medians(stagesBaseline), baselineDist: BASELINE_DIST }
+          : {}),
         outputIdentical: true,
         loadAvg1m: [loadBefore[0], loadAvg()[0]],
         node: process.version,
@@ -182,13 +192,14 @@ async function child(modeArg, dir) {
   const mappingFile = join(dir, 'mapping.yaml');
   // -noguard: the expression time limit off (CARE_EXPRESSION_TIMEOUT_MS=0; JSONata's stack limit stays)
   const noGuard = modeArg.endsWith('-noguard');
-  const mode = modeArg.replace(/-(noguard|nocompile)$/, '');
+  const mode = modeArg.replace(/-(noguard|nocompile|baseline)$/, '');
+  const dist = modeArg.endsWith('-baseline') ? pathToFileURL(`${resolve(BASELINE_DIST)}/`).href : new URL('../dist/', import.meta.url).href;
   // the previous version: every expression on the interpreter (the -noguard modes measure the interpreter too)
-  const compileExpressions = mode === 'compiled' || modeArg === 'pipeline' || mode === 'stages';
+  const compileExpressions = mode === 'compiled' || mode === 'stages' || modeArg === 'pipeline' || modeArg === 'pipeline-baseline';
   if (!compileExpressions) process.env.CARE_JSONATA_COMPILE = '0';
   const env = noGuard ? { CARE_EXPRESSION_TIMEOUT_MS: '0' } : {};
   if (mode === 'pipeline') {
-    const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+    const { runPipeline } = await import(`${dist}pipeline/run-pipeline.js`);
     const t0 = performance.now();
     const c0 = process.cpuUsage();
     const report = await runPipeline({
@@ -206,8 +217,8 @@ async function child(modeArg, dir) {
   }
 
   if (mode === 'interpreter' || mode === 'compiled') {
-    const { loadMapping } = await import('../dist/mapping/load-mapping.js');
-    const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
+    const { loadMapping } = await import(`${dist}mapping/load-mapping.js`);
+    const { compileMapping } = await import(`${dist}mapping/compile-mapping.js`);
     const { parse } = await import('csv-parse/sync');
     const mapping = await loadMapping(mappingFile, { env });
     if (mapping.limits.expressionTimeoutMs !== (noGuard ? 0 : 5000)) throw new Error(`unexpected limits ${JSON.stringify(mapping.limits)}`);
@@ -234,10 +245,10 @@ async function child(modeArg, dir) {
   }
 
   if (mode === 'stages') {
-    const { loadMapping } = await import('../dist/mapping/load-mapping.js');
-    const { compileMapping } = await import('../dist/mapping/compile-mapping.js');
-    const { openSource } = await import('../dist/sources/open-source.js');
-    const { validateResource } = await import('../dist/validate/resource-validator.js');
+    const { loadMapping } = await import(`${dist}mapping/load-mapping.js`);
+    const { compileMapping } = await import(`${dist}mapping/compile-mapping.js`);
+    const { openSource } = await import(`${dist}sources/open-source.js`);
+    const { validateResource } = await import(`${dist}validate/resource-validator.js`);
     const mapping = await loadMapping(mappingFile, { env: {} });
     const res = compileMapping(mapping, { compileExpressions: true }).resources.get('patient');
     const resInterpreted = compileMapping(mapping, { compileExpressions: false }).resources.get('patient');
@@ -254,6 +265,23 @@ async function child(modeArg, dir) {
       for await (const item of openSource(mapping.sources.patients)) if (item.ok) rows.push(item.data);
       return rows.length;
     });
+    // as the pipeline calls them (transform-source.ts): keyNow / mapNow, awaited only when they answer a promise;
+    // the resources are dropped as the pipeline drops them (kept, 100k of them were copied by every scavenge)
+    const keyMap = async (row) => {
+      if (!res.keyNow) return (await res.evalKey(row), await res.evalMap(row, ctx)); // a baseline build before them
+      const key = res.keyNow(row);
+      if (typeof key !== 'string') await key;
+      const resource = res.mapNow(row, ctx);
+      return resource instanceof Promise ? await resource : resource;
+    };
+    await stage('keyMap', async () => {
+      for (const row of rows) if (!(await keyMap(row))) throw new Error('no resource');
+      return rows.length;
+    });
+    await stage('handwrittenMap', async () => {
+      for (const row of rows) if (!mapPatient(row)) throw new Error('no resource');
+      return rows.length;
+    });
     await stage('keyMapInterpreter', async () => {
       for (const row of rows) {
         await resInterpreted.evalKey(row);
@@ -262,17 +290,7 @@ async function child(modeArg, dir) {
       return rows.length;
     });
     const resources = [];
-    await stage('keyMap', async () => {
-      for (const row of rows) {
-        await res.evalKey(row);
-        resources.push(await res.evalMap(row, ctx));
-      }
-      return rows.length;
-    });
-    await stage('handwrittenMap', async () => {
-      for (const row of rows) if (!mapPatient(row)) throw new Error('no resource');
-      return rows.length;
-    });
+    for (const row of rows) resources.push(await keyMap(row)); // for the next stages, not timed
     await stage('validate', async () => {
       for (const r of resources) if (validateResource('Patient', r).length) throw new Error('invalid');
       return resources.length;

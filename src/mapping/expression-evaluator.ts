@@ -159,7 +159,7 @@ export function mappingExpressionCompiler(opts: { tableNames: WeakMap<object, st
   const functions = builtinCallables();
   for (const [name, r] of registered) {
     functions.delete(name); // a registered function replaces JSONata's own of that name
-    if (Object.prototype.hasOwnProperty.call(COMPILABLE_LIBRARY, name)) functions.set(name, libraryCallable(r, COMPILABLE_LIBRARY[name]));
+    if (Object.prototype.hasOwnProperty.call(COMPILABLE_LIBRARY, name)) functions.set(name, libraryCallable(name, r, COMPILABLE_LIBRARY[name]));
   }
   const options = {
     functions,
@@ -171,9 +171,26 @@ export function mappingExpressionCompiler(opts: { tableNames: WeakMap<object, st
   return (expr) => compileExpression(expr.ast(), options);
 }
 
-function libraryCallable(r: Registered, maxArgs: number | undefined): CallableFunction {
+/** Library functions that read JSONata's `this` (the per-row context, `$fromMillis`): the others are called without one. */
+const READS_FOCUS = new Set(['ref', 'sourceKey', 'now', 'millis']);
+
+function libraryCallable(name: string, r: Registered, maxArgs: number | undefined): CallableFunction {
+  const signature = r.signature !== undefined ? parseSignature(r.signature) : undefined;
+  if (!READS_FOCUS.has(name)) {
+    const impl = r.impl;
+    return {
+      signature,
+      maxArgs,
+      direct: impl,
+      call(args) {
+        const result = impl(...args);
+        if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') bail();
+        return result;
+      },
+    };
+  }
   return {
-    signature: r.signature !== undefined ? parseSignature(r.signature) : undefined,
+    signature,
     maxArgs,
     call(args, input, env) {
       // JSONata calls a registered function with `this = { environment, input }`; ours only look up CTX_BINDING

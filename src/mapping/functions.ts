@@ -254,7 +254,12 @@ function parseDate(fn: 'date' | 'dateTime', value: unknown, format: unknown, zon
 
 /** `$date(value, format)` → `yyyy-MM-dd`. */
 export function fnDate(value: unknown, format: unknown): string | string[] | undefined {
-  return each(value, (v) => plainDate(v, format) ?? parseDate('date', v, format, 'UTC')?.toFormat('yyyy-MM-dd'));
+  if (!Array.isArray(value)) return dateOf(value, format);
+  return each(value, (v) => dateOf(v, format));
+}
+
+function dateOf(v: unknown, format: unknown): string | undefined {
+  return plainDate(v, format) ?? parseDate('date', v, format, 'UTC')?.toFormat('yyyy-MM-dd');
 }
 
 /** A valid date in a plain format without luxon (plain-date.ts); undefined: luxon decides (and words any error). */
@@ -278,11 +283,13 @@ export function fnDateTime(value: unknown, format: unknown, zone?: unknown): str
 
 /** `$clean(s)`: trimmed text; empty → undefined (the field is dropped). */
 export function fnClean(value: unknown): string | string[] | undefined {
-  return each(value, (v) => {
-    if (v !== null && typeof v === 'object') return fail('type-invalid', '$clean expects text');
-    const s = text(v, 'clean')?.trim();
-    return s ? s : undefined;
-  });
+  return Array.isArray(value) ? each(value, cleanOf) : cleanOf(value);
+}
+
+function cleanOf(v: unknown): string | undefined {
+  if (v !== null && typeof v === 'object') return fail('type-invalid', '$clean expects text');
+  const s = text(v, 'clean')?.trim();
+  return s ? s : undefined;
 }
 
 const NAME_SEPARATOR = /(^|[\s\-'’])(\p{Ll})/gu;
@@ -293,15 +300,77 @@ const NAME_SEPARATOR = /(^|[\s\-'’])(\p{Ll})/gu;
  * names with any lowercase letter are kept as written (`McDonald`, `van der Berg`).
  */
 export function fnName(value: unknown): string | string[] | undefined {
-  return each(value, (v) => {
-    const s = text(v, 'name')?.replace(/\s+/g, ' ').trim();
-    if (!s) return undefined;
-    if (!/\p{Lu}/u.test(s) || /\p{Ll}/u.test(s)) return s;
-    return s
-      .toLowerCase()
-      .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
-      .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
-  });
+  return Array.isArray(value) ? each(value, nameOf) : nameOf(value);
+}
+
+function nameOf(v: unknown): string | undefined {
+  const t = text(v, 'name');
+  if (t === undefined) return undefined;
+  const plain = plainAsciiName(t);
+  if (plain === MIXED_CASE) return t;
+  if (plain === ALL_CAPS) return titleCaseAscii(t);
+  const s = t.replace(/\s+/g, ' ').trim();
+  if (!s) return undefined;
+  if (!/\p{Lu}/u.test(s) || /\p{Ll}/u.test(s)) return s;
+  return s
+    .toLowerCase()
+    .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
+    .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+}
+
+/**
+ * `$name`'s two replacements on a plain-ASCII ALL-CAPS name, in one pass over its lower case: a letter first or
+ * after a space, `-` or `'` is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
+ */
+function titleCaseAscii(t: string): string {
+  const s = t.toLowerCase();
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const wordStart = i === 0 || isNameSeparator(s.charCodeAt(i - 1));
+    if (wordStart && c >= 97 && c <= 122) {
+      out += String.fromCharCode(c - 32);
+      // `Mc` + a letter: that letter too (`(^|sep)Mc(\p{Ll})` on the title-cased text)
+      if (c === 109 && s.charCodeAt(i + 1) === 99 && isLowerAscii(s.charCodeAt(i + 2))) {
+        out += `c${String.fromCharCode(s.charCodeAt(i + 2) - 32)}`;
+        i += 2;
+      }
+    } else out += s[i];
+  }
+  return out;
+}
+
+function isNameSeparator(c: number): boolean {
+  return c === 32 || c === 45 || c === 39;
+}
+
+function isLowerAscii(c: number): boolean {
+  return c >= 97 && c <= 122;
+}
+
+const MIXED_CASE = 1;
+const ALL_CAPS = 2;
+const OTHER = 0;
+
+/**
+ * One pass over a name in printable ASCII with single inner spaces (the usual cell), telling what `$name`'s
+ * regexes would: MIXED_CASE — a lowercase letter (or no letter at all): kept as written; ALL_CAPS — uppercase
+ * letters only: title-cased. OTHER (anything else: whitespace to collapse or trim, non-ASCII): the regexes decide.
+ */
+function plainAsciiName(s: string): number {
+  const n = s.length;
+  if (n === 0) return OTHER;
+  let upper = false;
+  let lower = false;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 32) {
+      if (i === 0 || i === n - 1 || s.charCodeAt(i - 1) === 32) return OTHER;
+    } else if (c < 33 || c > 126) return OTHER;
+    else if (c >= 97 && c <= 122) lower = true;
+    else if (c >= 65 && c <= 90) upper = true;
+  }
+  return upper && !lower ? ALL_CAPS : MIXED_CASE;
 }
 
 /** `$splitList(s, separator = ",")`: multi-value cell → trimmed, non-empty parts; none → undefined. */
@@ -348,27 +417,46 @@ export function fnPhone(value: unknown, defaultCountry?: unknown): string | stri
   const country = defaultCountry === undefined || defaultCountry === null || defaultCountry === '' ? 'US' : String(defaultCountry).toUpperCase();
   if (!NANP.has(country) && !/^\+[1-9]\d{0,2}$/.test(country))
     fail('phone-country', `$phone default country \`${show(country)}\` is not supported (use US, CA or a calling code such as +44)`);
-  return each(value, (v) => {
-    const raw = text(v, 'phone')?.trim();
-    if (!raw) return undefined;
-    const s = withoutExtension(raw);
+  return Array.isArray(value) ? each(value, (v) => phoneOf(v, country)) : phoneOf(value, country);
+}
+
+function phoneOf(v: unknown, country: string): string | undefined {
+  const raw = text(v, 'phone')?.trim();
+  if (!raw) return undefined;
+  let s = raw;
+  if (!isPlainPhone(raw)) {
+    s = withoutExtension(raw);
     if (!/^\+?[\d\s().\-/]+$/.test(s)) return fail('phone-invalid', 'not a valid phone number (contains letters or symbols)');
-    const digits = s.replace(/\D/g, '');
-    if (s.startsWith('+')) {
-      if (digits.length < 8 || digits.length > 15 || digits.startsWith('0'))
-        return fail('phone-invalid', `not a valid international phone number (${digits.length} digits, 8 to 15 expected)`);
-      return `+${digits}`;
-    }
-    if (NANP.has(country)) {
-      if (digits.length === 10) return `+1${digits}`;
-      if (digits.length === 11 && digits.startsWith('1')) return `+${digits}`;
-      return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits, 10 expected)`);
-    }
-    const national = digits.startsWith('0') ? digits.slice(1) : digits;
-    const e164 = country.slice(1) + national;
-    if (e164.length < 8 || e164.length > 15) return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits)`);
-    return `+${e164}`;
-  });
+  }
+  const digits = s.replace(/\D/g, '');
+  if (s.startsWith('+')) {
+    if (digits.length < 8 || digits.length > 15 || digits.startsWith('0'))
+      return fail('phone-invalid', `not a valid international phone number (${digits.length} digits, 8 to 15 expected)`);
+    return `+${digits}`;
+  }
+  if (NANP.has(country)) {
+    if (digits.length === 10) return `+1${digits}`;
+    if (digits.length === 11 && digits.startsWith('1')) return `+${digits}`;
+    return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits, 10 expected)`);
+  }
+  const national = digits.startsWith('0') ? digits.slice(1) : digits;
+  const e164 = country.slice(1) + national;
+  if (e164.length < 8 || e164.length > 15) return fail('phone-invalid', `not a valid ${country} phone number (${digits.length} digits)`);
+  return `+${e164}`;
+}
+
+/**
+ * Whether a trimmed number is only digits, spaces and `( ) . - /` after an optional leading `+` — what the
+ * validity regex accepts, with no room for an extension (`x`, `ext`, `#`): both regexes can be skipped.
+ */
+function isPlainPhone(s: string): boolean {
+  const from = s.charCodeAt(0) === 43 ? 1 : 0;
+  if (from >= s.length) return false; // `+` alone: the regex's error
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (!((c >= 48 && c <= 57) || c === 32 || c === 40 || c === 41 || c === 46 || c === 45 || c === 47)) return false;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------- lookup

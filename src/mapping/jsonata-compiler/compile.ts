@@ -9,7 +9,7 @@
  * goes to the interpreter, whose time and depth guards then decide.
  */
 import type { AstNode } from '../jsonata-ast.js';
-import { groupFn, indexFilter, literalGroupFn, namePathFn, pathFn, predicateFilter, type Filter, type Step } from './path.js';
+import { groupFn, indexFilter, literalGroupFn, pathFn, predicateFilter, type Filter, type Step } from './path.js';
 import {
   bail as bailOut,
   boolean,
@@ -29,6 +29,7 @@ import {
 } from './runtime.js';
 import { boundOr, builtinValue, definesLambda, holdsFunction, isNativeValue, lambdaValue, slotReader } from './lambda.js';
 import { regexLiteral } from './regex.js';
+import { arrayBuilder, conditional, directCall, fieldReader } from './generated.js';
 import type { CompileOptions, CompiledExpression, Env, Fn, Frame, FunctionValue } from './types.js';
 
 export type CompileResult = { ok: true; fn: CompiledExpression } | { ok: false; reason: string };
@@ -172,16 +173,16 @@ class Compiler {
         const c = this.compile(node.condition as AstNode, scope);
         const t = this.compile(node.then as AstNode, scope);
         const e = node.else !== undefined ? this.compile(node.else as AstNode, scope) : undefined;
-        return (input, env) => (boolean(c(input, env)) ? t(input, env) : e ? e(input, env) : undefined);
+        return conditional(c, t, e, boolean);
       }
       case 'block':
         return this.compileBlock(node, scope);
       case 'function':
-        return this.compileCall(node, scope);
+        return this.compileCall(node, scope, undefined, false, undecorated(node));
       case 'apply': {
         const rhs = node.rhs as AstNode;
         if (rhs.type !== 'function') unsupported('~> into a non-call');
-        return this.compileCall(rhs, scope, this.compile(node.lhs as AstNode, scope));
+        return this.compileCall(rhs, scope, this.compile(node.lhs as AstNode, scope), false, undecorated(node));
       }
       case 'bind':
         return unsupported(':= outside a block statement');
@@ -213,7 +214,7 @@ class Compiler {
     const only = (node.steps as AstNode[])[0]!;
     const plainName = steps.length === 1 && only.type === 'name' && !only.stages && !only.predicate && !only.group && !only.keepArray;
     if (!plainName || node.keepSingletonArray || node.group || node.keepArray) return generic;
-    return normalized(namePathFn(String(only.value), (input, env) => normalize(generic(input, env), false)));
+    return normalized(fieldReader(String(only.value), (input, env) => normalize(generic(input, env), false)));
   }
 
   private filterOf(pred: AstNode, scope: Scope): Filter {
@@ -300,18 +301,7 @@ class Compiler {
     if (node.value === '{') return this.groupOf({ lhs: node.lhs as [AstNode, AstNode][] }, scope);
     if (node.value !== '[') return unsupported(`unary ${String(node.value)}`);
     const items = (node.expressions as AstNode[]).map((e) => ({ fn: this.compile(e, scope), nested: e.value === '[' }));
-    const cons = node.consarray === true;
-    return (input, env) => {
-      const result: unknown[] = [];
-      for (const item of items) {
-        const v = item.fn(input, env);
-        if (v === undefined) continue;
-        if (item.nested || !Array.isArray(v)) result.push(v);
-        else for (let i = 0; i < v.length; i++) result.push(v[i]); // fn.append: concat onto a fresh plain array
-      }
-      if (cons) Object.defineProperty(result, 'cons', { enumerable: false, configurable: false, value: true });
-      return result;
-    };
+    return arrayBuilder(items, node.consarray === true);
   }
 
   private compileBlock(node: AstNode, scope: Scope): Fn {
@@ -371,9 +361,10 @@ class Compiler {
   /**
    * A call. `tail`: a call in tail position of a lambda body, which JSONata runs as a trampolined thunk: arguments
    * not wrapped (a built-in given as one fails there → BAIL), the context of the lambda's caller (so a built-in
-   * that could read its context stays on the interpreter), and no sequence tail of its own.
+   * that could read its context stays on the interpreter), and no sequence tail of its own. `withTail`: the call is
+   * the whole node (no predicate, group or `[]`), so its sequence tail is done in the same closure.
    */
-  private compileCall(node: AstNode, scope: Scope, applyTo?: Fn, tail = false): Fn {
+  private compileCall(node: AstNode, scope: Scope, applyTo?: Fn, tail = false, withTail = false): Fn {
     const proc = node.procedure as AstNode;
     if (proc.type !== 'variable' || proc.predicate || proc.group || proc.keepArray) unsupported('call of a computed function');
     const name = String(proc.value);
@@ -388,7 +379,11 @@ class Compiler {
     // JSONata's `$sort` calls its comparator as a plain JS function: a lambda handed over unwrapped (tail call) fails
     const noFunctions = tail && name === 'sort';
     const contextSignature = tail ? (impl.signature ?? impl.contextSignature) : undefined;
-    return (input, env) => {
+    if (impl.direct && !impl.signature && !takesFunctions && !tail && args.length <= MAX_DIRECT_ARGS) {
+      const call = directCall(applyTo ? [applyTo, ...args] : args, impl.direct, withTail);
+      return withTail ? normalized(call) : call;
+    }
+    const call: Fn = (input, env) => {
       const values: unknown[] = [];
       if (applyTo) values.push(applyTo(input, env));
       for (const a of args) {
@@ -399,8 +394,11 @@ class Compiler {
         values.push(v);
       }
       if (contextSignature?.readsContext(values)) return bailOut(); // the interpreter gives it its caller's context
-      return impl.call(impl.signature ? impl.signature.validate(values, input) : values, input, env);
+      const result = impl.call(impl.signature ? impl.signature.validate(values, input) : values, input, env);
+      // `withTail`: the call is the whole node, whose sequence tail is done here (one closure less per call)
+      return withTail ? normalize(result, false) : result;
     };
+    return withTail ? normalized(call) : call;
   }
 
   /** A call of a variable: a lambda, or a function handed in as an argument (anything else: T1006 → BAIL). */
@@ -444,6 +442,11 @@ class Compiler {
   }
 }
 
+/** A node without predicates, group or `[]`: its evaluation ends with the plain sequence tail. */
+function undecorated(node: AstNode): boolean {
+  return !node.predicate && !node.group && !node.keepArray && !node.stages;
+}
+
 /** Whether a tail-call thunk sits under a predicate, group or `[]` of a condition or block (applied to the thunk). */
 function thunkUnderTail(node: AstNode | undefined, decorated: boolean): boolean {
   if (!node) return false;
@@ -455,6 +458,8 @@ function thunkUnderTail(node: AstNode | undefined, decorated: boolean): boolean 
 }
 
 const EMPTY: unknown[] = [];
+/** Arguments past which a call stays on the generic loop (the library's functions take at most three). */
+const MAX_DIRECT_ARGS = 8;
 
 /**
  * Nodes whose value is never a sequence (a literal, an operator's result, a constructor, a condition or a block,

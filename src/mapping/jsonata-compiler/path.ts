@@ -3,8 +3,9 @@
  * `evaluateGroupExpression` of jsonata 2.2, synchronous, over compiled steps. Tuple streams (`@$x`, `#$i`, `%`)
  * and order-by are not compiled (the caller refuses them before reaching here).
  */
-import { append, appendAll, bail, boolean, isArrayOfNumbers, isFunction, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
+import { append, appendAll, bail, boolean, isArrayOfNumbers, isNumeric, isSequence, seq, seq1, type Seq } from './runtime.js';
 import type { Env, Fn } from './types.js';
+import { objectBuilder } from './generated.js';
 
 /** A compiled predicate `[…]`: the filtered sequence (or, for a numeric literal index that hits an array, that array). */
 export type Filter = (input: unknown, env: Env) => unknown;
@@ -110,14 +111,10 @@ export type GroupFn = (input: unknown, env: Env) => Record<string, unknown>;
  * object (JSONata's has no prototype; no key here is `__proto__`, the one name where that shows).
  */
 export function literalGroupFn(keys: string[], values: Fn[], generic: GroupFn): GroupFn {
+  const build = objectBuilder(keys, values);
   return (input, env) => {
     if (Array.isArray(input)) return input.length === 0 ? generic(input, env) : allItemsGroup(keys, values, input, env);
-    const result: Record<string, unknown> = {};
-    for (let i = 0; i < keys.length; i++) {
-      const value = values[i]!(input, env);
-      if (value !== undefined) result[keys[i]!] = value;
-    }
-    return result;
+    return build(input, env);
   };
 }
 
@@ -132,17 +129,6 @@ function allItemsGroup(keys: string[], values: Fn[], items: unknown[], env: Env)
     if (value !== undefined) result[keys[i]!] = value;
   }
   return result;
-}
-
-/** A path of one field name (`MRN`, `name`) on an object: the field's own value unless it is a sequence. */
-export function namePathFn(key: string, generic: Fn): Fn {
-  return (input, env) => {
-    if (input === null || typeof input !== 'object') return undefined;
-    if (Array.isArray(input)) return generic(input, env);
-    if (!Object.prototype.hasOwnProperty.call(input, key) || isFunction(input)) return undefined;
-    const v = (input as Record<string, unknown>)[key];
-    return Array.isArray(v) && (v as Seq).sequence === true ? generic(input, env) : v;
-  };
 }
 
 /** `evaluateGroupExpression` (an object constructor `{k: v}`, or a grouping `path{k: v}`) without tuple streams. */

@@ -38,6 +38,11 @@ export interface CallableFunction {
   /** Arguments may be functions (`$map` & co., a regex for `$match` & co.); else a function argument BAILs. */
   takesFunctions?: boolean;
   call(args: unknown[], input: unknown, env: Env): unknown;
+  /**
+   * The implementation itself, when it needs neither `this`, the input nor the env and answers synchronously (a
+   * promise → BAIL): a plain call may then invoke it straight from generated code (generated.ts).
+   */
+  direct?: (...args: unknown[]) => unknown;
 }
 
 export interface CompileOptions {
