@@ -104,6 +104,8 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const abort = new AbortController();
   const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
   const inFlight = new Set<Promise<void>>();
+  /** Wakes the reading when a resource handed off is done (one waiter: the loop below). */
+  let slotFreed: (() => void) | undefined;
   /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
   let fatal: { error: unknown } | undefined;
   const tooMany = () => opts.maxErrors !== undefined && run.totalRejected >= opts.maxErrors;
@@ -148,7 +150,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         }
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
-        while (inFlight.size >= run.limiter.limit * 2) await Promise.race(inFlight);
+        while (inFlight.size >= run.limiter.limit * 2) await new Promise<void>((resolve) => (slotFreed = resolve));
         const p: Promise<void> = sync!
           .sync(item)
           .then(
@@ -158,7 +160,12 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
               abort.abort();
             },
           )
-          .finally(() => inFlight.delete(p));
+          .finally(() => {
+            inFlight.delete(p);
+            const wake = slotFreed;
+            slotFreed = undefined;
+            wake?.();
+          });
         inFlight.add(p);
       }
       if (tooMany()) {
