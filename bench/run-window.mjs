@@ -10,14 +10,22 @@
 // Processes: this one orchestrates; the sandbox is a child (`--sandbox`, a SQLite data file so that it is restarted on
 // the same port between the runs: per-run server counters); each load is a child (`--load`, runPipeline from dist/).
 // Usage: npm run build && node bench/run-window.mjs [N]   (default 5000: ~15k requests; env N works too)
+//   BASELINE_DIST=<another build>/dist: that build's two runs right after this one's (same fixture, a sandbox and a
+//   state of their own), `baseline` in the output with the req/s ratios of the two builds measured under the same load.
+//   TIMELINE=1: where the window went, per run on stderr — the sandbox's requests in flight per 100 ms against the
+//   client's (undici's diagnostics channels), each bucket's unused window attributed to what the client was doing
+//   (ramp, listings only, loads alongside a listing, loads only) and split into window below settled / not filled by
+//   the client / sent but not (yet, or no longer) at the server; each request's hops matched by connection (queued in
+//   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
+//   utilisation, and the client's CPU time from a request's creation to its write.
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { HEADER, loadAvg, PATIENT_MAP, patientRow, runJsonChild } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -93,41 +101,21 @@ async function writeFixture(dir, from, n) {
 async function main() {
   const N = Number(process.argv[2] ?? process.env.N ?? 5000);
   const root = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-window-'));
-  const runs = [];
+  // BASELINE_DIST=<other build>/dist: that build's two runs too, right after this one's (the same fixture, a sandbox
+  // and a state of its own): the ratios of the two builds measured under the same load.
+  const builds = [{ label: 'this build', dist: join(dirname(self), '..', 'dist') }];
+  if (process.env.BASELINE_DIST) builds.push({ label: 'baseline', dist: resolve(process.env.BASELINE_DIST) });
+  const byBuild = [];
   try {
     const first = await writeFixture(mkdtempSync(join(root, 'a-')), 1, N);
     const second = await writeFixture(mkdtempSync(join(root, 'b-')), N + 1, N);
-    const dataFile = join(root, 'sandbox.db');
-    const statePath = join(root, 'state.db');
-    let port = 0;
-    for (const [label, mapping] of [
-      ['first', first],
-      ['second (same target)', second],
-    ]) {
-      const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
-      const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
-      try {
-        const conn = JSON.parse((await lines.next()).value);
-        port = conn.port;
-        const load = await runJsonChild([self, '--load', mapping, statePath, JSON.stringify(conn)]);
-        sb.stdin.write('stats\n');
-        const stats = JSON.parse((await lines.next()).value);
-        if (process.env.TIMELINE) {
-          sb.stdin.write('timeline\n');
-          process.stderr.write(`${label}:\n${breakdown(JSON.parse((await lines.next()).value), load, stats)}\n`);
-          delete load.timeline;
-        }
-        runs.push(figures(label, load, stats));
-        process.stderr.write(`${label}: ${JSON.stringify(runs.at(-1))}\n`);
-      } finally {
-        sb.stdin.end();
-        if (sb.exitCode === null) await once(sb, 'exit');
-      }
-    }
+    for (const [i, build] of builds.entries()) byBuild.push(await runPair(build, join(root, `build-${i}`), first, second));
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
+  const runs = byBuild[0];
   const [a, b] = runs;
+  const base = byBuild[1];
   const result = {
     bench: 'run-window',
     patients: N,
@@ -140,6 +128,19 @@ async function main() {
     secondRunInFlightVsWindow: b.inFlightVsWindow,
     secondRunReqPerSecVsBound: b.reqPerSecVsBound,
     targets: { inFlightVsWindow: 0.9, reqPerSecVsBound: 0.8 },
+    ...(base
+      ? {
+          baseline: {
+            dist: builds[1].dist,
+            inFlightVsWindow: base[0].inFlightVsWindow,
+            reqPerSecVsBound: base[0].reqPerSecVsBound,
+            secondRunInFlightVsWindow: base[1].inFlightVsWindow,
+            secondRunReqPerSecVsBound: base[1].reqPerSecVsBound,
+            reqPerSecRatio: [round(a.reqPerSec / base[0].reqPerSec), round(b.reqPerSec / base[1].reqPerSec)],
+            runs: base,
+          },
+        }
+      : {}),
     runs,
     loadAvg1m: loadAvg(),
     node: process.version,
@@ -148,6 +149,40 @@ async function main() {
   result.pass = runs.every((r) => r.inFlightVsWindow >= 0.9 && r.reqPerSecVsBound >= 0.8 && r.rejected === 0);
   if (!result.pass) process.exitCode = 1;
   console.log(JSON.stringify(result));
+}
+
+/** One build's first run and second run of the same target (`dir`: its sandbox data file and state). */
+async function runPair(build, dir, first, second) {
+  mkdirSync(dir);
+  const dataFile = join(dir, 'sandbox.db');
+  const statePath = join(dir, 'state.db');
+  const runs = [];
+  let port = 0;
+  for (const [label, mapping] of [
+    ['first', first],
+    ['second (same target)', second],
+  ]) {
+    const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
+    try {
+      const conn = JSON.parse((await lines.next()).value);
+      port = conn.port;
+      const load = await runJsonChild([self, '--load', mapping, statePath, JSON.stringify(conn), build.dist]);
+      sb.stdin.write('stats\n');
+      const stats = JSON.parse((await lines.next()).value);
+      if (process.env.TIMELINE) {
+        sb.stdin.write('timeline\n');
+        process.stderr.write(`${build.label}, ${label}:\n${breakdown(JSON.parse((await lines.next()).value), load, stats)}\n`);
+        delete load.timeline;
+      }
+      runs.push(figures(label, load, stats));
+      process.stderr.write(`${build.label}, ${label}: ${JSON.stringify(runs.at(-1))}\n`);
+    } finally {
+      sb.stdin.end();
+      if (sb.exitCode === null) await once(sb, 'exit');
+    }
+  }
+  return runs;
 }
 
 const round = (x) => Math.round(x * 100) / 100;
@@ -200,8 +235,8 @@ async function sandboxChild(cfg) {
 }
 
 /** Child: one run through runPipeline (default flags); prints one JSON line. */
-async function loadChild(mappingFile, statePath, connJson) {
-  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+async function loadChild(mappingFile, statePath, connJson, dist) {
+  const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline', 'run-pipeline.js')).href);
   const { baseUrl, apiKey, emrId, tenantId } = JSON.parse(connJson);
   let firstWindow;
   let t0;
