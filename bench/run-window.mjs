@@ -10,14 +10,22 @@
 // Processes: this one orchestrates; the sandbox is a child (`--sandbox`, a SQLite data file so that it is restarted on
 // the same port between the runs: per-run server counters); each load is a child (`--load`, runPipeline from dist/).
 // Usage: npm run build && node bench/run-window.mjs [N]   (default 5000: ~15k requests; env N works too)
+//   BASELINE_DIST=<another build>/dist: that build's two runs right after this one's (same fixture, a sandbox and a
+//   state of their own), `baseline` in the output with the req/s ratios of the two builds measured under the same load.
+//   TIMELINE=1: where the window went, per run on stderr — the sandbox's requests in flight per 100 ms against the
+//   client's (undici's diagnostics channels), each bucket's unused window attributed to what the client was doing
+//   (ramp, listings only, loads alongside a listing, loads only) and split into window below settled / not filled by
+//   the client / sent but not (yet, or no longer) at the server; each request's hops matched by connection (queued in
+//   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
+//   utilisation, and the client's CPU time from a request's creation to its write.
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { HEADER, loadAvg, PATIENT_MAP, patientRow, runJsonChild } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -93,36 +101,21 @@ async function writeFixture(dir, from, n) {
 async function main() {
   const N = Number(process.argv[2] ?? process.env.N ?? 5000);
   const root = mkdtempSync(join(os.tmpdir(), 'care-etl-bench-window-'));
-  const runs = [];
+  // BASELINE_DIST=<other build>/dist: that build's two runs too, right after this one's (the same fixture, a sandbox
+  // and a state of its own): the ratios of the two builds measured under the same load.
+  const builds = [{ label: 'this build', dist: join(dirname(self), '..', 'dist') }];
+  if (process.env.BASELINE_DIST) builds.push({ label: 'baseline', dist: resolve(process.env.BASELINE_DIST) });
+  const byBuild = [];
   try {
     const first = await writeFixture(mkdtempSync(join(root, 'a-')), 1, N);
     const second = await writeFixture(mkdtempSync(join(root, 'b-')), N + 1, N);
-    const dataFile = join(root, 'sandbox.db');
-    const statePath = join(root, 'state.db');
-    let port = 0;
-    for (const [label, mapping] of [
-      ['first', first],
-      ['second (same target)', second],
-    ]) {
-      const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
-      const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
-      try {
-        const conn = JSON.parse((await lines.next()).value);
-        port = conn.port;
-        const load = await runJsonChild([self, '--load', mapping, statePath, JSON.stringify(conn)]);
-        sb.stdin.write('stats\n');
-        const stats = JSON.parse((await lines.next()).value);
-        runs.push(figures(label, load, stats));
-        process.stderr.write(`${label}: ${JSON.stringify(runs.at(-1))}\n`);
-      } finally {
-        sb.stdin.end();
-        if (sb.exitCode === null) await once(sb, 'exit');
-      }
-    }
+    for (const [i, build] of builds.entries()) byBuild.push(await runPair(build, join(root, `build-${i}`), first, second));
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
+  const runs = byBuild[0];
   const [a, b] = runs;
+  const base = byBuild[1];
   const result = {
     bench: 'run-window',
     patients: N,
@@ -135,6 +128,19 @@ async function main() {
     secondRunInFlightVsWindow: b.inFlightVsWindow,
     secondRunReqPerSecVsBound: b.reqPerSecVsBound,
     targets: { inFlightVsWindow: 0.9, reqPerSecVsBound: 0.8 },
+    ...(base
+      ? {
+          baseline: {
+            dist: builds[1].dist,
+            inFlightVsWindow: base[0].inFlightVsWindow,
+            reqPerSecVsBound: base[0].reqPerSecVsBound,
+            secondRunInFlightVsWindow: base[1].inFlightVsWindow,
+            secondRunReqPerSecVsBound: base[1].reqPerSecVsBound,
+            reqPerSecRatio: [round(a.reqPerSec / base[0].reqPerSec), round(b.reqPerSec / base[1].reqPerSec)],
+            runs: base,
+          },
+        }
+      : {}),
     runs,
     loadAvg1m: loadAvg(),
     node: process.version,
@@ -143,6 +149,40 @@ async function main() {
   result.pass = runs.every((r) => r.inFlightVsWindow >= 0.9 && r.reqPerSecVsBound >= 0.8 && r.rejected === 0);
   if (!result.pass) process.exitCode = 1;
   console.log(JSON.stringify(result));
+}
+
+/** One build's first run and second run of the same target (`dir`: its sandbox data file and state). */
+async function runPair(build, dir, first, second) {
+  mkdirSync(dir);
+  const dataFile = join(dir, 'sandbox.db');
+  const statePath = join(dir, 'state.db');
+  const runs = [];
+  let port = 0;
+  for (const [label, mapping] of [
+    ['first', first],
+    ['second (same target)', second],
+  ]) {
+    const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
+    try {
+      const conn = JSON.parse((await lines.next()).value);
+      port = conn.port;
+      const load = await runJsonChild([self, '--load', mapping, statePath, JSON.stringify(conn), build.dist]);
+      sb.stdin.write('stats\n');
+      const stats = JSON.parse((await lines.next()).value);
+      if (process.env.TIMELINE) {
+        sb.stdin.write('timeline\n');
+        process.stderr.write(`${build.label}, ${label}:\n${breakdown(JSON.parse((await lines.next()).value), load, stats)}\n`);
+        delete load.timeline;
+      }
+      runs.push(figures(label, load, stats));
+      process.stderr.write(`${build.label}, ${label}: ${JSON.stringify(runs.at(-1))}\n`);
+    } finally {
+      sb.stdin.end();
+      if (sb.exitCode === null) await once(sb, 'exit');
+    }
+  }
+  return runs;
 }
 
 const round = (x) => Math.round(x * 100) / 100;
@@ -166,20 +206,41 @@ function figures(label, load, stats) {
 
 /** Child: the sandbox (25 ms, no capacity limit) on `cfg.port` (0: any) over `cfg.dataFile`; `stats` on stdin → its counters. */
 async function sandboxChild(cfg) {
+  const { monitorEventLoopDelay } = await import('node:perf_hooks');
+  const eld = monitorEventLoopDelay({ resolution: 1 });
+  eld.enable();
+  const dc = await import('node:diagnostics_channel');
+  const hops = {};
+  const epoch = () => performance.timeOrigin + performance.now();
+  const open = new WeakMap();
+  dc.subscribe('http.server.request.start', ({ request, socket }) => {
+    const r = [epoch()];
+    open.set(request, r);
+    (hops[socket.remotePort] ??= []).push(r);
+  });
+  dc.subscribe('http.server.response.finish', ({ request }) => open.get(request)?.push(epoch()));
   const { startSandbox } = await import('../dist/sandbox/server.js');
   const sb = await startSandbox({ tenants: ['bench'], observationsPerPatient: 0, dataFile: cfg.dataFile, port: cfg.port, faults: { latencyMs: LATENCY_MS } });
   const { apiKey, emrId } = sb.credentials;
   process.stdout.write(`${JSON.stringify({ baseUrl: sb.url, port: sb.port, apiKey, emrId, tenantId: 'bench' })}\n`);
-  for await (const line of createInterface({ input: process.stdin })) if (line === 'stats') process.stdout.write(`${JSON.stringify(sb.stats())}\n`);
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line === 'stats') process.stdout.write(`${JSON.stringify(sb.stats())}\n`);
+    if (line === 'timeline')
+      process.stderr.write(
+        `sandbox: ELU ${performance.eventLoopUtilization().utilization.toFixed(2)} since its start; loop delay p50 ${(eld.percentile(50) / 1e6).toFixed(1)} p90 ${(eld.percentile(90) / 1e6).toFixed(1)} p99 ${(eld.percentile(99) / 1e6).toFixed(1)} ms\n`,
+      );
+    if (line === 'timeline') process.stdout.write(`${JSON.stringify({ ...sb.capacityTimeline(), hops })}\n`);
+  }
   await sb.close();
 }
 
 /** Child: one run through runPipeline (default flags); prints one JSON line. */
-async function loadChild(mappingFile, statePath, connJson) {
-  const { runPipeline } = await import('../dist/pipeline/run-pipeline.js');
+async function loadChild(mappingFile, statePath, connJson, dist) {
+  const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline', 'run-pipeline.js')).href);
   const { baseUrl, apiKey, emrId, tenantId } = JSON.parse(connJson);
   let firstWindow;
   let t0;
+  const timeline = process.env.TIMELINE ? await clientTimeline() : undefined;
   const cpu0 = process.cpuUsage();
   const report = await runPipeline({
     mappingFile,
@@ -189,6 +250,7 @@ async function loadChild(mappingFile, statePath, connJson) {
     env: {},
     onEvent(e) {
       if (e.type === 'progress' && firstWindow === undefined && e.limit !== undefined) firstWindow = e.limit;
+      timeline?.event(e);
       // TRACE=1: when each phase and listing starts and ends (ms since the first event), to see the gaps.
       if (process.env.TRACE && ['phase-start', 'phase-end', 'index'].includes(e.type)) {
         t0 ??= performance.now();
@@ -201,7 +263,175 @@ async function loadChild(mappingFile, statePath, connJson) {
   const cpu = process.cpuUsage(cpu0);
   // The client's CPU per request (the whole child: transform, ledger, HTTP): a starved client cannot fill a window.
   const clientCpuMsPerCreate = Math.round(((cpu.user + cpu.system) / 1000 / Math.max(1, t.created)) * 100) / 100;
-  return { created: t.created, rejected: t.rejected, runSeconds: report.durationMs / 1000, clientCpuMsPerCreate, firstWindow, concurrency: report.concurrency };
+  return {
+    created: t.created,
+    rejected: t.rejected,
+    runSeconds: report.durationMs / 1000,
+    clientCpuMsPerCreate,
+    firstWindow,
+    concurrency: report.concurrency,
+    ...(timeline ? { timeline: timeline.done() } : {}),
+  };
+}
+
+/**
+ * TIMELINE=1: the client's side of the picture, on the epoch clock — HTTP requests in flight (undici's diagnostics
+ * channels: created → trailers or error) per 100 ms bucket, the window of the progress events, and when each phase
+ * and listing started and ended.
+ */
+async function clientTimeline() {
+  const dc = await import('node:diagnostics_channel');
+  const { monitorEventLoopDelay } = await import('node:perf_hooks');
+  const BUCKET = 100;
+  const epoch = () => performance.timeOrigin + performance.now();
+  const start = epoch();
+  const area = [];
+  const limit = [];
+  const spans = [];
+  const open = new Map();
+  let n = 0;
+  let at = start;
+  const mark = () => {
+    const t = epoch();
+    for (let from = at - start; from < t - start;) {
+      const i = Math.floor(from / BUCKET);
+      const end = Math.min(t - start, (i + 1) * BUCKET);
+      area[i] = (area[i] ?? 0) + n * (end - from);
+      from = end;
+    }
+    at = t;
+  };
+  const elu0 = performance.eventLoopUtilization();
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
+  // Per connection (local port), each request's hops on the epoch clock: created, headers written, answer's headers, answer's end;
+  // and the client's CPU time from its creation to its write (the work that held it back, whatever else runs on the machine).
+  const hops = {};
+  const rec = new WeakMap();
+  const cpuBeforeWrite = [];
+  const cpuNow = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  dc.subscribe('undici:request:create', ({ request }) => {
+    mark();
+    n++;
+    rec.set(request, { at: [epoch()], cpu: cpuNow() });
+  });
+  dc.subscribe('undici:client:sendHeaders', ({ request, socket }) => {
+    const r = rec.get(request);
+    cpuBeforeWrite.push(cpuNow() - r.cpu);
+    r.at.push(epoch());
+    (hops[socket.localPort] ??= []).push(r.at);
+  });
+  dc.subscribe('undici:request:headers', ({ request }) => rec.get(request)?.at.push(epoch()));
+  dc.subscribe('undici:request:trailers', ({ request }) => {
+    mark();
+    n--;
+    rec.get(request)?.at.push(epoch());
+  });
+  dc.subscribe('undici:request:error', () => (mark(), n--));
+  const ms = (ns) => (ns / 1e6).toFixed(1);
+  return {
+    event(e) {
+      if (e.type === 'progress' && e.limit !== undefined) limit[Math.floor((epoch() - start) / BUCKET)] = e.limit;
+      const what =
+        e.type === 'index' ? `${e.purpose ?? 'lookup'} listing ${e.build.resourceType}` : e.type.startsWith('phase-') ? `load ${e.mapping}` : undefined;
+      if (!what) return;
+      if (e.phase === 'start' || e.type === 'phase-start') open.set(what, epoch());
+      else if (open.has(what)) {
+        spans.push({ what, from: Math.round(open.get(what)), to: Math.round(epoch()) });
+        open.delete(what);
+      }
+    },
+    done() {
+      mark();
+      const elu = performance.eventLoopUtilization(elu0).utilization;
+      const cpu = [...cpuBeforeWrite].sort((a, b) => a - b);
+      process.stderr.write(
+        `client: ELU ${elu.toFixed(2)}; loop delay p50 ${ms(loopDelay.percentile(50))} p90 ${ms(loopDelay.percentile(90))} p99 ${ms(loopDelay.percentile(99))} ms; ` +
+          `CPU from a request's creation to its write: mean ${(cpu.reduce((a, b) => a + b, 0) / cpu.length).toFixed(2)} p50 ${cpu[cpu.length >> 1].toFixed(2)} p90 ${cpu[Math.floor(cpu.length * 0.9)].toFixed(2)} ms\n`,
+      );
+      return { hops, startEpochMs: Math.round(start), bucketMs: BUCKET, inFlight: area.map((a) => Math.round(((a ?? 0) / BUCKET) * 10) / 10), limit, spans };
+    },
+  };
+}
+
+/**
+ * Where the server's in-flight went (TIMELINE=1): per 100 ms bucket of the server's span, the window unused
+ * (settled − served at once), attributed to what the client was doing then.
+ */
+function breakdown(server, load, stats) {
+  const settled = load.concurrency.settled;
+  const c = load.timeline;
+  const shift = Math.round((server.startEpochMs - c.startEpochMs) / c.bucketMs); // client bucket of server bucket 0
+  const lost = {};
+  let lim;
+  let reached = false;
+  const rows = [];
+  server.meanInFlight.forEach((s, i) => {
+    const tEpoch = server.startEpochMs + (i + 0.5) * server.bucketMs;
+    const active = c.spans.filter((x) => x.from <= tEpoch && tEpoch < x.to).map((x) => x.what);
+    lim = c.limit[i + shift] ?? lim;
+    if (lim !== undefined && lim >= settled) reached = true;
+    const client = c.inFlight[i + shift] ?? 0;
+    const gap = Math.max(0, settled - s);
+    const loads = active.filter((a) => a.startsWith('load'));
+    let cause;
+    if (!loads.length)
+      cause = active.some((a) => a.startsWith('verify')) ? 'verify listings only' : active.length ? 'pre-create listings only' : 'nothing running';
+    else if (!reached) cause = 'ramp';
+    else if (active.some((a) => a.includes('listing'))) cause = 'loads + a listing';
+    else cause = 'loads only';
+    // The gap split: window below settled | the window not filled by the client | sent, not yet (or no longer) at the server.
+    const w = Math.min(settled, lim ?? settled);
+    const parts = [settled - w, Math.max(0, w - Math.max(client, s)), Math.max(0, Math.min(w, client) - s)];
+    const k = parts.reduce((a, b) => a + b, 0);
+    const scale = k > 0 ? gap / k : 0;
+    lost[cause] ??= [0, 0, 0, 0];
+    lost[cause][0] += 1;
+    parts.forEach((p, j) => (lost[cause][j + 1] += p * scale));
+    if (process.env.TIMELINE === 'rows' && i % 5 === 0)
+      rows.push(
+        `${String(i * 100).padStart(6)} ms  server ${s.toFixed(1).padStart(5)}  client ${client.toFixed(1).padStart(5)}  limit ${lim ?? '-'}  ${active.join(', ')}`,
+      );
+  });
+  const total = settled * server.meanInFlight.length;
+  const d = { queuedInClient: [], requestTransit: [], atServer: [], answerTransit: [], answerRead: [] };
+  for (const [port, list] of Object.entries(c.hops)) {
+    const sv = server.hops[port] ?? [];
+    list.forEach((r, i) => {
+      const v = sv[i];
+      if (!v || r.length < 4 || v.length < 2) return;
+      d.queuedInClient.push(r[1] - r[0]);
+      d.requestTransit.push(v[0] - r[1]);
+      d.atServer.push(v[1] - v[0]);
+      d.answerTransit.push(r[2] - v[1]);
+      d.answerRead.push(r[3] - r[2]);
+    });
+  }
+  const hopLine = Object.entries(d).map(([k, xs]) => {
+    xs.sort((a, b) => a - b);
+    const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+    return `  ${k.padEnd(16)} mean ${mean.toFixed(2)}  p50 ${xs[xs.length >> 1]?.toFixed(2)}  p90 ${xs[Math.floor(xs.length * 0.9)]?.toFixed(2)} ms`;
+  });
+  const pct = (v) => `${((v / total) * 100).toFixed(1).padStart(5)} %`;
+  const lines = Object.entries(lost).map(
+    ([k, [n, a, b, c2]]) =>
+      `  ${k.padEnd(26)} ${(n / 10).toFixed(1).padStart(5)} s  lost ${pct(a + b + c2)} = window<settled ${pct(a)} + client under-fill ${pct(b)} + sent, not at server ${pct(c2)}`,
+  );
+  const spans = c.spans.map(
+    (x) => `  ${x.what}: ${((x.from - server.startEpochMs) / 1000).toFixed(2)} → ${((x.to - server.startEpochMs) / 1000).toFixed(2)} s`,
+  );
+  return [
+    ...rows,
+    `per request (${d.atServer.length} matched by connection, ${Object.keys(c.hops).length} sockets):`,
+    ...hopLine,
+    `settled ${settled}, server mean ${stats.capacity.meanInFlight}, span ${(stats.capacity.spanMs / 1000).toFixed(1)} s; window lost (% of settled × span):`,
+    ...lines,
+    'spans (s from the first request):',
+    ...spans,
+  ].join('\n');
 }
 
 const [, , mode, ...args] = process.argv;

@@ -18,6 +18,7 @@ import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
 import { withRetry, type RetryOptions } from '../core/retry.js';
 import { foreignDigestMessage, isMatchDigest, MatchDigest } from './match-digest.js';
+import { afterSends, afterSendsWith } from './after-sends.js';
 
 export type SyncOutcome =
   | {
@@ -162,7 +163,7 @@ export class ResourceSync {
    */
   async #call<T>(fn: (signal?: AbortSignal) => Promise<T>): Promise<T> {
     const { limiter, signal } = this.deps;
-    return withRetry(
+    const answer = await withRetry(
       () =>
         limiter.run(async () => {
           const sentAt = performance.now();
@@ -181,6 +182,8 @@ export class ResourceSync {
       classifyRetry,
       { ...this.deps.client.retryOptions(this.deps.retry), signal },
     );
+    // The limiter sent the next request when this one's answer came; what the answer leads to waits until it is written.
+    return afterSendsWith(answer);
   }
 
   /** The run was cancelled: whatever a request ended with, the run stops (the caller's reason, an AbortError). */
@@ -716,7 +719,8 @@ export class ResourceSync {
   #scheduleWrites(): void {
     if (this.#writesScheduled) return;
     this.#writesScheduled = true;
-    setImmediate(() => {
+    // After the requests dispatched in this iteration are written (after-sends.ts): a commit never holds one back.
+    afterSends(() => {
       this.#writesScheduled = false;
       // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
       // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.

@@ -6,6 +6,7 @@
  * Built at most once per type per run, lazily (only when a key the ledger does not know is about to be
  * created, or when asked for up front); creates whose outcome was lost need a fresh listing (`refresh`).
  */
+import { afterSendsWith } from './after-sends.js';
 import type { CareClient } from '../api/client.js';
 import { isSafeId, ProtocolError, SAFE_ID_RULE } from '../api/errors.js';
 import { CareEtlError, issue } from '../core/issues.js';
@@ -215,18 +216,29 @@ export class ServerIndexes {
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();
     const check = new ListingCheck(type);
+    const pages = this.client.pages(type, { pageSize: pageSize > 0 ? pageSize : undefined, retry: this.opts.retry ?? {}, signal: this.opts.signal });
+    let ended = false;
     try {
-      for await (const page of this.client.pages(type, {
-        pageSize: pageSize > 0 ? pageSize : undefined,
-        retry: this.opts.retry ?? {},
-        signal: this.opts.signal,
-      })) {
+      let next = pages.next();
+      for (;;) {
+        const got = await next;
+        if (got.done) break;
+        // The next page is asked for before this one is indexed (issue 28: pages follow `next` links one at a time,
+        // so indexing a page of 1,000 while nothing is in flight was a third of a listing); its request is written
+        // first (after-sends.ts), and its failure, if any, is met when it is awaited.
+        next = pages.next();
+        next.catch(() => {});
+        await afterSendsWith(undefined);
         index.pages++;
-        for (const r of check.page(page)) await index.add(r);
+        for (const r of check.page(got.value)) await index.add(r);
       }
+      ended = true;
       check.end(index.size);
     } catch (err) {
       throw refusedUnlessKnown(type, err);
+    } finally {
+      // Stopped early (a page refused, the run cancelled): the page asked for ahead is settled, never left running.
+      if (!ended) await pages.return(undefined).catch(() => {});
     }
     build.pages = index.pages;
     build.resources = index.size;

@@ -6,6 +6,8 @@
  */
 import { FifoQueue } from '../core/fifo-queue.js';
 
+const TIMELINE_BUCKET_MS = 100;
+
 export interface CapacityStats {
   /** K, or null when unlimited. */
   limit: number | null;
@@ -25,6 +27,14 @@ export interface CapacityStats {
   /** That span in ms. */
   spanMs: number;
 }
+/** Requests served at once over time: the time-weighted mean per bucket of `bucketMs`, from the first admission. */
+export interface CapacityTimeline {
+  bucketMs: number;
+  /** The first admission, in ms since the epoch (to line the buckets up with another process's clock). */
+  startEpochMs: number;
+  meanInFlight: number[];
+}
+
 /** A request waiting for a slot: `admitted` resolves true when its turn comes, false once it has `leave`n the queue. */
 export interface CapacityTurn {
   admitted: Promise<boolean>;
@@ -52,6 +62,8 @@ export class CapacityGate {
   private firstAt: number | undefined;
   private markAt = 0;
   private lastReleaseAt = 0;
+  /** ∫ serving dt per TIMELINE_BUCKET_MS since the first admission (a bench's picture of where the in-flight went). */
+  private readonly buckets: number[] = [];
 
   /** K requests at once; undefined = unlimited (those waiting are let in as slots allow). */
   setLimit(k: number | undefined): void {
@@ -105,6 +117,17 @@ export class CapacityGate {
     };
   }
 
+  /** `stats().meanInFlight` per 100 ms bucket, from the first admission up to now. */
+  timeline(): CapacityTimeline {
+    this.mark();
+    const first = this.firstAt ?? performance.now();
+    return {
+      bucketMs: TIMELINE_BUCKET_MS,
+      startEpochMs: Math.round(performance.timeOrigin + first),
+      meanInFlight: this.buckets.map((a) => Math.round((a / TIMELINE_BUCKET_MS) * 10) / 10),
+    };
+  }
+
   /** The oldest request still waiting gets a slot (`queued` > 0: there is one). */
   private admitNext(): void {
     let w = this.waiting.shift()!;
@@ -125,9 +148,23 @@ export class CapacityGate {
   /** Adds the time since the last change of `serving` to its integral; returns now (ms). */
   private mark(): number {
     const t = performance.now();
-    if (this.firstAt !== undefined) this.servedArea += this.serving * (t - this.markAt);
+    if (this.firstAt !== undefined) {
+      this.servedArea += this.serving * (t - this.markAt);
+      if (this.serving > 0) this.addToBuckets(this.markAt - this.firstAt, t - this.firstAt);
+    }
     this.markAt = t;
     return t;
+  }
+
+  /** Spreads `serving` over the buckets between `from` and `to` (ms since the first admission). */
+  private addToBuckets(from: number, to: number): void {
+    while (from < to) {
+      const i = Math.floor(from / TIMELINE_BUCKET_MS);
+      const end = Math.min(to, (i + 1) * TIMELINE_BUCKET_MS);
+      while (this.buckets.length <= i) this.buckets.push(0);
+      this.buckets[i] = (this.buckets[i] ?? 0) + this.serving * (end - from);
+      from = end;
+    }
   }
 
   private meanServed(): { meanInFlight: number; spanMs: number } {

@@ -7,7 +7,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getResourceValidator, type Validator } from '../schemas/resource-schemas.js';
 import { RESOURCE_TYPES } from '../schemas/resource-types.js';
-import { CapacityGate, type CapacityStats } from './capacity.js';
+import { CapacityGate, type CapacityStats, type CapacityTimeline } from './capacity.js';
 import type { SandboxContext } from './context.js';
 import { checkFaults, Faults, type FaultOptions } from './faults.js';
 import { generateObservations, insertObservation, MAX_PAGE_SIZE } from './handlers.js';
@@ -78,6 +78,8 @@ export interface Sandbox {
   /** Test hook (the API has no DELETE): a resource removed on the server's side, as an operator might. */
   removeResource(tenant: string, type: string, id: string): boolean;
   stats(): SandboxStats;
+  /** Requests served at once per 100 ms since the first one (benches: where a client left the server idle). */
+  capacityTimeline(): CapacityTimeline;
   close(): Promise<void>;
 }
 
@@ -183,6 +185,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       requireTenant(tenant);
       return store.remove(tenant, type, id);
     },
+    capacityTimeline: () => ctx.capacity.timeline(),
     stats() {
       return { ...ctx.stats, byStatus: { ...ctx.stats.byStatus }, resources: ctx.closed ? {} : store.counts(), capacity: ctx.capacity.stats() };
     },

@@ -4,19 +4,22 @@
  * - listings up front: the care teams' listing reaches the server before the last patient create is answered;
  * - mappings alongside: practitioners (no `$ref` between them) are created while patients still are, and no care
  *   team is sent before every patient and practitioner it may refer to has been answered;
- * - the window remembered per target (server URL + tenant) in the state's run history.
+ * - the window remembered per target (server URL + tenant) in the state's run history;
+ * - an answer's bookkeeping after the request sent in its place is written (src/load/after-sends.ts), seen through
+ *   undici's own diagnostics channel (what it wrote) and the run's progress events (what the loader booked).
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
-import { connectionOf, defaultAssignments, makeClinic, patientsCsv, run, startRecordingProxy } from './helpers.js';
+import { connectionOf, defaultAssignments, makeClinic, makePatients, patientsCsv, run, startRecordingProxy } from './helpers.js';
 
 const N = 60; // patients
 const M = 6; // practitioners
 let sb: Sandbox;
 
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-window', 't-new', 't-remember', 't-other'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
+  sb = await startSandbox({ tenants: ['t-window', 't-new', 't-remember', 't-other', 't-sends'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
 });
 afterAll(async () => {
   await sb.close();
@@ -111,5 +114,27 @@ describe('the window across phases', () => {
     expect(other.exitCode).toBe(0);
     expect(other.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
     expect(other.concurrency?.rememberedFrom).toBeUndefined();
+  });
+
+  it("writes the request that takes an answer's slot before that answer is booked (counted, recorded, the next row read)", async () => {
+    const p = makePatients(20, 'care-etl-window-sends-');
+    let written = 0;
+    const onWrite = (m: unknown) => void ((m as { request: { method: string } }).request.method === 'POST' && written++);
+    /** Per create booked (its progress event): the creates written by then, less those booked. */
+    const ahead: number[] = [];
+    subscribe('undici:client:sendHeaders', onWrite);
+    try {
+      // One request at a time: the next create is queued (its intent committed) when an answer comes.
+      const report = await run(sb, 't-sends', p.mapping, {
+        concurrency: 1,
+        statePath: p.state,
+        onEvent: (e) => void (e.type === 'progress' && e.counts.created > ahead.length && ahead.push(written - e.counts.created)),
+      });
+      expect(report.totals).toMatchObject({ created: 20, rejected: 0 });
+    } finally {
+      unsubscribe('undici:client:sendHeaders', onWrite);
+    }
+    // Before: each answer was booked before the create sent in its place was written (0 ahead); now that one is out first.
+    expect(ahead).toEqual([...Array<number>(19).fill(1), 0]);
   });
 });

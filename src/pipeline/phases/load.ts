@@ -103,7 +103,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
 
   const abort = new AbortController();
   const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
-  const inFlight = new Set<Promise<void>>();
+  const inFlight = new HandOffs();
   /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
   let fatal: { error: unknown } | undefined;
   const tooMany = () => opts.maxErrors !== undefined && run.totalRejected >= opts.maxErrors;
@@ -148,18 +148,17 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         }
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
-        while (inFlight.size >= run.limiter.limit * 2) await Promise.race(inFlight);
-        const p: Promise<void> = sync!
-          .sync(item)
-          .then(
-            (o) => applyOutcome(phase, report, item, o, created),
-            (error: unknown) => {
+        await inFlight.room(run.limiter.limit * 2);
+        inFlight.add(
+          sync!
+            .sync(item)
+            .then((o) => applyOutcome(phase, report, item, o, created))
+            .catch((error: unknown) => {
+              // The loader failed, or booking its outcome did (the rejects file): the run ends once the rest settled.
               fatal ??= { error };
               abort.abort();
-            },
-          )
-          .finally(() => inFlight.delete(p));
-        inFlight.add(p);
+            }),
+        );
       }
       if (tooMany()) {
         report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
@@ -171,7 +170,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
     // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
     if (!interrupted() && !fatal) throw err;
   } finally {
-    await Promise.allSettled(inFlight);
+    await inFlight.settled();
     sync?.flush();
     flushNotSelected();
   }
@@ -179,6 +178,30 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   // Another mapping failed: this one's rows were not all read, so it must not settle (no onMissing: end).
   if (run.halt?.aborted && !interrupted()) throw run.halt.reason;
   if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, phase.res, dryClaims.shared));
+}
+
+/** The resources handed to the loader and not done yet; the reading waits for room (one waiter: no race over the set per row). */
+class HandOffs {
+  readonly #pending = new Set<Promise<void>>();
+  #freed: (() => void) | undefined;
+
+  add(work: Promise<void>): void {
+    const p = work.finally(() => {
+      this.#pending.delete(p);
+      const wake = this.#freed;
+      this.#freed = undefined;
+      wake?.();
+    });
+    this.#pending.add(p);
+  }
+
+  async room(bound: number): Promise<void> {
+    while (this.#pending.size >= bound) await new Promise<void>((resolve) => (this.#freed = resolve));
+  }
+
+  settled(): Promise<unknown> {
+    return Promise.allSettled(this.#pending);
+  }
 }
 
 /** --only-rejected: keys whose last write the server refused, never loaded since, are rejected "last time" too, whatever the file says. */

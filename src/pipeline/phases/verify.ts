@@ -64,7 +64,10 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     }
     phase.onReject(loadReject(name, f.created, [findingIssue(type, f)]));
   }
+  // In mapping order, however the mappings running alongside finished.
+  const order = run.compiled.order;
   (report.verification ??= []).push(v);
+  report.verification.sort((a, b) => order.indexOf(a.mapping) - order.indexOf(b.mapping));
   if (v.duplicateCount)
     report.warnings.push(
       `${name}: ${v.duplicateCount} key(s) this run created were created by another writer too (duplicate-on-server, both ids in the rejects) — ${SECOND_WRITER_HINT}`,
