@@ -104,6 +104,8 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const abort = new AbortController();
   const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
   const inFlight = new Set<Promise<void>>();
+  /** Wakes the reader waiting for a hand-off slot. */
+  let slotFreed: (() => void) | undefined;
   /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
   let fatal: { error: unknown } | undefined;
   const tooMany = () => opts.maxErrors !== undefined && run.totalRejected >= opts.maxErrors;
@@ -148,17 +150,19 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         }
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
-        while (inFlight.size >= run.limiter.limit * 2) await Promise.race(inFlight);
+        // One promise per wait (Promise.race would add a reaction to every request in flight, each time: issue 28).
+        while (inFlight.size >= run.limiter.limit * 2) await new Promise<void>((resolve) => (slotFreed = resolve));
         const p: Promise<void> = sync!
           .sync(item)
-          .then(
-            (o) => applyOutcome(phase, report, item, o, created),
-            (error: unknown) => {
-              fatal ??= { error };
-              abort.abort();
-            },
-          )
-          .finally(() => inFlight.delete(p));
+          .then((o) => applyOutcome(phase, report, item, o, created))
+          .then(undefined, (error: unknown) => {
+            fatal ??= { error };
+            abort.abort();
+          })
+          .finally(() => {
+            inFlight.delete(p);
+            slotFreed?.();
+          });
         inFlight.add(p);
       }
       if (tooMany()) {
