@@ -18,9 +18,12 @@ export function comparable(resource: unknown): unknown {
   return prune(rest) ?? {};
 }
 
-/** sha256 of the comparable form: equal for a mapped resource and the server's copy of the same content. */
+/**
+ * sha256 of the comparable form: equal for a mapped resource and the server's copy of the same content. A resource
+ * `prune` would leave as it is (a server's answer usually is) is hashed without the pruned copy.
+ */
 export function comparableHash(resource: unknown): string {
-  return contentHash(comparable(resource));
+  return contentHash(isPruned(resource) ? resource : comparable(resource));
 }
 
 /**
@@ -51,7 +54,8 @@ function isPruned(v: unknown): boolean {
       if (proto !== Object.prototype && proto !== null) return false; // a Date, a class instance: prune copies own keys only
       let n = 0;
       for (const k in v) {
-        if (!Object.hasOwn(v, k) || !isPruned((v as Record<string, unknown>)[k])) return false;
+        // prune's copy never holds an own `__proto__` (assigning it sets the copy's prototype)
+        if (!Object.hasOwn(v, k) || k === '__proto__' || !isPruned((v as Record<string, unknown>)[k])) return false;
         n++;
       }
       return n > 0;
