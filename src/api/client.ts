@@ -502,6 +502,44 @@ export class CareClient {
     return withRetry(() => this.#attempt(call), classifyRetry, { ...this.retryOptions(retry), signal: call.signal ?? retry.signal });
   }
 
+  /** Where a URL's request goes, parsed once per URL for the few this client sends most (each type's create). */
+  #target(url: string): { origin: string; path: string } {
+    let t = this.#targets.get(url);
+    if (!t) {
+      const u = new URL(url);
+      t = { origin: u.origin, path: u.pathname + u.search };
+      if (this.#targets.size < 64) this.#targets.set(url, t);
+    }
+    return t;
+  }
+
+  readonly #targets = new Map<string, { origin: string; path: string }>();
+
+  /**
+   * Ends `attempt` when `signal` aborts — one listener per signal for all its attempts, not one added and removed
+   * per request (issue 28 item 3). Returns the attempt's release.
+   */
+  #watch(signal: AbortSignal, attempt: AttemptAbort): () => void {
+    let attempts = this.#attemptsOf.get(signal);
+    if (!attempts) {
+      const watched = new Set<AttemptAbort>();
+      signal.addEventListener(
+        'abort',
+        () => {
+          for (const a of watched) a.fire(signal.reason);
+        },
+        { once: true },
+      );
+      this.#attemptsOf.set(signal, watched);
+      attempts = watched;
+    }
+    attempts.add(attempt);
+    const set = attempts;
+    return () => set.delete(attempt);
+  }
+
+  readonly #attemptsOf = new WeakMap<AbortSignal, Set<AttemptAbort>>();
+
   /**
    * One HTTP exchange, bounded twice: `requestTimeoutMs` from the request to the answer's last byte (a server
    * trickling its body byte by byte is cut off like a silent one — undici's own time-outs only bound the gaps),
@@ -519,8 +557,7 @@ export class CareClient {
       timedOut = true;
       attempt.fire(new DeadlineExceeded());
     }, requestTimeoutMs);
-    const forward = (): void => attempt.fire(call.signal?.reason);
-    call.signal?.addEventListener('abort', forward, { once: true });
+    const unwatch = call.signal ? this.#watch(call.signal, attempt) : undefined;
     let status: number | 'error' = 'error';
     /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
     const noAnswer = (err: unknown, inBody: boolean): unknown => {
@@ -546,12 +583,12 @@ export class CareClient {
     try {
       let res: Answer;
       try {
-        const url = new URL(call.url);
+        const target = this.#target(call.url);
         res = await exchange(
           this.#dispatcher,
           {
-            origin: url.origin,
-            path: url.pathname + url.search,
+            origin: target.origin,
+            path: target.path,
             method: call.method,
             headers: call.body === undefined ? this.#headers : this.#jsonHeaders,
             body: call.body === undefined ? undefined : JSON.stringify(call.body),
@@ -567,7 +604,7 @@ export class CareClient {
       return answerOf(call, path, res, res.raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);
     } finally {
       clearTimeout(timer);
-      call.signal?.removeEventListener('abort', forward);
+      unwatch?.();
       this.#onResponse?.({ method: call.method, path, status, ms: performance.now() - started });
     }
   }
