@@ -115,6 +115,8 @@ const RECONCILE_ROUNDS = 10;
 const WRITE_MAX_BATCH = 256;
 /** Longest a buffered ledger write waits for others to share its commit. */
 const WRITE_MAX_WAIT_MS = 100;
+/** How often waiting ledger writes are looked at when none of the mapping's requests ends meanwhile. */
+const WRITE_RECHECK_MS = 5;
 
 /** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
 const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
@@ -181,6 +183,8 @@ export class ResourceSync {
             if (err instanceof ApiError && err.status === 429) limiter.onOverload(err.retryAfterMs);
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
+          } finally {
+            this.#writeTurn(); // a slot frees: buffered intents may be needed now
           }
         }, signal),
       classifyRetry,
@@ -721,21 +725,25 @@ export class ResourceSync {
   #scheduleWrites(): void {
     if (this.#writesScheduled) return;
     this.#writesScheduled = true;
-    this.#bufferedSince ??= performance.now();
+    this.#bufferedSince = performance.now();
     setImmediate(() => this.#writeTurn());
   }
 
   /**
-   * Commits the buffered writes — or, while they can wait (`#commitCanWait`), looks again 1 ms later: fewer, larger
-   * commits (a commit costs about as much as the rows in it: bench/load-throughput.mjs, issue 28 item 3).
+   * Commits the buffered writes — or, while they can wait (`#commitCanWait`), leaves them for the next look: when one
+   * of this mapping's requests ends (a slot frees: `#call`), else WRITE_RECHECK_MS later. Fewer, larger commits (a
+   * commit costs about as much as the rows in it: issue 28 item 3).
    */
   #writeTurn(): void {
+    if (!this.#writesScheduled) return;
     if (this.#commitCanWait()) {
-      setTimeout(() => this.#writeTurn(), 1);
+      this.#recheck ??= setTimeout(() => {
+        this.#recheck = undefined;
+        this.#writeTurn();
+      }, WRITE_RECHECK_MS);
       return;
     }
-    this.#writesScheduled = false;
-    this.#bufferedSince = undefined;
+    this.#writesDue();
     // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
     // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
     try {
@@ -752,13 +760,21 @@ export class ResourceSync {
    */
   #commitCanWait(): boolean {
     if (this.#recordFailure || this.#synced.length + this.#intents.length >= WRITE_MAX_BATCH) return false;
-    if (performance.now() - (this.#bufferedSince ?? 0) >= WRITE_MAX_WAIT_MS) return false;
+    if (performance.now() - this.#bufferedSince >= WRITE_MAX_WAIT_MS) return false;
     const { limiter } = this.deps;
     return !this.#intents.length || limiter.queued >= Math.max(2, limiter.limit / 2);
   }
 
+  /** The buffered writes are being committed now: nothing is left to look at later. */
+  #writesDue(): void {
+    clearTimeout(this.#recheck);
+    this.#recheck = undefined;
+    this.#writesScheduled = false;
+  }
+
   /** When the oldest write not yet committed was buffered. */
-  #bufferedSince?: number;
+  #bufferedSince = 0;
+  #recheck?: ReturnType<typeof setTimeout>;
 
   /** The failure of a deferred ledger write (see `#recordSynced`). */
   #recordFailure: unknown;
@@ -785,6 +801,7 @@ export class ResourceSync {
 
   /** Writes what is buffered (seen keys, synced records, intents): call at the end of a phase, also after a failure. */
   flush(): void {
+    this.#writesDue();
     this.#flushWrites();
     this.flushSeen();
   }
