@@ -67,8 +67,20 @@ function isPruned(v: unknown): boolean {
 
 /** Last-resort identity: the content itself. */
 export function contentIdentity(resource: unknown): string {
-  return `content:${comparableHash(resource)}`;
+  return contentIdentityOfHash(comparableHash(resource));
 }
+
+/** The `contentIdentity` of a resource whose `comparableHash` is `hash`. */
+export function contentIdentityOfHash(hash: string): string {
+  return `${CONTENT}${hash}`;
+}
+
+/** A match value that is a `contentIdentity`. */
+export function isContentIdentity(matchValue: string): boolean {
+  return matchValue.startsWith(CONTENT);
+}
+
+const CONTENT = 'content:';
 
 /** One field an update would change: JSON pointer, the server's value and the value the run would send (absent = not there). */
 export interface FieldChange {

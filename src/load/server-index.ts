@@ -14,7 +14,7 @@ import { redactKnown } from '../core/secret.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import type { Bundle, Resource } from '../api/types.js';
 import type { CompiledResource } from '../mapping/compile-mapping.js';
-import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity } from './identity.js';
+import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity, contentIdentityOfHash, isContentIdentity } from './identity.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { DigestScheme } from './match-digest.js';
 
@@ -64,16 +64,19 @@ export class ServerIndex {
   readonly #byMatch = new Map<string, Map<string, string[]>>();
   /** The listed resources themselves, when asked for (`care-etl plan` shows what an update would change). */
   readonly #bodies?: Map<string, Resource>;
+  /** False: no content hash (`hash` is empty, no `content:` identity) — see `ServerIndexesOptions.hashes`. */
+  readonly #hashes: boolean;
   /** mapping + digest scheme → digest of a match value → server ids: filled at the first `lookupDigest` (match-digest.ts). */
   readonly #byDigest = new Map<string, Map<string, string[]>>();
 
   constructor(
     readonly resourceType: WritableType,
     readonly rules: ReadonlyMap<string, MatchRule>,
-    opts: { keepBodies?: boolean } = {},
+    opts: { keepBodies?: boolean; hashes?: boolean } = {},
   ) {
     for (const name of rules.keys()) this.#byMatch.set(name, new Map());
     if (opts.keepBodies) this.#bodies = new Map();
+    this.#hashes = opts.hashes ?? true;
   }
 
   get size(): number {
@@ -83,14 +86,14 @@ export class ServerIndex {
   /** A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). */
   async add(r: Resource & { id: string }): Promise<void> {
     if (this.#byId.has(r.id)) return;
-    const hash = comparableHash(r);
+    const hash = this.#hashes ? comparableHash(r) : '';
     const meta = r.meta as { versionId?: unknown } | undefined;
     this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
     this.#bodies?.set(r.id, r);
-    const content = `content:${hash}`;
+    const content = this.#hashes ? [contentIdentityOfHash(hash)] : [];
     for (const [name, rule] of this.rules) {
       const m = this.#byMatch.get(name)!;
-      for (const v of new Set([...(await rule.ofServer(r)), content])) {
+      for (const v of new Set([...(await rule.ofServer(r)), ...content])) {
         const ids = m.get(v);
         if (ids) ids.push(r.id);
         else m.set(v, [r.id]);
@@ -101,6 +104,7 @@ export class ServerIndex {
 
   /** Server resources of `mapping` with this match value (more than one: the server holds duplicates). */
   lookup(mapping: string, value: string): IndexedResource[] {
+    if (!this.#hashes && isContentIdentity(value)) throw new Error(`care-etl: a content identity looked up in an index without hashes (${this.resourceType})`);
     return (this.#byMatch.get(mapping)?.get(value) ?? []).map((id) => this.#byId.get(id)!);
   }
 
@@ -158,6 +162,11 @@ export interface ServerIndexesOptions {
    */
   keepBodies?: boolean;
   /**
+   * False: index ids and the rules' match values only, without hashing each listed resource (`--verify-after-load`
+   * when no created key is known by its content alone: it asks which ids are listed and which share a match value).
+   */
+  hashes?: boolean;
+  /**
    * Runs a whole listing (its pages follow one another: one request in flight) in a slot of the run's window, so
    * that listings and writes together never exceed it (issue 28: listings start up front, alongside writes).
    */
@@ -210,7 +219,7 @@ export class ServerIndexes {
 
   async #list(type: WritableType, reason: string): Promise<ServerIndex> {
     const pageSize = this.opts.pageSize ?? DEFAULT_INDEX_PAGE_SIZE;
-    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies });
+    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies, hashes: this.opts.hashes });
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { checkCreated, CreatedKeys, findingIssue, shouldVerify, type CheckView, type CreatedKey } from '../../src/load/duplicate-check.js';
-import type { MatchRule } from '../../src/load/server-index.js';
+import { ServerIndex, type MatchRule } from '../../src/load/server-index.js';
+import { allIdentifierValues, contentIdentityOfHash } from '../../src/load/identity.js';
 
 const origin = { source: 'patients', file: 'data/patients.csv', line: 2, record: 1 };
 const created = (key: string, serverId: string, matchValue = `mrn|${key}`): CreatedKey => ({ key, serverId, matchValue, origin });
@@ -69,5 +70,26 @@ describe('CreatedKeys', () => {
     await keys.add({ key: '2', origin, resource: { resourceType: 'Patient', id: 'bad' } }, 'b');
     expect(keys.keys).toEqual([created('1', 'a')]);
     expect(keys.unchecked).toBe(1);
+  });
+});
+
+describe('the listing the check reads (ServerIndex without hashes, issue 28 item 3)', () => {
+  const rule: MatchRule = { ofMapped: async () => 'unused', ofServer: async (r) => allIdentifierValues(r) };
+  const patient = (id: string, mrn: string) => ({ resourceType: 'Patient', id, identifier: [{ system: 'mrn', value: mrn }], name: [{ family: 'Lee' }] });
+
+  it('ids and match values are indexed as with hashes; no content identity is kept, and asking for one is a bug, not a miss', async () => {
+    const plain = new ServerIndex('Patient', new Map([['patients', rule]]), { hashes: false });
+    const hashed = new ServerIndex('Patient', new Map([['patients', rule]]));
+    for (const index of [plain, hashed]) {
+      await index.add(patient('a', '1'));
+      await index.add(patient('x', '1'));
+      await index.add(patient('b', '2'));
+    }
+    expect(plain.lookup('patients', 'mrn|1').map((r) => r.id)).toEqual(['a', 'x']);
+    expect(plain.lookup('patients', 'mrn|2').map((r) => r.id)).toEqual(hashed.lookup('patients', 'mrn|2').map((r) => r.id));
+    expect(plain.get('b')).toMatchObject({ id: 'b', hash: '' });
+    const content = contentIdentityOfHash(hashed.get('b')!.hash);
+    expect(hashed.lookup('patients', content).map((r) => r.id)).toEqual(['b']);
+    expect(() => plain.lookup('patients', content)).toThrow(/content identity looked up in an index without hashes/);
   });
 });
