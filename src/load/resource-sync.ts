@@ -12,7 +12,7 @@ import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparable, comparableHash, contentAndComparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
-import { decideIdentity, MatchClaims } from './identity-check.js';
+import { decideIdentity, decideIdentityNow, MatchClaims } from './identity-check.js';
 import { decide, decideFound, teamUpdate, type FoundDecision, type Looked, type Matches, type MappedView } from './decide.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
@@ -221,7 +221,8 @@ export class ResourceSync {
   async #sync(item: MappedResource): Promise<SyncOutcome> {
     // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
     // the state is lost would fail at the worst time.
-    const mapped = await this.#mapped(item);
+    const view = this.#mapped(item);
+    const mapped = view instanceof Promise ? await view : view; // no promise per row for the built-in match rules
     const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
     // `always` listed the type before the phase: the server, not the ledger, says what is there.
     const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
@@ -273,9 +274,11 @@ export class ResourceSync {
   }
 
   /** What `decide` is given of the mapped resource. */
-  async #mapped(item: MappedResource): Promise<MappedView> {
+  #mapped(item: MappedResource): MappedView | Promise<MappedView> {
     const { hash, comparable } = contentAndComparableHash(item.resource);
-    return { type: this.#type, identity: await decideIdentity(this.#rule, item.resource), hash, comparable };
+    const identity = decideIdentityNow(this.#rule, item.resource);
+    if (identity) return { type: this.#type, identity, hash, comparable };
+    return decideIdentity(this.#rule, item.resource).then((decided) => ({ type: this.#type, identity: decided, hash, comparable }));
   }
 
   /**

@@ -13,7 +13,7 @@ import { nestsDeeperThan } from '../core/json-depth.js';
 import { redactKnown } from '../core/secret.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import type { Bundle, Resource } from '../api/types.js';
-import type { CompiledResource } from '../mapping/compile-mapping.js';
+import { identifierMatch, type CompiledResource } from '../mapping/compile-mapping.js';
 import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity, contentIdentityOfHash, isContentIdentity } from './identity.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { DigestScheme } from './match-digest.js';
@@ -32,10 +32,16 @@ export interface MatchRule {
   ofMapped(resource: Resource): Promise<string>;
   /** The rule's values for a server resource (never throws: a server resource the rule cannot read has none). */
   ofServer(resource: Resource): Promise<string[]>;
+  /**
+   * The same two without a promise, for a rule that needs no JSONata (`identifier`, `references`, none: the content):
+   * the loader's per-row path (issue 28 item 3). Undefined for a JSONata `match:`.
+   */
+  readonly now?: { ofMapped(resource: Resource): string; ofServer(resource: Resource): string[] };
 }
 
 export function matchRuleOf(res: CompiledResource): MatchRule {
   const rule = res.def.match;
+  const now = directRule(res);
   const serverValues = async (r: Resource): Promise<string[]> => {
     if (rule === 'identifier') return allIdentifierValues(r);
     if (rule === 'references') {
@@ -54,7 +60,25 @@ export function matchRuleOf(res: CompiledResource): MatchRule {
       return (await res.evalMatch?.(r)) ?? contentIdentity(r);
     },
     ofServer: serverValues,
+    ...(now ? { now } : {}),
   };
+}
+
+/** `MatchRule.now`: what `evalMatch` computes for the built-in rules (compile-mapping.ts `matchEvaluator`), called directly. */
+function directRule(res: CompiledResource): MatchRule['now'] {
+  const rule = res.def.match;
+  if (!res.evalMatch) return { ofMapped: (r) => contentIdentity(r), ofServer: () => [] };
+  if (rule === 'identifier') return { ofMapped: (r) => identifierMatch(r) ?? contentIdentity(r), ofServer: (r) => allIdentifierValues(r) };
+  if (rule === 'references') {
+    return {
+      ofMapped: (r) => careTeamIdentity(r) ?? contentIdentity(r),
+      ofServer: (r) => {
+        const v = careTeamIdentity(r);
+        return v ? [v] : [];
+      },
+    };
+  }
+  return undefined;
 }
 
 export class ServerIndex {
@@ -83,23 +107,33 @@ export class ServerIndex {
     return this.#byId.size;
   }
 
-  /** A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). */
-  async add(r: Resource & { id: string }): Promise<void> {
+  /**
+   * A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). A promise only when a
+   * mapping's rule is a JSONata `match:`.
+   */
+  add(r: Resource & { id: string }): Promise<void> | void {
     if (this.#byId.has(r.id)) return;
     const hash = this.#hashes ? comparableHash(r) : '';
     const meta = r.meta as { versionId?: unknown } | undefined;
     this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
     this.#bodies?.set(r.id, r);
     const content = this.#hashes ? [contentIdentityOfHash(hash)] : [];
-    for (const [name, rule] of this.rules) {
-      const m = this.#byMatch.get(name)!;
-      for (const v of new Set([...(await rule.ofServer(r)), ...content])) {
-        const ids = m.get(v);
-        if (ids) ids.push(r.id);
-        else m.set(v, [r.id]);
-      }
-    }
     this.#byDigest.clear();
+    const later: Promise<void>[] = [];
+    for (const [name, rule] of this.rules) {
+      if (rule.now) this.#indexValues(name, r.id, [...rule.now.ofServer(r), ...content]);
+      else later.push(rule.ofServer(r).then((values) => this.#indexValues(name, r.id, [...values, ...content])));
+    }
+    if (later.length) return Promise.all(later).then(() => undefined);
+  }
+
+  #indexValues(mapping: string, id: string, values: string[]): void {
+    const m = this.#byMatch.get(mapping)!;
+    for (const v of new Set(values)) {
+      const ids = m.get(v);
+      if (ids) ids.push(id);
+      else m.set(v, [id]);
+    }
   }
 
   /** Server resources of `mapping` with this match value (more than one: the server holds duplicates). */
@@ -231,7 +265,10 @@ export class ServerIndexes {
         signal: this.opts.signal,
       })) {
         index.pages++;
-        for (const r of check.page(page)) await index.add(r);
+        for (const r of check.page(page)) {
+          const adding = index.add(r);
+          if (adding) await adding;
+        }
       }
       check.end(index.size);
     } catch (err) {
