@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkCreated, CreatedKeys, findingIssue, shouldVerify, type CheckView, type CreatedKey } from '../../src/load/duplicate-check.js';
 import { matchRuleOf, ServerIndex, type MatchRule } from '../../src/load/server-index.js';
+import type { Resource } from '../../src/api/types.js';
 import { compileMapping } from '../../src/mapping/compile-mapping.js';
 import { loadMapping } from '../../src/mapping/load-mapping.js';
 import { fixture } from '../mapping/helpers.js';
@@ -106,7 +107,7 @@ describe('MatchRule.now: the built-in rules without a promise (issue 28 item 3)'
     { subject: { reference: 'Patient/p1' }, participant: [{ member: { reference: 'Practitioner/b' } }, { member: { reference: 'Practitioner/a' } }] },
     { subject: { reference: 'Patient/p1' } },
     { resourceType: 'Patient', name: [{ family: 'Lee' }] },
-  ];
+  ] as unknown as Resource[];
 
   it('gives what the rule gives through the mapping (identifier, references); a JSONata `match:` has none', async () => {
     const compiled = compileMapping(await loadMapping(fixture('valid.yaml'), { env: ENV }));

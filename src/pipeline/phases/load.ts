@@ -104,9 +104,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
 
   const abort = new AbortController();
   const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
-  const inFlight = new Set<Promise<void>>();
-  /** Wakes the reader waiting for a hand-off slot. */
-  let slotFreed: (() => void) | undefined;
+  const inFlight = new HandOff();
   /** A failure that ends the run (the ledger, the server gone): raised once the requests in flight settled. */
   let fatal: { error: unknown } | undefined;
   const tooMany = () => opts.maxErrors !== undefined && run.totalRejected >= opts.maxErrors;
@@ -151,20 +149,16 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         }
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
-        // One promise per wait (Promise.race would add a reaction to every request in flight, each time: issue 28).
-        while (inFlight.size >= run.limiter.limit * 2) await new Promise<void>((resolve) => (slotFreed = resolve));
-        const p: Promise<void> = sync!
-          .sync(item)
-          .then((o) => applyOutcome(phase, report, item, o, created))
-          .then(undefined, (error: unknown) => {
-            fatal ??= { error };
-            abort.abort();
-          })
-          .finally(() => {
-            inFlight.delete(p);
-            slotFreed?.();
-          });
-        inFlight.add(p);
+        await inFlight.room(run.limiter.limit * 2);
+        inFlight.add(
+          sync!
+            .sync(item)
+            .then((o) => applyOutcome(phase, report, item, o, created))
+            .then(undefined, (error: unknown) => {
+              fatal ??= { error };
+              abort.abort();
+            }),
+        );
       }
       if (tooMany()) {
         report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
@@ -176,7 +170,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
     // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
     if (!interrupted() && !fatal) throw err;
   } finally {
-    await Promise.allSettled(inFlight);
+    await inFlight.settled();
     sync?.flush();
     flushNotSelected();
   }
@@ -184,6 +178,32 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   // Another mapping failed: this one's rows were not all read, so it must not settle (no onMissing: end).
   if (run.halt?.aborted && !interrupted()) throw run.halt.reason;
   if (dryClaims?.shared) report.warnings.push(sharedMatchWarning(name, phase.res, dryClaims.shared));
+}
+
+/**
+ * The rows handed to the loader and not settled yet. A reader waiting for room waits on one promise (`Promise.race`
+ * over the rows in flight added a reaction to each of them, every time: issue 28 item 3).
+ */
+class HandOff {
+  readonly #rows = new Set<Promise<void>>();
+  #roomMade?: () => void;
+
+  /** Resolves once fewer than `bound` rows are in flight. */
+  async room(bound: number): Promise<void> {
+    while (this.#rows.size >= bound) await new Promise<void>((resolve) => (this.#roomMade = resolve));
+  }
+
+  add(row: Promise<void>): void {
+    const settled: Promise<void> = row.finally(() => {
+      this.#rows.delete(settled);
+      this.#roomMade?.();
+    });
+    this.#rows.add(settled);
+  }
+
+  settled(): Promise<unknown> {
+    return Promise.allSettled(this.#rows);
+  }
 }
 
 /** --only-rejected: keys whose last write the server refused, never loaded since, are rejected "last time" too, whatever the file says. */
