@@ -1,4 +1,5 @@
-import { Agent, EnvHttpProxyAgent, Pool, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Agent as AgentClass, Dispatcher, EnvHttpProxyAgent as EnvHttpProxyAgentClass, Pool as PoolClass } from 'undici';
 import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
@@ -20,6 +21,15 @@ import type { Bundle, Resource, StoredResource } from './types.js';
 import { withRetry, type RetryDecision, type RetryOptions } from '../core/retry.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { registerUrlCredentials } from '../core/secret.js';
+
+/**
+ * undici's three dispatchers the client builds, not its index: that one also loads fetch, cookies (which wakes Node's
+ * own bundled undici), mocks and caches — ~50 ms of every run's start-up (issue 28 item 3). Same classes, same package.
+ */
+const requireUndici = createRequire(import.meta.url);
+const Agent = requireUndici('undici/lib/dispatcher/agent.js') as typeof AgentClass;
+const EnvHttpProxyAgent = requireUndici('undici/lib/dispatcher/env-http-proxy-agent.js') as typeof EnvHttpProxyAgentClass;
+const Pool = requireUndici('undici/lib/dispatcher/pool.js') as typeof PoolClass;
 
 export interface ClientOptions {
   /** Injected for tests or shared pools; by default the client owns a keep-alive Agent. */
@@ -281,7 +291,7 @@ export function createDispatcher(
     proxyTls: { timeout: settings.connectTimeoutMs },
     requestTls: { timeout: settings.connectTimeoutMs },
     // undici builds the pool to the proxy (plain-http targets) from `connect` only: keep the limits and time-outs.
-    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as Pool.Options) }),
+    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as PoolClass.Options) }),
   });
 }
 
@@ -502,6 +512,44 @@ export class CareClient {
     return withRetry(() => this.#attempt(call), classifyRetry, { ...this.retryOptions(retry), signal: call.signal ?? retry.signal });
   }
 
+  /** Where a URL's request goes, parsed once per URL for the few this client sends most (each type's create). */
+  #target(url: string): { origin: string; path: string } {
+    let t = this.#targets.get(url);
+    if (!t) {
+      const u = new URL(url);
+      t = { origin: u.origin, path: u.pathname + u.search };
+      if (this.#targets.size < 64) this.#targets.set(url, t);
+    }
+    return t;
+  }
+
+  readonly #targets = new Map<string, { origin: string; path: string }>();
+
+  /**
+   * Ends `attempt` when `signal` aborts — one listener per signal for all its attempts, not one added and removed
+   * per request (issue 28 item 3). Returns the attempt's release.
+   */
+  #watch(signal: AbortSignal, attempt: AttemptAbort): () => void {
+    let attempts = this.#attemptsOf.get(signal);
+    if (!attempts) {
+      const watched = new Set<AttemptAbort>();
+      signal.addEventListener(
+        'abort',
+        () => {
+          for (const a of watched) a.fire(signal.reason);
+        },
+        { once: true },
+      );
+      this.#attemptsOf.set(signal, watched);
+      attempts = watched;
+    }
+    attempts.add(attempt);
+    const set = attempts;
+    return () => set.delete(attempt);
+  }
+
+  readonly #attemptsOf = new WeakMap<AbortSignal, Set<AttemptAbort>>();
+
   /**
    * One HTTP exchange, bounded twice: `requestTimeoutMs` from the request to the answer's last byte (a server
    * trickling its body byte by byte is cut off like a silent one — undici's own time-outs only bound the gaps),
@@ -519,8 +567,7 @@ export class CareClient {
       timedOut = true;
       attempt.fire(new DeadlineExceeded());
     }, requestTimeoutMs);
-    const forward = (): void => attempt.fire(call.signal?.reason);
-    call.signal?.addEventListener('abort', forward, { once: true });
+    const unwatch = call.signal ? this.#watch(call.signal, attempt) : undefined;
     let status: number | 'error' = 'error';
     /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
     const noAnswer = (err: unknown, inBody: boolean): unknown => {
@@ -546,12 +593,12 @@ export class CareClient {
     try {
       let res: Answer;
       try {
-        const url = new URL(call.url);
+        const target = this.#target(call.url);
         res = await exchange(
           this.#dispatcher,
           {
-            origin: url.origin,
-            path: url.pathname + url.search,
+            origin: target.origin,
+            path: target.path,
             method: call.method,
             headers: call.body === undefined ? this.#headers : this.#jsonHeaders,
             body: call.body === undefined ? undefined : JSON.stringify(call.body),
@@ -567,7 +614,7 @@ export class CareClient {
       return answerOf(call, path, res, res.raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);
     } finally {
       clearTimeout(timer);
-      call.signal?.removeEventListener('abort', forward);
+      unwatch?.();
       this.#onResponse?.({ method: call.method, path, status, ms: performance.now() - started });
     }
   }

@@ -15,7 +15,12 @@ export function contentHash(resource: unknown): string {
   return hash('sha256', canonicalJson(root) ?? 'null', 'hex'); // one-shot: no Hash object per resource (UTF-8, as update())
 }
 
-/** Canonical JSON text (sorted keys); `undefined` for values JSON would omit (undefined, functions, symbols). */
+/**
+ * Canonical JSON text (sorted keys); `undefined` for values JSON would omit (undefined, functions, symbols). Built by
+ * concatenation, keys quoted once per process (`quotedKey`): the loader hashes every row (issue 28 item 3). The text
+ * must never change — the state keeps these hashes — so a sparse array's hole stays an empty slot, as `Array.map` +
+ * `join` made it (`test/core/content-hash.test.ts` checks it against that first version).
+ */
 export function canonicalJson(value: unknown): string | undefined {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     value = (value as { toJSON: () => unknown }).toJSON();
@@ -36,13 +41,33 @@ export function canonicalJson(value: unknown): string | undefined {
   }
   if (value === null) return 'null';
   if (Array.isArray(value)) {
-    return `[${value.map((v) => canonicalJson(v) ?? 'null').join(',')}]`;
+    let text = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i) text += ',';
+      if (i in value) text += canonicalJson(value[i]) ?? 'null';
+    }
+    return `${text}]`;
   }
   const obj = value as Record<string, unknown>;
-  const parts: string[] = [];
-  for (const k of Object.keys(obj).sort()) {
+  const keys = Object.keys(obj);
+  if (keys.length > 1) keys.sort();
+  let text = '';
+  for (const k of keys) {
     const v = canonicalJson(obj[k]);
-    if (v !== undefined) parts.push(`${JSON.stringify(k)}:${v}`);
+    if (v !== undefined) text += `${text ? ',' : ''}${quotedKey(k)}:${v}`;
   }
-  return `{${parts.join(',')}}`;
+  return `{${text}}`;
+}
+
+/** Object keys as JSON text, remembered: a mapping's outputs use a few dozen names (at most QUOTED_KEYS kept). */
+const QUOTED = new Map<string, string>();
+const QUOTED_KEYS = 4096;
+
+function quotedKey(k: string): string {
+  let q = QUOTED.get(k);
+  if (q === undefined) {
+    q = JSON.stringify(k);
+    if (QUOTED.size < QUOTED_KEYS) QUOTED.set(k, q);
+  }
+  return q;
 }

@@ -90,7 +90,21 @@ export class CreatedKeys {
 
   constructor(readonly rule: MatchRule) {}
 
-  async add(item: { key: string; resource: Resource; origin: Origin; lines?: number[] }, serverId: string): Promise<void> {
+  /** A promise only when the rule is a JSONata `match:` (`MatchRule.now`). */
+  add(item: { key: string; resource: Resource; origin: Origin; lines?: number[] }, serverId: string): Promise<void> | void {
+    const now = this.rule.now;
+    if (now) {
+      try {
+        this.keys.push({ key: item.key, serverId, matchValue: now.ofMapped(item.resource), origin: item.origin, lines: item.lines });
+      } catch {
+        this.unchecked++;
+      }
+      return;
+    }
+    return this.#addLater(item, serverId);
+  }
+
+  async #addLater(item: { key: string; resource: Resource; origin: Origin; lines?: number[] }, serverId: string): Promise<void> {
     try {
       this.keys.push({ key: item.key, serverId, matchValue: await this.rule.ofMapped(item.resource), origin: item.origin, lines: item.lines });
     } catch {

@@ -14,6 +14,11 @@ import type { MatchRule } from './server-index.js';
 
 export type IdentityDecision = { ok: true; matchValue: string } | { ok: false; issues: Issue[] };
 
+/** `decideIdentity` without a promise, for a rule that needs no JSONata (`MatchRule.now`); else undefined. */
+export function decideIdentityNow(rule: MatchRule, resource: Resource): IdentityDecision | undefined {
+  return rule.now && { ok: true, matchValue: rule.now.ofMapped(resource) };
+}
+
 /** The resource's match value under its mapping's rule, or the reject the run makes of it. */
 export async function decideIdentity(rule: MatchRule, resource: Resource): Promise<IdentityDecision> {
   try {

@@ -18,9 +18,12 @@ export function comparable(resource: unknown): unknown {
   return prune(rest) ?? {};
 }
 
-/** sha256 of the comparable form: equal for a mapped resource and the server's copy of the same content. */
+/**
+ * sha256 of the comparable form: equal for a mapped resource and the server's copy of the same content. A resource
+ * `prune` would leave as it is (a server's answer usually is) is hashed without the pruned copy.
+ */
 export function comparableHash(resource: unknown): string {
-  return contentHash(comparable(resource));
+  return contentHash(isPruned(resource) ? resource : comparable(resource));
 }
 
 /**
@@ -51,7 +54,8 @@ function isPruned(v: unknown): boolean {
       if (proto !== Object.prototype && proto !== null) return false; // a Date, a class instance: prune copies own keys only
       let n = 0;
       for (const k in v) {
-        if (!Object.hasOwn(v, k) || !isPruned((v as Record<string, unknown>)[k])) return false;
+        // prune's copy never holds an own `__proto__` (assigning it sets the copy's prototype)
+        if (!Object.hasOwn(v, k) || k === '__proto__' || !isPruned((v as Record<string, unknown>)[k])) return false;
         n++;
       }
       return n > 0;
@@ -63,8 +67,20 @@ function isPruned(v: unknown): boolean {
 
 /** Last-resort identity: the content itself. */
 export function contentIdentity(resource: unknown): string {
-  return `content:${comparableHash(resource)}`;
+  return contentIdentityOfHash(comparableHash(resource));
 }
+
+/** The `contentIdentity` of a resource whose `comparableHash` is `hash`. */
+export function contentIdentityOfHash(hash: string): string {
+  return `${CONTENT}${hash}`;
+}
+
+/** A match value that is a `contentIdentity`. */
+export function isContentIdentity(matchValue: string): boolean {
+  return matchValue.startsWith(CONTENT);
+}
+
+const CONTENT = 'content:';
 
 /** One field an update would change: JSON pointer, the server's value and the value the run would send (absent = not there). */
 export interface FieldChange {

@@ -12,7 +12,7 @@ import { MappingEvalError } from '../mapping/errors.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import { comparable, comparableHash, contentAndComparableHash } from './identity.js';
 import { matchRuleOf, type IndexedResource, type MatchRule, type ServerIndex, type ServerIndexes } from './server-index.js';
-import { decideIdentity, MatchClaims } from './identity-check.js';
+import { decideIdentity, decideIdentityNow, MatchClaims } from './identity-check.js';
 import { decide, decideFound, teamUpdate, type FoundDecision, type Looked, type Matches, type MappedView } from './decide.js';
 import type { MappedResource } from '../transform/transform-source.js';
 import type { AdaptiveLimiter } from './adaptive-concurrency.js';
@@ -112,6 +112,13 @@ interface Deferred {
  */
 const RECONCILE_ROUNDS = 10;
 
+/** Most rows in one commit of the loader's buffered ledger writes (see `ResourceSync.#commitCanWait`). */
+const WRITE_MAX_BATCH = 256;
+/** Longest a buffered ledger write waits for others to share its commit. */
+const WRITE_MAX_WAIT_MS = 100;
+/** How often waiting ledger writes are looked at when none of the mapping's requests ends meanwhile. */
+const WRITE_RECHECK_MS = 5;
+
 /** Why `care-etl plan` lists a type (once, up front, whatever the policy). */
 const PLAN_REASON = 'plan: every resource of the type compared with the mapped ones';
 
@@ -177,6 +184,8 @@ export class ResourceSync {
             if (err instanceof ApiError && err.status === 429) limiter.onOverload(err.retryAfterMs);
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
+          } finally {
+            this.#writeTurn(); // a slot frees: buffered intents may be needed now
           }
         }, signal),
       classifyRetry,
@@ -215,7 +224,8 @@ export class ResourceSync {
   async #sync(item: MappedResource): Promise<SyncOutcome> {
     // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
     // the state is lost would fail at the worst time.
-    const mapped = await this.#mapped(item);
+    const view = this.#mapped(item);
+    const mapped = view instanceof Promise ? await view : view; // no promise per row for the built-in match rules
     const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
     // `always` listed the type before the phase: the server, not the ledger, says what is there.
     const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
@@ -267,9 +277,11 @@ export class ResourceSync {
   }
 
   /** What `decide` is given of the mapped resource. */
-  async #mapped(item: MappedResource): Promise<MappedView> {
+  #mapped(item: MappedResource): MappedView | Promise<MappedView> {
     const { hash, comparable } = contentAndComparableHash(item.resource);
-    return { type: this.#type, identity: await decideIdentity(this.#rule, item.resource), hash, comparable };
+    const identity = decideIdentityNow(this.#rule, item.resource);
+    if (identity) return { type: this.#type, identity, hash, comparable };
+    return decideIdentity(this.#rule, item.resource).then((decided) => ({ type: this.#type, identity: decided, hash, comparable }));
   }
 
   /**
@@ -719,18 +731,57 @@ export class ResourceSync {
   #scheduleWrites(): void {
     if (this.#writesScheduled) return;
     this.#writesScheduled = true;
+    this.#bufferedSince = performance.now();
     // After the requests dispatched in this iteration are written (after-sends.ts): a commit never holds one back.
-    afterSends(() => {
-      this.#writesScheduled = false;
-      // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
-      // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
-      try {
-        this.#flushWrites();
-      } catch (err) {
-        this.#recordFailure ??= err;
-      }
-    });
+    afterSends(() => this.#writeTurn());
   }
+
+  /**
+   * Commits the buffered writes — or, while they can wait (`#commitCanWait`), leaves them for the next look: when one
+   * of this mapping's requests ends (a slot frees: `#call`), else WRITE_RECHECK_MS later. Fewer, larger commits (a
+   * commit costs about as much as the rows in it: issue 28 item 3).
+   */
+  #writeTurn(): void {
+    if (!this.#writesScheduled) return;
+    if (this.#commitCanWait()) {
+      this.#recheck ??= setTimeout(() => {
+        this.#recheck = undefined;
+        this.#writeTurn();
+      }, WRITE_RECHECK_MS);
+      return;
+    }
+    this.#writesDue();
+    // issue 25: outside any caller (a full disk): kept and thrown by the next record or flush, never uncaught;
+    // the batch's keys stay `pending` (their intents were committed) and the next run reconciles them.
+    try {
+      this.#flushWrites();
+    } catch (err) {
+      this.#recordFailure ??= err;
+    }
+  }
+
+  /**
+   * Intents wait while the limiter holds enough requests ready to start (half the window: ~half a round trip of
+   * work), so the window never waits for a commit; synced records alone wait up to WRITE_MAX_WAIT_MS. Never more
+   * than WRITE_MAX_BATCH rows.
+   */
+  #commitCanWait(): boolean {
+    if (this.#recordFailure || this.#synced.length + this.#intents.length >= WRITE_MAX_BATCH) return false;
+    if (performance.now() - this.#bufferedSince >= WRITE_MAX_WAIT_MS) return false;
+    const { limiter } = this.deps;
+    return !this.#intents.length || limiter.queued >= Math.max(2, limiter.limit / 2);
+  }
+
+  /** The buffered writes are being committed now: nothing is left to look at later. */
+  #writesDue(): void {
+    clearTimeout(this.#recheck);
+    this.#recheck = undefined;
+    this.#writesScheduled = false;
+  }
+
+  /** When the oldest write not yet committed was buffered. */
+  #bufferedSince = 0;
+  #recheck?: ReturnType<typeof setTimeout>;
 
   /** The failure of a deferred ledger write (see `#recordSynced`). */
   #recordFailure: unknown;
@@ -757,6 +808,7 @@ export class ResourceSync {
 
   /** Writes what is buffered (seen keys, synced records, intents): call at the end of a phase, also after a failure. */
   flush(): void {
+    this.#writesDue();
     this.#flushWrites();
     this.flushSeen();
   }

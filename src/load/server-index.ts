@@ -14,8 +14,8 @@ import { nestsDeeperThan } from '../core/json-depth.js';
 import { redactKnown } from '../core/secret.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import type { Bundle, Resource } from '../api/types.js';
-import type { CompiledResource } from '../mapping/compile-mapping.js';
-import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity } from './identity.js';
+import { identifierMatch, type CompiledResource } from '../mapping/compile-mapping.js';
+import { allIdentifierValues, careTeamIdentity, comparableHash, contentIdentity, contentIdentityOfHash, isContentIdentity } from './identity.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { DigestScheme } from './match-digest.js';
 
@@ -33,10 +33,16 @@ export interface MatchRule {
   ofMapped(resource: Resource): Promise<string>;
   /** The rule's values for a server resource (never throws: a server resource the rule cannot read has none). */
   ofServer(resource: Resource): Promise<string[]>;
+  /**
+   * The same two without a promise, for a rule that needs no JSONata (`identifier`, `references`, none: the content):
+   * the loader's per-row path (issue 28 item 3). Undefined for a JSONata `match:`.
+   */
+  readonly now?: { ofMapped(resource: Resource): string; ofServer(resource: Resource): string[] };
 }
 
 export function matchRuleOf(res: CompiledResource): MatchRule {
   const rule = res.def.match;
+  const now = directRule(res);
   const serverValues = async (r: Resource): Promise<string[]> => {
     if (rule === 'identifier') return allIdentifierValues(r);
     if (rule === 'references') {
@@ -55,7 +61,25 @@ export function matchRuleOf(res: CompiledResource): MatchRule {
       return (await res.evalMatch?.(r)) ?? contentIdentity(r);
     },
     ofServer: serverValues,
+    ...(now ? { now } : {}),
   };
+}
+
+/** `MatchRule.now`: what `evalMatch` computes for the built-in rules (compile-mapping.ts `matchEvaluator`), called directly. */
+function directRule(res: CompiledResource): MatchRule['now'] {
+  const rule = res.def.match;
+  if (!res.evalMatch) return { ofMapped: (r) => contentIdentity(r), ofServer: () => [] };
+  if (rule === 'identifier') return { ofMapped: (r) => identifierMatch(r) ?? contentIdentity(r), ofServer: (r) => allIdentifierValues(r) };
+  if (rule === 'references') {
+    return {
+      ofMapped: (r) => careTeamIdentity(r) ?? contentIdentity(r),
+      ofServer: (r) => {
+        const v = careTeamIdentity(r);
+        return v ? [v] : [];
+      },
+    };
+  }
+  return undefined;
 }
 
 export class ServerIndex {
@@ -65,43 +89,57 @@ export class ServerIndex {
   readonly #byMatch = new Map<string, Map<string, string[]>>();
   /** The listed resources themselves, when asked for (`care-etl plan` shows what an update would change). */
   readonly #bodies?: Map<string, Resource>;
+  /** False: no content hash (`hash` is empty, no `content:` identity) — see `ServerIndexesOptions.hashes`. */
+  readonly #hashes: boolean;
   /** mapping + digest scheme → digest of a match value → server ids: filled at the first `lookupDigest` (match-digest.ts). */
   readonly #byDigest = new Map<string, Map<string, string[]>>();
 
   constructor(
     readonly resourceType: WritableType,
     readonly rules: ReadonlyMap<string, MatchRule>,
-    opts: { keepBodies?: boolean } = {},
+    opts: { keepBodies?: boolean; hashes?: boolean } = {},
   ) {
     for (const name of rules.keys()) this.#byMatch.set(name, new Map());
     if (opts.keepBodies) this.#bodies = new Map();
+    this.#hashes = opts.hashes ?? true;
   }
 
   get size(): number {
     return this.#byId.size;
   }
 
-  /** A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). */
-  async add(r: Resource & { id: string }): Promise<void> {
+  /**
+   * A listed resource (checked by `ListingCheck`: of this type, a usable id, bounded nesting). A promise only when a
+   * mapping's rule is a JSONata `match:`.
+   */
+  add(r: Resource & { id: string }): Promise<void> | void {
     if (this.#byId.has(r.id)) return;
-    const hash = comparableHash(r);
+    const hash = this.#hashes ? comparableHash(r) : '';
     const meta = r.meta as { versionId?: unknown } | undefined;
     this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
     this.#bodies?.set(r.id, r);
-    const content = `content:${hash}`;
-    for (const [name, rule] of this.rules) {
-      const m = this.#byMatch.get(name)!;
-      for (const v of new Set([...(await rule.ofServer(r)), content])) {
-        const ids = m.get(v);
-        if (ids) ids.push(r.id);
-        else m.set(v, [r.id]);
-      }
-    }
+    const content = this.#hashes ? [contentIdentityOfHash(hash)] : [];
     this.#byDigest.clear();
+    const later: Promise<void>[] = [];
+    for (const [name, rule] of this.rules) {
+      if (rule.now) this.#indexValues(name, r.id, [...rule.now.ofServer(r), ...content]);
+      else later.push(rule.ofServer(r).then((values) => this.#indexValues(name, r.id, [...values, ...content])));
+    }
+    if (later.length) return Promise.all(later).then(() => undefined);
+  }
+
+  #indexValues(mapping: string, id: string, values: string[]): void {
+    const m = this.#byMatch.get(mapping)!;
+    for (const v of new Set(values)) {
+      const ids = m.get(v);
+      if (ids) ids.push(id);
+      else m.set(v, [id]);
+    }
   }
 
   /** Server resources of `mapping` with this match value (more than one: the server holds duplicates). */
   lookup(mapping: string, value: string): IndexedResource[] {
+    if (!this.#hashes && isContentIdentity(value)) throw new Error(`care-etl: a content identity looked up in an index without hashes (${this.resourceType})`);
     return (this.#byMatch.get(mapping)?.get(value) ?? []).map((id) => this.#byId.get(id)!);
   }
 
@@ -159,6 +197,11 @@ export interface ServerIndexesOptions {
    */
   keepBodies?: boolean;
   /**
+   * False: index ids and the rules' match values only, without hashing each listed resource (`--verify-after-load`
+   * when no created key is known by its content alone: it asks which ids are listed and which share a match value).
+   */
+  hashes?: boolean;
+  /**
    * Runs a whole listing (its pages follow one another: one request in flight) in a slot of the run's window, so
    * that listings and writes together never exceed it (issue 28: listings start up front, alongside writes).
    */
@@ -211,7 +254,7 @@ export class ServerIndexes {
 
   async #list(type: WritableType, reason: string): Promise<ServerIndex> {
     const pageSize = this.opts.pageSize ?? DEFAULT_INDEX_PAGE_SIZE;
-    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies });
+    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies, hashes: this.opts.hashes });
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();
@@ -230,7 +273,10 @@ export class ServerIndexes {
         next.catch(() => {});
         await afterSendsWith(undefined);
         index.pages++;
-        for (const r of check.page(got.value)) await index.add(r);
+        for (const r of check.page(got.value)) {
+          const adding = index.add(r);
+          if (adding) await adding;
+        }
       }
       ended = true;
       check.end(index.size);

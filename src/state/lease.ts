@@ -181,6 +181,7 @@ function hold(ledger: Ledger, scopeId: number, got: Acquired, opts: LeaseOptions
       if (released) return;
       released = true;
       clearInterval(beat);
+      ledger.leaseReleased(scopeId);
       try {
         ledger.stmt('UPDATE leases SET released = 1 WHERE scope_id = ? AND token = ?').run(scopeId, got.token);
         ledger.unlock(lockName(scopeId));

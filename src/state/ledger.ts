@@ -481,12 +481,25 @@ export class Ledger {
   /** @internal From now on every write of the scope checks that `token` is still its lease's (lease.ts). */
   holdLease(scopeId: number, token: number): void {
     this.leases.set(scopeId, token);
+    this.released.delete(scopeId);
   }
 
   /** @internal */
   heldToken(scopeId: number): number | undefined {
     return this.leases.get(scopeId);
   }
+
+  /** @internal The lease was released (its fence stays armed: a later write fails); see `leaseHeld`. */
+  leaseReleased(scopeId: number): void {
+    this.released.add(scopeId);
+  }
+
+  /** @internal This process holds the scope's lease now: no other process writes the scope. */
+  leaseHeld(scopeId: number): boolean {
+    return this.leases.has(scopeId) && !this.released.has(scopeId);
+  }
+
+  private readonly released = new Set<number>();
 
   /** @internal Inside a write transaction: throws if this process holds the scope's lease no longer. */
   checkFence(scopeId: number): void {
@@ -679,6 +692,34 @@ class LedgerScopeImpl implements LedgerScope {
     return row ? toEntry(row) : undefined;
   }
 
+  /**
+   * Server ids of `resourceType` this scope recorded since it found none of that type recorded (asked once per type,
+   * while this process holds the scope's lease: no other process writes it then) — a superset: an id missing from it
+   * is in no entry. Undefined: not known that way (ids of the type were recorded before, or no lease).
+   */
+  private idsRecordedSince(resourceType: string): Set<string> | undefined {
+    if (!this.ledger.leaseHeld(this.scopeId)) return undefined;
+    if (!this.idsAsked.has(resourceType)) {
+      this.idsAsked.add(resourceType);
+      const any = this.ledger.guard('looking up a server id', () =>
+        this.ledger
+          .stmt('SELECT 1 AS one FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id IS NOT NULL LIMIT 1')
+          .get(this.scopeId, resourceType),
+      );
+      if (any === undefined) this.idsSince.set(resourceType, new Set());
+    }
+    return this.idsSince.get(resourceType);
+  }
+
+  private readonly idsAsked = new Set<string>();
+  private readonly idsSince = new Map<string, Set<string>>();
+
+  /** Notes ids about to be recorded (before the statement: a write rolled back leaves a harmless extra id). */
+  private noteIds(entries: readonly SyncedInput[]): void {
+    if (this.idsSince.size === 0) return;
+    for (const e of entries) this.idsSince.get(e.resourceType)?.add(e.serverId);
+  }
+
   recordIntent(e: IntentInput): void {
     this.write(`recording the create intent of ${e.mapping}/${e.key}`, () => {
       this.ledger.stmt(INTENT_SQL).run(...this.intentParams(e, this.ledger.nowIso()));
@@ -686,6 +727,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordSynced(e: SyncedInput): void {
+    this.noteIds([e]);
     this.write(`recording ${e.mapping}/${e.key} as synced`, () => {
       this.ledger.stmt(SYNCED_SQL).run(...this.syncedParams(e, this.ledger.nowIso()));
     });
@@ -694,6 +736,7 @@ class LedgerScopeImpl implements LedgerScope {
   recordBatch(intents: readonly IntentInput[], synced: readonly SyncedInput[]): void {
     if (!intents.length && !synced.length) return;
     const at = this.ledger.nowIso();
+    this.noteIds(synced);
     this.write(`recording ${intents.length} create intents and ${synced.length} synced entries`, () => {
       // Synced first: an intent is the later fact for its key (its POST is sent only once the intent is durable).
       if (synced.length) this.ledger.stmt(SYNCED_SQL).runMany(synced.map((e) => this.syncedParams(e, at)));
@@ -710,6 +753,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordRejected(e: RejectedInput): void {
+    this.idsSince.delete(e.resourceType); // it keeps the entry's server id under this type: ask the statement from now on
     this.write(`recording ${e.mapping}/${e.key} as rejected`, () => {
       this.ledger
         .stmt(
@@ -790,6 +834,8 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
+    const since = this.idsRecordedSince(resourceType);
+    if (since && !since.has(serverId)) return undefined; // not recorded before, nor since: no statement (the loader asks per create)
     return this.ledger.guard('looking up a server id', () =>
       this.ledger
         .stmt('SELECT mapping, key FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id = ? ORDER BY mapping, key LIMIT 1')

@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { checkCreated, CreatedKeys, findingIssue, shouldVerify, type CheckView, type CreatedKey } from '../../src/load/duplicate-check.js';
-import type { MatchRule } from '../../src/load/server-index.js';
+import { matchRuleOf, ServerIndex, type MatchRule } from '../../src/load/server-index.js';
+import type { Resource } from '../../src/api/types.js';
+import { compileMapping } from '../../src/mapping/compile-mapping.js';
+import { loadMapping } from '../../src/mapping/load-mapping.js';
+import { fixture } from '../mapping/helpers.js';
+import { allIdentifierValues, contentIdentityOfHash } from '../../src/load/identity.js';
 
 const origin = { source: 'patients', file: 'data/patients.csv', line: 2, record: 1 };
 const created = (key: string, serverId: string, matchValue = `mrn|${key}`): CreatedKey => ({ key, serverId, matchValue, origin });
@@ -69,5 +74,53 @@ describe('CreatedKeys', () => {
     await keys.add({ key: '2', origin, resource: { resourceType: 'Patient', id: 'bad' } }, 'b');
     expect(keys.keys).toEqual([created('1', 'a')]);
     expect(keys.unchecked).toBe(1);
+  });
+});
+
+describe('the listing the check reads (ServerIndex without hashes, issue 28 item 3)', () => {
+  const rule: MatchRule = { ofMapped: async () => 'unused', ofServer: async (r) => allIdentifierValues(r) };
+  const patient = (id: string, mrn: string) => ({ resourceType: 'Patient', id, identifier: [{ system: 'mrn', value: mrn }], name: [{ family: 'Lee' }] });
+
+  it('ids and match values are indexed as with hashes; no content identity is kept, and asking for one is a bug, not a miss', async () => {
+    const plain = new ServerIndex('Patient', new Map([['patients', rule]]), { hashes: false });
+    const hashed = new ServerIndex('Patient', new Map([['patients', rule]]));
+    for (const index of [plain, hashed]) {
+      await index.add(patient('a', '1'));
+      await index.add(patient('x', '1'));
+      await index.add(patient('b', '2'));
+    }
+    expect(plain.lookup('patients', 'mrn|1').map((r) => r.id)).toEqual(['a', 'x']);
+    expect(plain.lookup('patients', 'mrn|2').map((r) => r.id)).toEqual(hashed.lookup('patients', 'mrn|2').map((r) => r.id));
+    expect(plain.get('b')).toMatchObject({ id: 'b', hash: '' });
+    const content = contentIdentityOfHash(hashed.get('b')!.hash);
+    expect(hashed.lookup('patients', content).map((r) => r.id)).toEqual(['b']);
+    expect(() => plain.lookup('patients', content)).toThrow(/content identity looked up in an index without hashes/);
+  });
+});
+
+describe('MatchRule.now: the built-in rules without a promise (issue 28 item 3)', () => {
+  const ENV = { CARE_BASE_URL: 'https://api.example.test', CARE_API_KEY: 'k', CARE_TENANT_ID: 't' };
+  const resources = [
+    {},
+    { identifier: [{ value: 'x' }, { system: 'urn:clinic:mrn', value: '00123' }, { system: 'urn:npi', value: 7 }] },
+    { identifier: [] },
+    { subject: { reference: 'Patient/p1' }, participant: [{ member: { reference: 'Practitioner/b' } }, { member: { reference: 'Practitioner/a' } }] },
+    { subject: { reference: 'Patient/p1' } },
+    { resourceType: 'Patient', name: [{ family: 'Lee' }] },
+  ] as unknown as Resource[];
+
+  it('gives what the rule gives through the mapping (identifier, references); a JSONata `match:` has none', async () => {
+    const compiled = compileMapping(await loadMapping(fixture('valid.yaml'), { env: ENV }));
+    const kinds: string[] = [];
+    for (const res of compiled.resources.values()) {
+      const rule = matchRuleOf(res);
+      kinds.push(`${res.def.name}:${rule.now ? 'now' : 'async'}`);
+      if (!rule.now) continue;
+      for (const r of resources) {
+        expect(rule.now.ofMapped(r)).toBe(await rule.ofMapped(r));
+        expect(rule.now.ofServer(r)).toEqual(await rule.ofServer(r));
+      }
+    }
+    expect(kinds).toEqual(['patient:now', 'practitioner:async', 'careteam:now']);
   });
 });

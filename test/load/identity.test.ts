@@ -9,6 +9,7 @@ import {
   referenceKey,
 } from '../../src/load/identity.js';
 import { contentHash } from '../../src/core/content-hash.js';
+import fc from 'fast-check';
 
 describe('comparable / comparableHash', () => {
   const mapped = { resourceType: 'Patient', identifier: [{ system: 's', value: '1' }], name: [{ family: 'Lee', given: ['Ann'] }], active: true };
@@ -69,9 +70,22 @@ describe('contentAndComparableHash (one hash per mapped row)', () => {
     ['a non-finite number', { resourceType: 'Patient', x: Number.NaN, active: true }],
     ['a Date', { resourceType: 'Patient', when: new Date(0) }],
     ['a function', { resourceType: 'Patient', f: () => 1, active: true }],
+    ['an own __proto__ key (JSON)', JSON.parse('{"resourceType":"Patient","__proto__":{"a":1},"active":true}')],
   ];
   it.each(cases)('%s: the two hashes as computed separately', (_, r) => {
     expect(contentAndComparableHash(r)).toEqual({ hash: contentHash(r), comparable: comparableHash(r) });
+  });
+});
+
+describe('comparableHash of any JSON (a server listing: hashed without the pruned copy when nothing is pruned)', () => {
+  const json = fc.jsonValue({ maxDepth: 4 }).map((v) => (v && typeof v === 'object' && !Array.isArray(v) ? { id: 'x', meta: { versionId: '1' }, ...v } : v));
+  it('is the hash of `comparable` (its definition)', () => {
+    fc.assert(
+      fc.property(json, (v) => {
+        expect(comparableHash(v)).toBe(contentHash(comparable(v)));
+      }),
+      { numRuns: 1000 },
+    );
   });
 });
 

@@ -10,6 +10,7 @@ import { PG_PASSWORD, PG_PASSWORD_ROLE, startPostgres, type PgCluster } from '..
 import { CareEtlError, ExitCode } from '../../src/core/issues.js';
 import { Ledger, normalizeBaseUrl } from '../../src/state/ledger.js';
 import { SyncBridge } from '../../src/state/postgres/sync-bridge.js';
+import { acquireLease } from '../../src/state/lease.js';
 import { contentHash, canonicalJson } from '../../src/core/content-hash.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -262,6 +263,28 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
         summary: { errors: 2 },
       },
     ]);
+  });
+
+  it('keyOfServerId under the run lease (answered from memory for a type with no id recorded before): every recorded id is found', async () => {
+    const l = fresh();
+    const s = l.scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordSynced({ mapping: 'practitioners', key: 'N1', resourceType: 'Practitioner', serverId: 'p1', hash: 'h', runId: run });
+    const lease = await acquireLease(l, l.scopeIdOf(s));
+    try {
+      expect(s.keyOfServerId('Practitioner', 'p1')).toEqual({ mapping: 'practitioners', key: 'N1' }); // recorded before the lease
+      expect(s.keyOfServerId('Patient', 'a1')).toBeUndefined(); // no Patient id recorded yet
+      s.recordBatch([], [{ mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'a1', hash: 'h', runId: run }]);
+      s.recordSynced({ mapping: 'patients', key: 'B', resourceType: 'Patient', serverId: 'b1', hash: 'h', runId: run });
+      expect(s.keyOfServerId('Patient', 'a1')).toEqual({ mapping: 'patients', key: 'A' });
+      expect(s.keyOfServerId('Patient', 'b1')).toEqual({ mapping: 'patients', key: 'B' });
+      expect(s.keyOfServerId('Patient', 'p1')).toBeUndefined();
+      // a mapping whose type changed: its rejected entry keeps its server id, now under the new type
+      s.recordRejected({ mapping: 'practitioners', key: 'N1', resourceType: 'Patient', runId: run, reason: 'refused' });
+      expect(s.keyOfServerId('Patient', 'p1')).toEqual({ mapping: 'practitioners', key: 'N1' });
+    } finally {
+      lease.release();
+    }
   });
 
   it('finds the source key of a server id (for $sourceKey in exports)', () => {

@@ -57,7 +57,8 @@ export const loadMode: RunMode = {
 
 /** Counts what the loader did with one resource (a refused write is a reject of its row); notes what it created. */
 async function applyOutcome(phase: MappingPhase, report: RunReport, item: MappedResource, o: SyncOutcome, created?: CreatedKeys): Promise<void> {
-  if (o.kind === 'created') await created?.add(item, o.serverId);
+  const adding = o.kind === 'created' ? created?.add(item, o.serverId) : undefined;
+  if (adding) await adding;
   switch (o.kind) {
     case 'created':
     case 'updated':

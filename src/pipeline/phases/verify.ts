@@ -5,6 +5,7 @@
  * reconcile (never created again here: that could duplicate it). Each finding is a reject of the key's row (exit 1).
  */
 import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
+import { isContentIdentity } from '../../load/identity.js';
 import { MatchDigest } from '../../load/match-digest.js';
 import { ServerIndexes } from '../../load/server-index.js';
 import { loadReject } from '../../transform/reject-record.js';
@@ -25,6 +26,8 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, created.rule]])]]), {
     ...indexes.opts,
     keepBodies: false,
+    // each listed resource hashed only if a created key is known by its content alone (issue 28 item 3)
+    hashes: created.keys.some((k) => isContentIdentity(k.matchValue)),
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e, purpose: 'verify' }),
   });
   const index = await listing.get(type, `the ${created.keys.length} ${name} key(s) this run created, checked for copies made by another writer`);
