@@ -1,5 +1,4 @@
-import { createRequire } from 'node:module';
-import type { Agent as AgentClass, Dispatcher, EnvHttpProxyAgent as EnvHttpProxyAgentClass, Pool as PoolClass } from 'undici';
+import { Agent, EnvHttpProxyAgent, Pool, type Dispatcher } from 'undici';
 import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
@@ -21,15 +20,6 @@ import type { Bundle, Resource, StoredResource } from './types.js';
 import { withRetry, type RetryDecision, type RetryOptions } from '../core/retry.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { registerUrlCredentials } from '../core/secret.js';
-
-/**
- * undici's three dispatchers the client builds, not its index: that one also loads fetch, cookies (which wakes Node's
- * own bundled undici), mocks and caches — ~50 ms of every run's start-up (issue 28 item 3). Same classes, same package.
- */
-const requireUndici = createRequire(import.meta.url);
-const Agent = requireUndici('undici/lib/dispatcher/agent.js') as typeof AgentClass;
-const EnvHttpProxyAgent = requireUndici('undici/lib/dispatcher/env-http-proxy-agent.js') as typeof EnvHttpProxyAgentClass;
-const Pool = requireUndici('undici/lib/dispatcher/pool.js') as typeof PoolClass;
 
 export interface ClientOptions {
   /** Injected for tests or shared pools; by default the client owns a keep-alive Agent. */
@@ -291,7 +281,7 @@ export function createDispatcher(
     proxyTls: { timeout: settings.connectTimeoutMs },
     requestTls: { timeout: settings.connectTimeoutMs },
     // undici builds the pool to the proxy (plain-http targets) from `connect` only: keep the limits and time-outs.
-    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as PoolClass.Options) }),
+    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as Pool.Options) }),
   });
 }
 
