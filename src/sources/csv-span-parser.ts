@@ -162,20 +162,31 @@ export class CsvSpanParser extends Transform {
     this.parseAlone(held.subarray(start, end), s.start, out);
   }
 
-  /** csv-parse on the record's bytes alone; its offsets moved by `offset`. */
+  /**
+   * csv-parse on the record's bytes alone; its offsets moved by `offset`. It stops at the record's first error: csv-parse
+   * words one more for every later quote of the field, each quoting the whole field so far — quadratic in a field full of
+   * quotes (a 4 MiB record of `a"` ran out of memory) — and the reader reads only the first (a span is one record).
+   */
   private parseAlone(bytes: Buffer, offset: number, out: ParsedItem[]): void {
-    parseSync(bytes, {
-      ...this.options,
-      bom: false,
-      on_skip: (err: CsvError | undefined) => {
-        if (err === undefined) return;
-        err.bytes = Number(err.bytes) + offset;
-        out.push(new SkippedRecord(err));
-      },
-      on_record: (record: string[], context) => {
-        out.push({ record, bytes: offset + context.bytes });
-        return null;
-      },
-    });
+    try {
+      parseSync(bytes, {
+        ...this.options,
+        bom: false,
+        on_skip: (err: CsvError | undefined) => {
+          if (err === undefined) return;
+          err.bytes = Number(err.bytes) + offset;
+          out.push(new SkippedRecord(err));
+          throw FIRST_ERROR_SEEN; // csv-parse returns it from its parse: nothing more of this record is read
+        },
+        on_record: (record: string[], context) => {
+          out.push({ record, bytes: offset + context.bytes });
+          return null;
+        },
+      });
+    } catch (err) {
+      if (err !== FIRST_ERROR_SEEN) throw err;
+    }
   }
 }
+
+const FIRST_ERROR_SEEN = new Error('the record has an error: parse stopped');
