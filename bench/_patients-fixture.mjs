@@ -19,13 +19,8 @@ export const PATIENT_MAP = `{
   "address": ADDRESS ? [{ "use": "home", "line": [ADDRESS], "city": CITY, "state": STATE, "postalCode": ZIP, "country": "US" }]
 }`;
 
-export const MAPPING_YAML = `version: 1
-sources:
-  patients: { path: patients.csv }
-lookups:
-  gender: { M: male, F: female, U: unknown }
-resources:
-  - name: patient
+/** The `patient` resource of a mapping (under `resources:`), reading the source `patients`. */
+export const PATIENT_RESOURCE_YAML = `  - name: patient
     type: Patient
     from: patients
     key: MRN
@@ -34,6 +29,14 @@ ${PATIENT_MAP.split('\n')
   .map((l) => `      ${l}`)
   .join('\n')}
 `;
+
+export const MAPPING_YAML = `version: 1
+sources:
+  patients: { path: patients.csv }
+lookups:
+  gender: { M: male, F: female, U: unknown }
+resources:
+${PATIENT_RESOURCE_YAML}`;
 
 const FIRST = ['Sofia', 'Liam', 'Ethan', 'Tomas', 'Amara', 'Noah', 'Mei', 'Olivia', 'Lucas', 'Ava', 'Mateo', 'Zoe', 'JAMES', 'Anne-Marie'];
 const LAST = ['Yilmaz', 'Moreau', 'Lindqvist', 'Nakamura', 'Okafor', 'Garcia', "O'BRIEN", 'SMITH-JONES', 'McDonald', 'van der Berg', 'Kowalski', 'Haddad'];
@@ -107,6 +110,20 @@ export function median(xs) {
 }
 
 /** Top self-time functions of the one .cpuprofile in `dir` (written by `node --cpu-prof --cpu-prof-dir dir`). */
+/**
+ * One extra child under --cpu-prof (`spawnChild(extraNodeArgs)` runs it and returns its `rowsPerSec`); prints its top
+ * self-time functions to stderr.
+ */
+export function profileChild(label, spawnChild) {
+  const profDir = mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'));
+  try {
+    const r = spawnChild(['--cpu-prof', '--cpu-prof-dir', profDir]);
+    process.stderr.write(`\n--cpu-prof of one ${label} run (${r.rowsPerSec} rows/s under the profiler), top self time:\n${summarizeCpuProfile(profDir)}\n`);
+  } finally {
+    rmSync(profDir, { recursive: true, force: true });
+  }
+}
+
 export function summarizeCpuProfile(dir, top = 25) {
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8'));

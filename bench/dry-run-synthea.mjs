@@ -22,7 +22,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { loadAvg, median, summarizeCpuProfile } from './_patients-fixture.mjs';
+import { loadAvg, median, profileChild } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -114,13 +114,7 @@ function digestOf(outDir) {
 
 /** One extra child of `mode` under --cpu-prof; prints its top self-time functions (stderr). */
 function profile(mode, dir) {
-  const profDir = mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'));
-  try {
-    const r = spawnChild(mode, dir, ['--cpu-prof', '--cpu-prof-dir', profDir]);
-    process.stderr.write(`\n--cpu-prof of one ${mode} run (${r.rowsPerSec} rows/s under the profiler), top self time:\n${summarizeCpuProfile(profDir)}\n`);
-  } finally {
-    rmSync(profDir, { recursive: true, force: true });
-  }
+  profileChild(mode, (nodeArgs) => spawnChild(mode, dir, nodeArgs));
 }
 
 function spawnChild(mode, dir, nodeFlags = []) {

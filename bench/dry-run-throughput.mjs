@@ -28,13 +28,13 @@
 // (CARE_EXPRESSION_TIMEOUT_MS=0: time limit off, stack limit kept), back to back with `pipeline-nocompile` /
 // `interpreter` (the guard only matters on the interpreter); `guardOnVsOff` is on/off throughput per round.
 import { spawnSync } from 'node:child_process';
-import { createReadStream, createWriteStream, readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { loadAvg, makePatientFixture, median, summarizeCpuProfile } from './_patients-fixture.mjs';
+import { loadAvg, makePatientFixture, median, profileChild } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const [, , a2, a3, a4] = process.argv;
@@ -169,13 +169,7 @@ function sha256(file) {
 
 /** One extra child of `mode` under --cpu-prof; prints its top self-time functions (stderr). */
 function profile(mode, dir) {
-  const profDir = mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'));
-  try {
-    const r = spawnChild(mode, dir, ['--cpu-prof', '--cpu-prof-dir', profDir]);
-    process.stderr.write(`\n--cpu-prof of one ${mode} run (${r.rowsPerSec} rows/s under the profiler), top self time:\n${summarizeCpuProfile(profDir)}\n`);
-  } finally {
-    rmSync(profDir, { recursive: true, force: true });
-  }
+  profileChild(mode, (nodeArgs) => spawnChild(mode, dir, nodeArgs));
 }
 
 // ------------------------------------------------------------------------------------------- children

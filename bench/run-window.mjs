@@ -26,17 +26,11 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { HEADER, loadAvg, PATIENT_MAP, patientRow, runJsonChild } from './_patients-fixture.mjs';
+import { HEADER, loadAvg, PATIENT_RESOURCE_YAML, patientRow, runJsonChild } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const LATENCY_MS = 25;
 const PRACTITIONERS = 50;
-
-const indent = (s) =>
-  s
-    .split('\n')
-    .map((l) => `      ${l}`)
-    .join('\n');
 
 const MAPPING = `version: 1
 sources:
@@ -46,13 +40,7 @@ sources:
 lookups:
   gender: { M: male, F: female, U: unknown }
 resources:
-  - name: patient
-    type: Patient
-    from: patients
-    key: MRN
-    map: |
-${indent(PATIENT_MAP)}
-  - name: practitioner
+${PATIENT_RESOURCE_YAML}  - name: practitioner
     type: Practitioner
     from: staff
     key: NPI
