@@ -52,6 +52,11 @@ export function registerSecret(value: Secret | string | undefined): void {
   for (const form of [v, JSON.stringify(v).slice(1, -1), encodeURIComponent(v), Buffer.from(v).toString('base64')]) known.add(form);
 }
 
+/** @internal The CLI run in a test worker (test/helpers/cli.ts): each run starts with none, as a new process does. */
+export function forgetSecrets(): void {
+  known.clear();
+}
+
 export function redactKnown(text: string): string {
   return known.size ? redact(text, known) : text;
 }

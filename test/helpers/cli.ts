@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const BIN = join(ROOT, 'bin', 'run.js');
@@ -144,6 +144,10 @@ async function runInProcess(args: string[], opts: { env?: Record<string, string 
   const { Config, Errors, run } = await loadOclif();
   // A fresh Config each run, as a process has (~10 ms once the modules are loaded): oclif's keeps state between runs.
   const config = await Config.load(ROOT);
+  // The credentials earlier runs registered are forgotten (a new process knows none): a path that does not register
+  // its own would otherwise still be redacted here, and a leak test could not fail.
+  const { forgetSecrets } = (await import(pathToFileURL(join(ROOT, 'dist', 'core', 'secret.js')).href)) as { forgetSecrets(): void };
+  forgetSecrets();
   const restore = saveProcess();
   const out = { stdout: '', stderr: '' };
   try {
