@@ -11,6 +11,13 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { Document, isMap, isSeq, parseDocument, type YAMLSeq } from 'yaml';
 import type { RowInContext } from './row-results.js';
 import { writeFileAtomic } from './save-file.js';
+import { yamlScalar } from '../init/yaml-text.js';
+
+/**
+ * Cells written so that YAML 1.1 readers (PyYAML, Ruby, SnakeYAML) read them as the strings they are too — a date
+ * `1975-07-03`, `yes`, `off`, `10:30` quoted — not only the `yaml` package that `care-etl test` reads them with.
+ */
+const YAML_1_1_SAFE = { compat: 'yaml-1.1' } as const;
 
 const TEST_FILE = /\.test\.ya?ml$/;
 
@@ -72,7 +79,7 @@ function spliced(text: string, doc: Document, c: Record<string, unknown>): strin
   const end = cases.range[1];
   const cut = text.indexOf('\n', Math.max(end - 1, 0));
   const at = cut === -1 ? text.length : cut + 1;
-  const block = new Document([c]).toString({ lineWidth: 0 });
+  const block = new Document([c], YAML_1_1_SAFE).toString({ lineWidth: 0 });
   const lines = block
     .replace(/\n$/, '')
     .split('\n')
@@ -92,7 +99,7 @@ function endsWith(text: string, c: Record<string, unknown>): boolean {
 function newFile(mappingFile: string): string {
   return [
     `# Test cases of ${basename(mappingFile)} (added by \`care-etl studio\`); run them with: care-etl test ${basename(mappingFile)}`,
-    `mapping: ${basename(mappingFile)}`,
+    `mapping: ${yamlScalar(basename(mappingFile))}`,
     'cases:',
     '',
   ].join('\n');
@@ -110,7 +117,7 @@ export async function addTestCase(
   if (problem) return { problem };
   const existing = await readFile(testFile, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
   const before = existing ?? newFile(mappingFile);
-  const doc = parseDocument(before);
+  const doc = parseDocument(before, YAML_1_1_SAFE);
   if (doc.errors.length) return { problem: `${basename(testFile)} is not valid YAML: fix it first (${doc.errors[0]!.message.split('\n')[0]})` };
   const name = uniqueName(`${at.resource} line ${at.row.line}`, caseNames(doc));
   const c = caseOf(at, name, text, now);

@@ -2,6 +2,7 @@ import { chmodSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { runMappingTests } from '../../src/mapping-tests/run-mapping-tests.js';
 import type { StudioServer } from '../../src/studio/server.js';
 import type { EvaluateResponse } from '../../src/studio/types.js';
@@ -221,6 +222,10 @@ describe('studio server: add as test case', () => {
     const after = readFileSync(testFile, 'utf8');
     expect(after.startsWith(before.replace(/\n*$/, '\n'))).toBe(true); // comments, alignment, flow style: all kept
     expect(statSync(testFile).mode & 0o777).toBe(0o600);
+    // Read as YAML 1.1 (PyYAML, Ruby, SnakeYAML): the added cells are the same strings, not dates, booleans or sexagesimals.
+    const cases = (text11: string, version: '1.1' | '1.2') => (parse(text11, { version }) as { cases: unknown[] }).cases.slice(-added.length);
+    expect(JSON.stringify(cases(after, '1.1'))).toBe(JSON.stringify(cases(after, '1.2')));
+    expect(after).toMatch(/: "\d{4}-\d{2}-\d{2}"/); // a date cell, quoted
 
     const report = await runMappingTests([testFile]);
     const byName = new Map(report.files[0]!.cases.map((c) => [c.name, c]));
