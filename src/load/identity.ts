@@ -32,7 +32,7 @@ export function comparableHash(resource: unknown): string {
  */
 export function contentAndComparableHash(resource: unknown): { hash: string; comparable: string } {
   const hash = contentHash(resource);
-  return { hash, comparable: isPruned(resource) ? hash : comparableHash(resource) };
+  return { hash, comparable: isPruned(resource) ? hash : contentHash(comparable(resource)) };
 }
 
 /** True when `prune` would give a deep-equal copy: plain objects and arrays only, nothing it drops. */

@@ -41,27 +41,21 @@ export interface MatchRule {
 }
 
 export function matchRuleOf(res: CompiledResource): MatchRule {
-  const rule = res.def.match;
   const now = directRule(res);
-  const serverValues = async (r: Resource): Promise<string[]> => {
-    if (rule === 'identifier') return allIdentifierValues(r);
-    if (rule === 'references') {
-      const v = careTeamIdentity(r);
-      return v ? [v] : [];
-    }
-    try {
-      const v = await res.evalMatch?.(r);
-      return v === undefined ? [] : [v];
-    } catch {
-      return [];
-    }
-  };
+  // The built-in rules are written once, in `directRule`; only a JSONata `match:` needs the evaluator.
+  if (now) return { ofMapped: async (r) => now.ofMapped(r), ofServer: async (r) => now.ofServer(r), now };
   return {
     async ofMapped(r) {
       return (await res.evalMatch?.(r)) ?? contentIdentity(r);
     },
-    ofServer: serverValues,
-    ...(now ? { now } : {}),
+    async ofServer(r) {
+      try {
+        const v = await res.evalMatch?.(r);
+        return v === undefined ? [] : [v];
+      } catch {
+        return [];
+      }
+    },
   };
 }
 

@@ -58,10 +58,9 @@ export async function runScheduled(
     done.set(name, p);
     started.push(p);
   }
-  const settled = await Promise.allSettled(started);
+  // Every rejection set `first`: a mapping's own failure in its catch, a dependent's by awaiting that mapping.
+  await Promise.allSettled(started);
   if (first) throw first.error;
-  const failed = settled.find((s) => s.status === 'rejected');
-  if (failed) throw failed.reason;
 }
 
 /**

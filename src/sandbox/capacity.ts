@@ -7,6 +7,8 @@
 import { FifoQueue } from '../core/fifo-queue.js';
 
 const TIMELINE_BUCKET_MS = 100;
+/** The timeline covers the first 10 minutes after the first admission (a bench's run): a long-lived sandbox keeps no more. */
+const TIMELINE_MAX_BUCKETS = 6000;
 
 export interface CapacityStats {
   /** K, or null when unlimited. */
@@ -117,7 +119,7 @@ export class CapacityGate {
     };
   }
 
-  /** `stats().meanInFlight` per 100 ms bucket, from the first admission up to now. */
+  /** `stats().meanInFlight` per 100 ms bucket, from the first admission up to now (10 minutes at most). */
   timeline(): CapacityTimeline {
     this.mark();
     const first = this.firstAt ?? performance.now();
@@ -160,6 +162,7 @@ export class CapacityGate {
   private addToBuckets(from: number, to: number): void {
     while (from < to) {
       const i = Math.floor(from / TIMELINE_BUCKET_MS);
+      if (i >= TIMELINE_MAX_BUCKETS) return;
       const end = Math.min(to, (i + 1) * TIMELINE_BUCKET_MS);
       while (this.buckets.length <= i) this.buckets.push(0);
       this.buckets[i] = (this.buckets[i] ?? 0) + this.serving * (end - from);
