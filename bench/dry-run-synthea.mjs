@@ -170,13 +170,23 @@ async function evaluation(mode, dir) {
     for await (const item of openSource(mapping.sources[res.def.from])) if (item.ok) rows.push(item.data);
     inputs.push({ res, rows });
   }
+  // As the pipeline calls them (transform-source.ts): keyNow / mapNow, awaited only when they answer a promise
+  // (evalKey / evalMap: a build before them).
+  const keyOf = (res, row) => (res.keyNow ? res.keyNow(row) : res.evalKey(row));
+  const mapOf = (res, input) => (res.mapNow ? res.mapNow(input, ctx) : res.evalMap(input, ctx));
   let read = 0;
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   for (const { res, rows } of inputs) {
     read += rows.length;
     if (!res.evalGroupKey) {
-      for (const row of rows) if ((await res.evalKey(row)) && (await res.evalMap(row, ctx)) === undefined) throw new Error('no resource');
+      for (const row of rows) {
+        let key = keyOf(res, row);
+        if (key instanceof Promise) key = await key;
+        let resource = key ? mapOf(res, row) : null;
+        if (resource instanceof Promise) resource = await resource;
+        if (key && resource === undefined) throw new Error('no resource');
+      }
       continue;
     }
     const groups = new Map();
@@ -186,7 +196,11 @@ async function evaluation(mode, dir) {
       if (group) group.push(row);
       else groups.set(key, [row]);
     }
-    for (const group of groups.values()) if ((await res.evalMap(group, ctx)) === undefined) throw new Error('no resource');
+    for (const group of groups.values()) {
+      let resource = mapOf(res, group);
+      if (resource instanceof Promise) resource = await resource;
+      if (resource === undefined) throw new Error('no resource');
+    }
   }
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(c0);

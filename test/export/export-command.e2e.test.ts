@@ -7,7 +7,7 @@ import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { cliInProcess, clientFor, envFor, loadPatients, observation, oldObservations, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
 
-// Spawns the built CLI (`npm run build` first; CI builds in `npm ci` → prepare) against an in-process
+// Runs the built CLI in this worker (`runCliInProcess`; `npm run build` first, CI builds in `npm ci` → prepare) against an in-process
 // sandbox on 127.0.0.1 (ephemeral port); credentials travel in CARE_* variables.
 beforeAll(() => {
   if (!existsSync(join(ROOT, 'dist/commands/export.js'))) throw new Error('dist/ is missing: run `npm run build` first');

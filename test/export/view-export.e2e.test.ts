@@ -6,7 +6,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { cliInProcess, envFor, observation, parseCsv, ROOT, TENANT, workDir } from './helpers.js';
 
-// Spawns the built CLI against an in-process sandbox on 127.0.0.1: ViewDefinitions of the public SQL-on-FHIR v2
+// Runs the built CLI in this worker (`runCliInProcess`) against an in-process sandbox on 127.0.0.1: ViewDefinitions of the public SQL-on-FHIR v2
 // suite (test/fixtures/sql-on-fhir/), their Observations stored as given, exported and compared with `expect`.
 beforeAll(() => {
   if (!existsSync(join(ROOT, 'dist/commands/export.js'))) throw new Error('dist/ is missing: run `npm run build` first');
