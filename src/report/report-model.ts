@@ -477,7 +477,9 @@ export async function readRejectsFile(path: string, opts: { keepRows?: boolean }
 export function describeConcurrency(c: NonNullable<RunReport['concurrency']>): string {
   if (c.mode === 'pinned')
     return `pinned at ${c.ceiling} (--concurrency); ${c.maxInFlight} request(s) in flight at most${c.settled < c.ceiling ? `, mostly ${c.settled} (lowered on 429/503)` : ''}`;
-  return `settled at ${c.settled} request(s) in flight (discovered; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
+  const from =
+    c.started === undefined ? '' : c.rememberedFrom === undefined ? ` from ${c.started}` : ` from ${c.started}, where run ${c.rememberedFrom} settled`;
+  return `settled at ${c.settled} request(s) in flight (discovered${from}; largest window ${c.max}, ceiling ${c.ceiling}: --max-concurrency)`;
 }
 
 /** The count columns of the per-mapping table: `notSelected` only for an `--only-rejected` run that left rows out; `skipped` when rows were. */

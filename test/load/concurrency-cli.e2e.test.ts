@@ -46,11 +46,21 @@ describe('care-etl run: concurrency', () => {
     expect(sb!.stats().capacity.maxInFlight).toBeLessThanOrEqual(3);
   });
 
-  it('the summary of a discovered run names the ceiling', async () => {
+  it('the summary of a discovered run names the ceiling, and the run it started from', async () => {
     const env = await start();
-    const res = await runCliInProcess(['run', mapping(), '--progress', 'none'], { env });
+    const file = mapping();
+    const res = await runCliInProcess(['run', file, '--progress', 'none'], { env });
     expect(res.code, res.stderr).toBe(1);
-    expect(res.stdout).toMatch(/^Concurrency: settled at \d+ request\(s\) in flight \(discovered; largest window \d+, ceiling 32: --max-concurrency\)$/m);
+    expect(res.stdout).toMatch(
+      /^Concurrency: settled at \d+ request\(s\) in flight \(discovered from 4; largest window \d+, ceiling 32: --max-concurrency\)$/m,
+    );
+    // The same target again (same state): the discovery starts where the first run settled, and the summary says so.
+    const again = await runCliInProcess(['run', file, '--progress', 'none'], { env });
+    expect(again.code, again.stderr).toBe(1);
+    const settled = /settled at (\d+) request/.exec(res.stdout)![1];
+    expect(again.stdout).toMatch(
+      new RegExp(`^Concurrency: settled at \\d+ request\\(s\\) in flight \\(discovered from ${settled}, where run 1 settled; `, 'm'),
+    );
   });
 
   it('refuses a --max-concurrency below 1, and --concurrency with --max-concurrency (exit 2)', async () => {
