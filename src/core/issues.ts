@@ -122,6 +122,8 @@ export const ISSUE_CODES = [
   'view-invalid',
   'view-unsupported',
   'view-eval',
+  // session 31 part R (review): a mapped resource holding nothing but its resourceType
+  'resource-empty',
 ] as const;
 
 /**
@@ -234,6 +236,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'view-invalid': 'a SQL-on-FHIR ViewDefinition (`export --view`) is not of the shape it must have, at the named JSON path: nothing was fetched',
   'view-unsupported': 'a ViewDefinition uses a FHIRPath construct or view feature care-etl does not support (named with its JSON path): nothing was fetched',
   'view-eval': 'a ViewDefinition expression failed on a resource (several values in a column without `collection: true`, a `where` that is not boolean)',
+  // session 31 part R (review)
+  'resource-empty': 'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
 };
 
 /** Codes made from an HTTP status or a transport failure. */
