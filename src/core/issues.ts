@@ -124,6 +124,7 @@ export const ISSUE_CODES = [
   'view-eval',
   // session 31 part R (review): a mapped resource holding nothing but its resourceType
   'resource-empty',
+  'map-field-unknown',
 ] as const;
 
 /**
@@ -237,6 +238,7 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'view-unsupported': 'a ViewDefinition uses a FHIRPath construct or view feature care-etl does not support (named with its JSON path): nothing was fetched',
   'view-eval': 'a ViewDefinition expression failed on a resource (several values in a column without `collection: true`, a `where` that is not boolean)',
   // session 31 part R (review)
+  'map-field-unknown': "a literal key of the `map` (`\"birthdate\": …`) is not a field of the resource's schema at that place: a load-time error with the allowed names",
   'resource-empty': 'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
 };
 

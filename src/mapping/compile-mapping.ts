@@ -18,6 +18,7 @@ import {
   type EvalContext,
 } from './functions.js';
 import { closest as closestName } from './closest.js';
+import { mapFieldProblems } from './map-fields.js';
 import {
   ExpressionEvaluator,
   FALLBACK,
@@ -283,6 +284,7 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
   p.map = map.ev;
   p.refCalls = map.refs;
+  if (map.ev) for (const f of mapFieldProblems(def.map, def.type)) cx.push('map-field-unknown', `${owner} map: ${f.message}`, def.paths.map, f.offset);
   if (!MATCH_KEYWORDS.includes(def.match)) {
     p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
   }

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mapFieldProblems } from '../../src/mapping/map-fields.js';
+import { compileMapping } from '../../src/mapping/compile-mapping.js';
+import { loadMapping } from '../../src/mapping/load-mapping.js';
+import { issuesOf } from './helpers.js';
+
+const unknown = (src: string, type: 'Patient' | 'Practitioner' | 'CareTeam' = 'Patient') =>
+  mapFieldProblems(src, type).map((p) => [p.message.replace(/ \(fields: .*\)$/, ''), src.slice(p.offset, p.offset + 12)]);
+
+describe("a map's literal keys checked against the resource's schema when the mapping is loaded", () => {
+  it('a misspelt field, at its literal, with the did-you-mean; a field the API does not have, with the list', () => {
+    expect(unknown('{ "birthdate": DOB, "gender": "male" }')).toEqual([['Patient has no field `birthdate`; did you mean `birthDate`?', '"birthdate":']]);
+    expect(mapFieldProblems('{ "generalPractitioner": [] }', 'Patient')[0]!.message).toBe(
+      'Patient has no field `generalPractitioner` (fields: resourceType, identifier, active, name, telecom, gender, birthDate, address, extension, managingOrganization)',
+    );
+  });
+
+  it('nested objects through arrays, conditions, blocks and a path`s last step', () => {
+    expect(unknown('( $x := 1; { "name": [{ "famly": L }] } )')).toEqual([['Patient.name has no field `famly`; did you mean `family`?', '"famly": L }']]);
+    expect(unknown('{ "telecom": P ? [{ "sytem": "phone" }] }')).toEqual([['Patient.telecom has no field `sytem`; did you mean `system`?', '"sytem": "ph']]);
+    expect(unknown('{ "telecom": [contacts.{ "system": "phone", "vaule": v }] }')).toEqual([
+      ['Patient.telecom has no field `vaule`; did you mean `value`?', '"vaule": v }'],
+    ]);
+    expect(unknown('{ "participant": [{ "member": { "refrence": R } }] }', 'CareTeam')).toEqual([
+      ['CareTeam.participant.member has no field `refrence`; did you mean `reference`?', '"refrence": '],
+    ]);
+  });
+
+  it('computed keys and results built by functions are left to the row`s validation; valid maps give nothing', () => {
+    expect(unknown('{ LAST: 1, "name": [$merge([{ "famly": L }])] }')).toEqual([]);
+    expect(unknown('{ "resourceType": "Patient", "identifier": [{ "system": "s", "value": V }], "active": true, "birthDate": D }')).toEqual([]);
+  });
+
+  it('`validate` (compileMapping) reports it at the key`s file:line:col', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-map-fields-'));
+    try {
+      writeFileSync(join(dir, 'rows.csv'), 'MRN,DOB\n1,1980-01-02\n');
+      const file = join(dir, 'm.yaml');
+      writeFileSync(
+        file,
+        'version: 1\nsources:\n  rows: { path: rows.csv }\nresources:\n  - name: patient\n    type: Patient\n    from: rows\n    key: MRN\n    map: |\n      { "identifier": [{ "value": MRN }],\n        "birthdate": DOB }\n',
+      );
+      const m = await loadMapping(file, { env: {} });
+      const { issues } = await issuesOf(() => compileMapping(m));
+      expect(issues).toEqual([
+        expect.objectContaining({ code: 'map-field-unknown', location: { file, line: 11, column: 9 }, message: expect.stringContaining('did you mean `birthDate`?') }),
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
