@@ -292,7 +292,8 @@ function cleanOf(v: unknown): string | undefined {
   return s ? s : undefined;
 }
 
-const NAME_SEPARATOR = /(^|[\s\-'’])(\p{Ll})/gu;
+// A word starts after anything that is not a letter or digit: a space, `-`, `'`, and a quote or parenthesis (`"DOE"` → `"Doe"`).
+const NAME_SEPARATOR = /(^|[^\p{L}\p{N}])(\p{Ll})/gu;
 
 /**
  * `$name(s)`: collapse whitespace; names written in ALL CAPS are title-cased per word, hyphen and
@@ -315,12 +316,12 @@ function nameOf(v: unknown): string | undefined {
   return s
     .toLowerCase()
     .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
-    .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+    .replace(/(^|[^\p{L}\p{N}])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
 }
 
 /**
  * `$name`'s two replacements on a plain-ASCII ALL-CAPS name, in one pass over its lower case: a letter first or
- * after a space, `-` or `'` is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
+ * after anything but a letter or digit (a space, `-`, `'`, a quote) is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
  */
 function titleCaseAscii(t: string): string {
   const s = t.toLowerCase();
@@ -340,8 +341,9 @@ function titleCaseAscii(t: string): string {
   return out;
 }
 
+/** Not an ASCII letter or digit (the text is plain ASCII here). */
 function isNameSeparator(c: number): boolean {
-  return c === 32 || c === 45 || c === 39;
+  return !(isLowerAscii(c) || (c >= 48 && c <= 57));
 }
 
 function isLowerAscii(c: number): boolean {
