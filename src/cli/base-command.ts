@@ -80,11 +80,33 @@ function argvLogFormat(argv: string[]): string | undefined {
 class UsageError extends CareEtlError {
   constructor(err: unknown, command: string, flags: Record<string, { description?: string }>) {
     const raw = stripVTControlCharacters(err instanceof Error ? err.message : String(err));
-    const message = raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': ');
+    const message = uniformFlagMessage(raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': '));
     const rule = declaredRule(message, flags) ?? flagSuggestion(message, flags);
     super(message, { exitCode: ExitCode.config, hint: `${rule ? `${rule} ` : ''}See \`${command} --help\`.` });
     this.name = 'UsageError';
   }
+}
+
+/**
+ * oclif's own flag-value messages in the wording of ours (number-flags.ts): "Expected `--x` to be …, got `y`" —
+ * "Parsing --concurrency: Expected an integer greater than or equal to 1 but received: 0" and
+ * "Expected --progress=sometimes to be one of: auto, bar" read as every other flag's.
+ */
+export function uniformFlagMessage(message: string): string {
+  const parsing = /^Parsing --([\w-]+): ([\s\S]*)$/.exec(message);
+  if (parsing) {
+    const [, name, rest] = parsing as unknown as [string, string, string];
+    if (rest.startsWith(`Expected \`--${name}\``)) return rest;
+    const oclif = /^Expected (.+?) but received: ([\s\S]*)$/.exec(rest);
+    if (oclif) {
+      const expected = oclif[1]!.replace(/ greater than or equal to /, ' ≥ ').replace(/ less than or equal to /, ' ≤ ');
+      return `Expected \`--${name}\` to be ${expected}, got \`${oclif[2]}\``;
+    }
+    return message;
+  }
+  const options = /^Expected --([\w-]+)=([\s\S]*) to be one of: (.+)$/.exec(message);
+  if (options) return `Expected \`--${options[1]}\` to be one of ${options[3]}, got \`${options[2]}\``;
+  return message;
 }
 
 /** A refused combination names the flag declaring it ("… when using --bom"): that flag's description says the rule. */
