@@ -15,6 +15,7 @@ import { redactKnown, registerProxySecrets, registerSecret } from '../core/secre
 import { describeError, JSON_FORMAT_VERSION, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
 import { createJsonLog, type JsonLog } from './json-log.js';
+import { stderrLine } from './log-line.js';
 import { closest } from '../mapping/closest.js';
 
 export type LogLevel = 'quiet' | 'normal' | 'verbose';
@@ -265,14 +266,14 @@ export abstract class CareCommand<T> extends Command {
   /** Informational stderr line (not under `--json` or `--quiet`). */
   protected info(line: string): void {
     if (this.jsonLog) this.jsonLog.write('info', 'message', { message: line });
-    else if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
+    else if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(stderrLine(line));
   }
 
   /** A summary line that must never be silent: stdout with the summary, stderr under `--json` or `--quiet`. */
   notice(line: string | undefined): void {
     if (line === undefined) return;
     if (this.jsonLog && (this.jsonEnabled() || this.logLevel === 'quiet')) this.jsonLog.write('warn', 'notice', { message: line });
-    else if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(`${line}\n`);
+    else if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(stderrLine(line));
     else this.log(line);
   }
 
@@ -285,7 +286,7 @@ export abstract class CareCommand<T> extends Command {
   protected get requestLog(): ((r: { method: string; path: string; status: number | 'error'; ms: number }) => void) | undefined {
     if (this.logLevel !== 'verbose') return undefined;
     if (this.jsonLog) return this.jsonLog.onRequest;
-    return (r) => process.stderr.write(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms\n`);
+    return (r) => process.stderr.write(stderrLine(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms`));
   }
 
   /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */
