@@ -284,7 +284,10 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
   p.map = map.ev;
   p.refCalls = map.refs;
-  if (map.ev) for (const f of mapFieldProblems(def.map, def.type)) cx.push('map-field-unknown', `${owner} map: ${f.message}`, def.paths.map, f.offset);
+  if (map.ev) {
+    const refTypes = new Map(cx.m.resources.map((r) => [r.name, r.type]));
+    for (const f of mapFieldProblems(def.map, def.type, refTypes)) cx.push(f.code, `${owner} map: ${f.message}`, def.paths.map, f.offset);
+  }
   if (!MATCH_KEYWORDS.includes(def.match)) {
     p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
   }

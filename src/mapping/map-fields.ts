@@ -13,6 +13,7 @@ import { nodeStart } from './jsonata-ast.js';
 
 interface SchemaNode {
   type?: string | string[];
+  pattern?: string;
   $ref?: string;
   properties?: Record<string, SchemaNode>;
   additionalProperties?: boolean;
@@ -28,9 +29,12 @@ interface AstNode {
   steps?: AstNode[];
   then?: AstNode;
   else?: AstNode;
+  procedure?: AstNode;
+  arguments?: AstNode[];
 }
 
 export interface MapFieldProblem {
+  code: 'map-field-unknown' | 'ref-type-mismatch';
   message: string;
   /** Offset of the key's literal in the expression. */
   offset: number;
@@ -38,8 +42,12 @@ export interface MapFieldProblem {
 
 const FILES: Record<WritableType, string> = { Patient: 'patient.schema.json', Practitioner: 'practitioner.schema.json', CareTeam: 'careteam.schema.json' };
 
-/** Every literal key of `src`'s certain object constructors that `type`'s schema does not allow; [] on a syntax error. */
-export function mapFieldProblems(src: string, type: WritableType): MapFieldProblem[] {
+/**
+ * Every literal key of `src`'s certain object constructors that `type`'s schema does not allow, and every
+ * `$ref("name", …)` written where the schema wants a reference to another type than mapping `name`'s (`refTypes`);
+ * [] on a syntax error.
+ */
+export function mapFieldProblems(src: string, type: WritableType, refTypes: ReadonlyMap<string, string> = new Map()): MapFieldProblem[] {
   let ast: AstNode;
   try {
     ast = jsonata(src).ast() as AstNode;
@@ -47,46 +55,69 @@ export function mapFieldProblems(src: string, type: WritableType): MapFieldProbl
     return []; // the compiler reports it
   }
   const problems: MapFieldProblem[] = [];
-  checkValue(src, ast, schemaJson(FILES[type]) as SchemaNode, type, problems);
+  checkValue({ src, refTypes, out: problems }, ast, schemaJson(FILES[type]) as SchemaNode, type);
   return problems;
 }
 
+interface Cx {
+  src: string;
+  refTypes: ReadonlyMap<string, string>;
+  out: MapFieldProblem[];
+}
+
 /** `node` produces a value of `schema` (an array's items when it is an array). */
-function checkValue(src: string, node: AstNode | undefined, schema: SchemaNode | undefined, at: string, out: MapFieldProblem[]): void {
+function checkValue(cx: Cx, node: AstNode | undefined, schema: SchemaNode | undefined, at: string): void {
   if (!node || !schema) return;
   const element = isArray(schema) ? schema.items && resolve(schema.items) : schema;
   switch (node.type) {
     case 'block':
-      return checkValue(src, node.expressions?.at(-1), schema, at, out);
+      return checkValue(cx, node.expressions?.at(-1), schema, at);
     case 'condition':
-      checkValue(src, node.then, schema, at, out);
-      return checkValue(src, node.else, schema, at, out);
+      checkValue(cx, node.then, schema, at);
+      return checkValue(cx, node.else, schema, at);
     case 'path':
-      return checkValue(src, node.steps?.at(-1), schema, at, out);
+      return checkValue(cx, node.steps?.at(-1), schema, at);
     case 'unary':
-      if (node.value === '[') for (const e of node.expressions ?? []) checkValue(src, e, element, at, out);
-      else if (node.value === '{' && Array.isArray(node.lhs)) checkObject(src, node.lhs as [AstNode, AstNode][], element, at, out);
+      if (node.value === '[') for (const e of node.expressions ?? []) checkValue(cx, e, element, at);
+      else if (node.value === '{' && Array.isArray(node.lhs)) checkObject(cx, node.lhs as [AstNode, AstNode][], element, at);
       return;
+    case 'function':
+      return checkRefType(cx, node, schema, at);
     default:
   }
 }
 
-function checkObject(src: string, pairs: [AstNode, AstNode][], schema: SchemaNode | undefined, at: string, out: MapFieldProblem[]): void {
+/** `"reference": $ref("practitioner", …)` where the schema wants `Patient/<id>`: mapping `practitioner` gives Practitioner ones. */
+function checkRefType(cx: Cx, call: AstNode, schema: SchemaNode, at: string): void {
+  const [name] = call.arguments ?? [];
+  if (call.procedure?.type !== 'variable' || call.procedure.value !== 'ref' || name?.type !== 'string' || typeof name.value !== 'string') return;
+  const wanted = /^\^([A-Z]\w+)\//.exec(schema.pattern ?? '')?.[1];
+  const given = cx.refTypes.get(name.value);
+  if (!wanted || !given || wanted === given) return;
+  cx.out.push({
+    code: 'ref-type-mismatch',
+    message: `${at} must refer to a ${wanted}, but mapping \`${name.value}\` loads ${given}s: \`$ref("${name.value}", …)\` gives \`${given}/<id>\`; refer to a ${wanted} mapping`,
+    offset: nodeStart(cx.src, name as Parameters<typeof nodeStart>[1]),
+  });
+}
+
+function checkObject(cx: Cx, pairs: [AstNode, AstNode][], schema: SchemaNode | undefined, at: string): void {
   const props = schema?.properties;
   if (!props) return;
   for (const [key, value] of pairs) {
     if (key.type !== 'string' || typeof key.value !== 'string') continue; // a computed key: known only per row
     const name = key.value;
     if (Object.hasOwn(props, name)) {
-      checkValue(src, value, resolve(props[name]!), `${at}.${name}`, out);
+      checkValue(cx, value, resolve(props[name]!), `${at}.${name}`);
       continue;
     }
     if (schema.additionalProperties !== false) continue;
     const names = Object.keys(props).filter((p) => p !== 'id' && p !== 'meta');
     const near = closest(name, names);
-    out.push({
+    cx.out.push({
+      code: 'map-field-unknown',
       message: `${at} has no field \`${name}\`${near ? `; did you mean \`${near}\`?` : ''} (fields: ${names.join(', ')})`,
-      offset: nodeStart(src, key as Parameters<typeof nodeStart>[1]),
+      offset: nodeStart(cx.src, key as Parameters<typeof nodeStart>[1]),
     });
   }
 }

@@ -29,6 +29,21 @@ describe("a map's literal keys checked against the resource's schema when the ma
     ]);
   });
 
+  it('a `$ref` where the schema wants a reference to another type: named with both types, at the mapping name', () => {
+    const refTypes = new Map([
+      ['patient', 'Patient'],
+      ['practitioner', 'Practitioner'],
+    ]);
+    const src = '{ "subject": { "reference": $ref("practitioner", MRN) }, "participant": [{ "member": { "reference": $ref("practitioner", NPI) } }] }';
+    expect(mapFieldProblems(src, 'CareTeam', refTypes).map((p) => [p.code, p.message, src.slice(p.offset, p.offset + 14)])).toEqual([
+      [
+        'ref-type-mismatch',
+        'CareTeam.subject.reference must refer to a Patient, but mapping `practitioner` loads Practitioners: `$ref("practitioner", …)` gives `Practitioner/<id>`; refer to a Patient mapping',
+        '"practitioner"',
+      ],
+    ]);
+  });
+
   it('computed keys and results built by functions are left to the row`s validation; valid maps give nothing', () => {
     expect(unknown('{ LAST: 1, "name": [$merge([{ "famly": L }])] }')).toEqual([]);
     expect(unknown('{ "resourceType": "Patient", "identifier": [{ "system": "s", "value": V }], "active": true, "birthDate": D }')).toEqual([]);
