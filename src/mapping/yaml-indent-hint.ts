@@ -47,6 +47,8 @@ function hintFor(lines: ContentLine[], i: number): string {
   const cur = lines[i]!;
   const prev = lines[i - 1]!;
   if (cur.tab) return '';
+  const dash = /^-(?=[^\s-])/.test(cur.text) ? /^-[^\s:]*/.exec(cur.text)![0] : undefined;
+  if (dash) return `line ${cur.line} starts with \`${dash}\`: a list item needs a space after its \`-\` (\`- ${dash.slice(1)}\`)`;
   const stack = indentStack(lines.slice(0, i));
   const top = stack.at(-1)!.indent;
   if (cur.indent > top) {

@@ -51,6 +51,10 @@ describe('YAML errors caused by indentation name the line, its indentation and t
     expect(await firstYamlError(10, '   {')).toContain("line 10 is indented by 3 spaces, which ends the block that line 9 starts with `|`: indent the block's lines deeper than its key (by 6)");
   });
 
+  it('a list item without the space after its `-`', async () => {
+    expect(await firstYamlError(5, '  -name: patient')).toContain('line 5 starts with `-name`: a list item needs a space after its `-` (`- name`)');
+  });
+
   it('no hint for a tab (yaml says it) nor for errors that are not about indentation', async () => {
     expect(await firstYamlError(8, '\tkey: MRN')).not.toContain(' — line');
     expect(await firstYamlError(3, '  rows: { path: rows.csv')).not.toContain(' — line');
