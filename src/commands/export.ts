@@ -131,7 +131,9 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         onTarget: (t) => {
           // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
           if (t.embedded)
-            process.stderr.write(stderrLine(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`));
+            process.stderr.write(
+              stderrLine(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`),
+            );
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,

@@ -239,9 +239,12 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'view-unsupported': 'a ViewDefinition uses a FHIRPath construct or view feature care-etl does not support (named with its JSON path): nothing was fetched',
   'view-eval': 'a ViewDefinition expression failed on a resource (several values in a column without `collection: true`, a `where` that is not boolean)',
   // session 31 part R (review)
-  'map-field-unknown': "a literal key of the `map` (`\"birthdate\": …`) is not a field of the resource's schema at that place: a load-time error with the allowed names",
-  'ref-type-mismatch': '`$ref("name", …)` written where the resource wants a reference to another type than mapping `name` loads (`subject` of a CareTeam is a Patient): a load-time error',
-  'resource-empty': 'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
+  'map-field-unknown':
+    'a literal key of the `map` (`"birthdate": …`) is not a field of the resource\'s schema at that place: a load-time error with the allowed names',
+  'ref-type-mismatch':
+    '`$ref("name", …)` written where the resource wants a reference to another type than mapping `name` loads (`subject` of a CareTeam is a Patient): a load-time error',
+  'resource-empty':
+    'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

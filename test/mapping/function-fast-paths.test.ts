@@ -52,7 +52,34 @@ function outcome(f: () => unknown): unknown {
 
 /** Cells over the characters that matter: ASCII case, separators, whitespace kinds, non-ASCII letters, symbols. */
 const cell = (chars: string[]) => fc.array(fc.constantFrom(...chars), { maxLength: 14 }).map((cs) => cs.join(''));
-const NAME_CHARS = ['A', 'M', 'C', 'a', 'c', 'z', 'Z', ' ', ' ', '-', "'", '’', '.', '"', '(', '1', '\t', '\n', '\u00a0', 'É', 'é', 'ß', 'Ǆ', '~', '\u007f', '\u001f'];
+const NAME_CHARS = [
+  'A',
+  'M',
+  'C',
+  'a',
+  'c',
+  'z',
+  'Z',
+  ' ',
+  ' ',
+  '-',
+  "'",
+  '’',
+  '.',
+  '"',
+  '(',
+  '1',
+  '\t',
+  '\n',
+  '\u00a0',
+  'É',
+  'é',
+  'ß',
+  'Ǆ',
+  '~',
+  '\u007f',
+  '\u001f',
+];
 const PHONE_CHARS = ['5', '1', '0', '9', ' ', ' ', '(', ')', '-', '.', '/', '+', 'x', 'X', 'e', 't', '#', '\t', '\u00a0', ',', '٣'];
 
 describe('$name fast path', () => {

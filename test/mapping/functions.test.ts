@@ -111,7 +111,7 @@ describe('$dateTime', () => {
 });
 
 describe('$name', () => {
-  it('title-cases a word after a quote or parenthesis too, not only after a space, `-` or `\'`', () => {
+  it("title-cases a word after a quote or parenthesis too, not only after a space, `-` or `'`", () => {
     expect(fnName('JOHN "JACK" SMITH')).toBe('John "Jack" Smith');
     expect(fnName('(MUELLER)')).toBe('(Mueller)');
     expect(fnName('ST.JOHN')).toBe('St.John');

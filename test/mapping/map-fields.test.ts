@@ -61,7 +61,11 @@ describe("a map's literal keys checked against the resource's schema when the ma
       const m = await loadMapping(file, { env: {} });
       const { issues } = await issuesOf(() => compileMapping(m));
       expect(issues).toEqual([
-        expect.objectContaining({ code: 'map-field-unknown', location: { file, line: 11, column: 9 }, message: expect.stringContaining('did you mean `birthDate`?') }),
+        expect.objectContaining({
+          code: 'map-field-unknown',
+          location: { file, line: 11, column: 9 },
+          message: expect.stringContaining('did you mean `birthDate`?'),
+        }),
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -36,11 +36,15 @@ async function firstYamlError(n: number, line: string): Promise<string> {
 
 describe('YAML errors caused by indentation name the line, its indentation and the one it needs', () => {
   it('a key indented between two levels', async () => {
-    expect(await firstYamlError(8, '   key: MRN')).toContain('line 8 is indented by 3 spaces, but the keys before it by 0, 2, 4: YAML nests by indentation — indent it by 4');
+    expect(await firstYamlError(8, '   key: MRN')).toContain(
+      'line 8 is indented by 3 spaces, but the keys before it by 0, 2, 4: YAML nests by indentation — indent it by 4',
+    );
   });
 
   it('a key indented deeper than the key before it, which has a value (yaml reports the line before)', async () => {
-    expect(await firstYamlError(8, '      key: MRN')).toContain('line 8 is indented by 6 spaces, deeper than line 7 (4), whose key already has a value: indent it by 4');
+    expect(await firstYamlError(8, '      key: MRN')).toContain(
+      'line 8 is indented by 6 spaces, deeper than line 7 (4), whose key already has a value: indent it by 4',
+    );
   });
 
   it('a key at the indentation of the `-` of its item', async () => {
@@ -48,7 +52,9 @@ describe('YAML errors caused by indentation name the line, its indentation and t
   });
 
   it('a line of a `map: |` block not indented deeper than `map:`', async () => {
-    expect(await firstYamlError(10, '   {')).toContain("line 10 is indented by 3 spaces, which ends the block that line 9 starts with `|`: indent the block's lines deeper than its key (by 6)");
+    expect(await firstYamlError(10, '   {')).toContain(
+      "line 10 is indented by 3 spaces, which ends the block that line 9 starts with `|`: indent the block's lines deeper than its key (by 6)",
+    );
   });
 
   it('a list item without the space after its `-`', async () => {
