@@ -13,6 +13,8 @@ import {
   JSONATA_BUILTINS,
   LIBRARY_FUNCTIONS,
   checkZone,
+  dateFormatMistake,
+  phoneCountryProblem,
   registerFunctions,
   translateDateFormat,
   type EvalContext,
@@ -220,7 +222,12 @@ function checkCalls(cx: MappingCx, { src, path, role, owner }: ExprMeta, facts: 
     const fmt = call.args[1];
     if ((call.name === 'date' || call.name === 'dateTime') && fmt?.type === 'string' && typeof fmt.value === 'string') {
       const t = translateDateFormat(fmt.value);
-      if (typeof t === 'string') cx.push('date-format-invalid', `${owner} ${role}: ${t}`, path, nodeStart(src, fmt));
+      const bad = typeof t === 'string' ? t : dateFormatMistake(fmt.value);
+      if (bad) cx.push('date-format-invalid', `${owner} ${role}: ${bad}`, path, nodeStart(src, fmt));
+    }
+    if (call.name === 'phone' && fmt?.type === 'string' && typeof fmt.value === 'string' && fmt.value !== '') {
+      const bad = phoneCountryProblem(fmt.value.toUpperCase());
+      if (bad) cx.push('phone-country', `${owner} ${role}: ${bad}`, path, nodeStart(src, fmt));
     }
     const zone = call.args[2];
     if (call.name === 'dateTime' && zone?.type === 'string' && typeof zone.value === 'string') {
