@@ -126,6 +126,7 @@ export const ISSUE_CODES = [
   'resource-empty',
   'map-field-unknown',
   'ref-type-mismatch',
+  'lookup-value-invalid',
 ] as const;
 
 /**
@@ -243,6 +244,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
     'a literal key of the `map` (`"birthdate": …`) is not a field of the resource\'s schema at that place: a load-time error with the allowed names',
   'ref-type-mismatch':
     '`$ref("name", …)` written where the resource wants a reference to another type than mapping `name` loads (`subject` of a CareTeam is a Patient): a load-time error',
+  'lookup-value-invalid':
+    'an inline lookup gives a label the field it feeds through `$lookup` does not allow (`gender: { M: männlich }` for `gender`): a load-time error at the entry',
   'resource-empty':
     'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
 };

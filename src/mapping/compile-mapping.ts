@@ -291,14 +291,29 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
   p.map = map.ev;
   p.refCalls = map.refs;
-  if (map.ev) {
-    const refTypes = new Map(cx.m.resources.map((r) => [r.name, r.type]));
-    for (const f of mapFieldProblems(def.map, def.type, refTypes)) cx.push(f.code, `${owner} map: ${f.message}`, def.paths.map, f.offset);
-  }
+  if (map.ev) checkMapFields(cx, def, owner);
   if (!MATCH_KEYWORDS.includes(def.match)) {
     p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
   }
   return p;
+}
+
+/** The map's literal fields, `$ref` types and inline lookup labels against the resource's schema (map-fields.ts). */
+function checkMapFields(cx: MappingCx, def: ResourceMapping, owner: string): void {
+  const refTypes = new Map(cx.m.resources.map((r) => [r.name, r.type]));
+  const inlineLookups = new Map<string, Record<string, string>>();
+  for (const [name, table] of Object.entries(cx.m.lookups)) {
+    // an inline table (its entries are in the mapping file), code → text label
+    const entries = Object.entries(table);
+    if (entries.length && entries.every(([code, v]) => typeof v === 'string' && cx.m.positionOf(['lookups', name, code]) !== undefined))
+      inlineLookups.set(name, Object.fromEntries(entries) as Record<string, string>);
+  }
+  for (const f of mapFieldProblems(def.map, def.type, { refTypes, inlineLookups })) {
+    const message = `${owner} map: ${f.message}`;
+    if (f.yamlPath && cx.issues.some((i) => i.message === message)) continue; // one table, several maps: said once
+    if (f.yamlPath) cx.push(f.code, message, f.yamlPath);
+    else cx.push(f.code, message, def.paths.map, f.offset);
+  }
 }
 
 function compileExports(cx: MappingCx): Map<string, CompiledExport> {

@@ -14,6 +14,7 @@ import { nodeStart } from './jsonata-ast.js';
 interface SchemaNode {
   type?: string | string[];
   pattern?: string;
+  enum?: unknown[];
   $ref?: string;
   properties?: Record<string, SchemaNode>;
   additionalProperties?: boolean;
@@ -34,10 +35,18 @@ interface AstNode {
 }
 
 export interface MapFieldProblem {
-  code: 'map-field-unknown' | 'ref-type-mismatch';
+  code: 'map-field-unknown' | 'ref-type-mismatch' | 'lookup-value-invalid';
   message: string;
   /** Offset of the key's literal in the expression. */
   offset: number;
+  /** Where to fix it when that is not in the expression: the lookup entry (`['lookups', 'gender', 'M']`). */
+  yamlPath?: (string | number)[];
+}
+
+/** What the map's calls refer to: mapping name → resource type; inline lookup table → its code → label entries. */
+export interface MapFieldContext {
+  refTypes?: ReadonlyMap<string, string>;
+  inlineLookups?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
 const FILES: Record<WritableType, string> = { Patient: 'patient.schema.json', Practitioner: 'practitioner.schema.json', CareTeam: 'careteam.schema.json' };
@@ -47,7 +56,7 @@ const FILES: Record<WritableType, string> = { Patient: 'patient.schema.json', Pr
  * `$ref("name", …)` written where the schema wants a reference to another type than mapping `name`'s (`refTypes`);
  * [] on a syntax error.
  */
-export function mapFieldProblems(src: string, type: WritableType, refTypes: ReadonlyMap<string, string> = new Map()): MapFieldProblem[] {
+export function mapFieldProblems(src: string, type: WritableType, context: MapFieldContext = {}): MapFieldProblem[] {
   let ast: AstNode;
   try {
     ast = jsonata(src).ast() as AstNode;
@@ -55,13 +64,15 @@ export function mapFieldProblems(src: string, type: WritableType, refTypes: Read
     return []; // the compiler reports it
   }
   const problems: MapFieldProblem[] = [];
-  checkValue({ src, refTypes, out: problems }, ast, schemaJson(FILES[type]) as SchemaNode, type);
+  const cx = { src, refTypes: context.refTypes ?? new Map(), inlineLookups: context.inlineLookups ?? new Map(), out: problems };
+  checkValue(cx, ast, schemaJson(FILES[type]) as SchemaNode, type);
   return problems;
 }
 
 interface Cx {
   src: string;
   refTypes: ReadonlyMap<string, string>;
+  inlineLookups: ReadonlyMap<string, Readonly<Record<string, string>>>;
   out: MapFieldProblem[];
 }
 
@@ -82,6 +93,7 @@ function checkValue(cx: Cx, node: AstNode | undefined, schema: SchemaNode | unde
       else if (node.value === '{' && Array.isArray(node.lhs)) checkObject(cx, node.lhs as [AstNode, AstNode][], element, at);
       return;
     case 'function':
+      checkLookupLabels(cx, node, schema, at);
       return checkRefType(cx, node, schema, at);
     default:
   }
@@ -99,6 +111,26 @@ function checkRefType(cx: Cx, call: AstNode, schema: SchemaNode, at: string): vo
     message: `${at} must refer to a ${wanted}, but mapping \`${name.value}\` loads ${given}s: \`$ref("${name.value}", …)\` gives \`${given}/<id>\`; refer to a ${wanted} mapping`,
     offset: nodeStart(cx.src, name as Parameters<typeof nodeStart>[1]),
   });
+}
+
+/** `"gender": $lookup($gender, SEX)` with `gender: { M: männlich }`: a label the field's value set lacks, at the lookup entry. */
+function checkLookupLabels(cx: Cx, call: AstNode, schema: SchemaNode, at: string): void {
+  const [table] = call.arguments ?? [];
+  if (call.procedure?.type !== 'variable' || call.procedure.value !== 'lookup' || table?.type !== 'variable' || !schema.enum) return;
+  const name = String(table.value);
+  const entries = cx.inlineLookups.get(name);
+  if (!entries) return;
+  const allowed = schema.enum.map(String);
+  for (const [code, label] of Object.entries(entries)) {
+    if (allowed.includes(label) || label.startsWith('$TODO(')) continue; // a TODO marker is reported as such
+    const near = closest(label, allowed);
+    cx.out.push({
+      code: 'lookup-value-invalid',
+      message: `lookup \`${name}\` gives \`${label}\` for \`${code}\`, which ${at} (fed by \`$lookup($${name}, …)\`) does not allow: ${allowed.join(', ')}${near ? `; did you mean \`${near}\`?` : ''}`,
+      offset: nodeStart(cx.src, call as Parameters<typeof nodeStart>[1]),
+      yamlPath: ['lookups', name, code],
+    });
+  }
 }
 
 function checkObject(cx: Cx, pairs: [AstNode, AstNode][], schema: SchemaNode | undefined, at: string): void {

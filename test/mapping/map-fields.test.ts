@@ -35,13 +35,43 @@ describe("a map's literal keys checked against the resource's schema when the ma
       ['practitioner', 'Practitioner'],
     ]);
     const src = '{ "subject": { "reference": $ref("practitioner", MRN) }, "participant": [{ "member": { "reference": $ref("practitioner", NPI) } }] }';
-    expect(mapFieldProblems(src, 'CareTeam', refTypes).map((p) => [p.code, p.message, src.slice(p.offset, p.offset + 14)])).toEqual([
+    expect(mapFieldProblems(src, 'CareTeam', { refTypes }).map((p) => [p.code, p.message, src.slice(p.offset, p.offset + 14)])).toEqual([
       [
         'ref-type-mismatch',
         'CareTeam.subject.reference must refer to a Patient, but mapping `practitioner` loads Practitioners: `$ref("practitioner", …)` gives `Practitioner/<id>`; refer to a Patient mapping',
         '"practitioner"',
       ],
     ]);
+  });
+
+  it('an inline lookup label the field it feeds does not allow: at the lookup entry, with the did-you-mean; TODO markers left to `todo`', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-map-fields-'));
+    try {
+      writeFileSync(join(dir, 'rows.csv'), 'MRN,SEX\n1,m\n');
+      const file = join(dir, 'm.yaml');
+      writeFileSync(
+        file,
+        'version: 1\nsources:\n  rows: { path: rows.csv }\nlookups:\n  sex: { m: männlich, w: femal, d: other, x: \'$TODO("which?")\' }\nresources:\n  - name: patient\n    type: Patient\n    from: rows\n    key: MRN\n    map: \'{ "gender": $lookup($sex, SEX) }\'\n',
+      );
+      const m = await loadMapping(file, { env: {} });
+      const { issues } = await issuesOf(() => compileMapping(m));
+      expect(issues.map((i) => [i.code, i.message.replace(/^mapping `patient` map: /, ''), i.location?.line, i.location?.column])).toEqual([
+        [
+          'lookup-value-invalid',
+          'lookup `sex` gives `männlich` for `m`, which Patient.gender (fed by `$lookup($sex, …)`) does not allow: male, female, other, unknown',
+          5,
+          13,
+        ],
+        [
+          'lookup-value-invalid',
+          'lookup `sex` gives `femal` for `w`, which Patient.gender (fed by `$lookup($sex, …)`) does not allow: male, female, other, unknown; did you mean `female`?',
+          5,
+          26,
+        ],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('computed keys and results built by functions are left to the row`s validation; valid maps give nothing', () => {
