@@ -21,6 +21,7 @@ import {
 } from './functions.js';
 import { closest as closestName } from './closest.js';
 import { mapFieldProblems } from './map-fields.js';
+import { isInlineTable } from './lookup-tables.js';
 import {
   ExpressionEvaluator,
   FALLBACK,
@@ -301,12 +302,10 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
 /** The map's literal fields, `$ref` types and inline lookup labels against the resource's schema (map-fields.ts). */
 function checkMapFields(cx: MappingCx, def: ResourceMapping, owner: string): void {
   const refTypes = new Map(cx.m.resources.map((r) => [r.name, r.type]));
+  // inline tables only (their entries have a place in the mapping file), code → text label
   const inlineLookups = new Map<string, Record<string, string>>();
   for (const [name, table] of Object.entries(cx.m.lookups)) {
-    // an inline table (its entries are in the mapping file), code → text label
-    const entries = Object.entries(table);
-    if (entries.length && entries.every(([code, v]) => typeof v === 'string' && cx.m.positionOf(['lookups', name, code]) !== undefined))
-      inlineLookups.set(name, Object.fromEntries(entries) as Record<string, string>);
+    if (isInlineTable(table) && Object.values(table).every((v) => typeof v === 'string')) inlineLookups.set(name, table as Record<string, string>);
   }
   for (const f of mapFieldProblems(def.map, def.type, { refTypes, inlineLookups })) {
     const message = `${owner} map: ${f.message}`;
