@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mapFieldProblems } from '../../src/mapping/map-fields.js';
 import { compileMapping } from '../../src/mapping/compile-mapping.js';
-import { loadMapping } from '../../src/mapping/load-mapping.js';
+import { closeLookups, loadMapping } from '../../src/mapping/load-mapping.js';
 import { issuesOf } from './helpers.js';
 
 const unknown = (src: string, type: 'Patient' | 'Practitioner' | 'CareTeam' = 'Patient') =>
@@ -69,6 +69,27 @@ describe("a map's literal keys checked against the resource's schema when the ma
           26,
         ],
       ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a file lookup table is not checked at load (its labels have no place in the mapping; each row is checked)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-map-fields-'));
+    try {
+      writeFileSync(join(dir, 'rows.csv'), 'MRN,SEX\n1,m\n');
+      writeFileSync(join(dir, 'sex.csv'), 'CODE,LABEL\nm,männlich\n');
+      const file = join(dir, 'm.yaml');
+      writeFileSync(
+        file,
+        'version: 1\nsources:\n  rows: { path: rows.csv }\nlookups:\n  sex: { path: sex.csv, key: CODE, value: LABEL }\nresources:\n  - name: patient\n    type: Patient\n    from: rows\n    key: MRN\n    map: \'{ "gender": $lookup($sex, SEX) }\'\n',
+      );
+      const m = await loadMapping(file, { env: {} });
+      try {
+        expect(compileMapping(m).order).toEqual(['patient']);
+      } finally {
+        closeLookups(m.lookups);
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
