@@ -20,7 +20,7 @@ import {
   type EvalContext,
 } from './functions.js';
 import { closest as closestName } from './closest.js';
-import { mapFieldProblems } from './map-fields.js';
+import { mapFieldProblems, matchFieldProblems } from './map-fields.js';
 import { isInlineTable } from './lookup-tables.js';
 import {
   ExpressionEvaluator,
@@ -295,6 +295,7 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   if (map.ev) checkMapFields(cx, def, owner);
   if (!MATCH_KEYWORDS.includes(def.match)) {
     p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
+    if (p.match) for (const f of matchFieldProblems(def.match, def.type)) cx.push(f.code, `${owner} match: ${f.message}`, def.paths.match, f.offset);
   }
   return p;
 }

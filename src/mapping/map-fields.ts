@@ -32,6 +32,7 @@ interface AstNode {
   else?: AstNode;
   procedure?: AstNode;
   arguments?: AstNode[];
+  rhs?: AstNode;
 }
 
 export interface MapFieldProblem {
@@ -74,6 +75,53 @@ interface Cx {
   refTypes: ReadonlyMap<string, string>;
   inlineLookups: ReadonlyMap<string, Readonly<Record<string, string>>>;
   out: MapFieldProblem[];
+}
+
+/**
+ * The fields a `match` expression reads from the mapped resource (`subject.refrence`), checked against the type's
+ * schema: a path that can never give a value makes every resource unmatched. Paths at the top, in `&` / `=` / … and
+ * as function arguments; inside filters they read an element, not the resource, and are left alone.
+ */
+export function matchFieldProblems(src: string, type: WritableType): MapFieldProblem[] {
+  let ast: AstNode;
+  try {
+    ast = jsonata(src).ast() as AstNode;
+  } catch {
+    return [];
+  }
+  const out: MapFieldProblem[] = [];
+  const visit = (node: AstNode | undefined): void => {
+    if (!node) return;
+    if (node.type === 'path') checkPath(src, node.steps ?? [], schemaJson(FILES[type]) as SchemaNode, type, out);
+    else if (node.type === 'binary') [node.lhs as AstNode | undefined, node.rhs].forEach(visit);
+    // `$ref` / `$sourceKey` / `$lookup` take source keys and codes, not the resource's fields
+    else if (node.type === 'function' && !['ref', 'sourceKey', 'lookup'].includes(String(node.procedure?.value))) (node.arguments ?? []).forEach(visit);
+  };
+  visit(ast);
+  return out;
+}
+
+function checkPath(src: string, steps: AstNode[], root: SchemaNode, at: string, out: MapFieldProblem[]): void {
+  let schema: SchemaNode | undefined = root;
+  for (const step of steps) {
+    if (step.type !== 'name' || typeof step.value !== 'string' || !schema) return;
+    const element: SchemaNode | undefined = isArray(schema) ? schema.items && resolve(schema.items) : schema;
+    const props = element?.properties;
+    if (!props) return;
+    if (!Object.hasOwn(props, step.value)) {
+      if (element.additionalProperties !== false) return;
+      const names = Object.keys(props).filter((p) => p !== 'meta');
+      const near = closest(step.value, names);
+      out.push({
+        code: 'map-field-unknown',
+        message: `${at} has no field \`${step.value}\`${near ? `; did you mean \`${near}\`?` : ''} (fields: ${names.join(', ')}): this match never gives a value`,
+        offset: nodeStart(src, step as Parameters<typeof nodeStart>[1]),
+      });
+      return;
+    }
+    schema = resolve(props[step.value]!);
+    at = `${at}.${step.value}`;
+  }
 }
 
 /** `node` produces a value of `schema` (an array's items when it is an array). */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { mapFieldProblems } from '../../src/mapping/map-fields.js';
+import { mapFieldProblems, matchFieldProblems } from '../../src/mapping/map-fields.js';
 import { compileMapping } from '../../src/mapping/compile-mapping.js';
 import { closeLookups, loadMapping } from '../../src/mapping/load-mapping.js';
 import { issuesOf } from './helpers.js';
@@ -93,6 +93,18 @@ describe("a map's literal keys checked against the resource's schema when the ma
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('a `match:` reading a field the resource cannot have never gives a value: named at its step, with the did-you-mean', () => {
+    const at = (src: string, type: 'Patient' | 'CareTeam') =>
+      matchFieldProblems(src, type).map((p) => [p.message.replace(/ \(fields: .*$/, ''), src.slice(p.offset)]);
+    expect(at('subject.refrence', 'CareTeam')).toEqual([['CareTeam.subject has no field `refrence`; did you mean `reference`?', 'refrence']]);
+    expect(at('name[0].famly & "|" & $string(birthdate)', 'Patient')).toEqual([
+      ['Patient.name has no field `famly`; did you mean `family`?', 'famly & "|" & $string(birthdate)'],
+      ['Patient has no field `birthdate`; did you mean `birthDate`?', 'birthdate)'],
+    ]);
+    expect(at('identifier[system="urn:x"].value', 'Patient')).toEqual([]); // `system` inside the filter reads the identifier
+    expect(at('subject.reference', 'CareTeam')).toEqual([]);
   });
 
   it('computed keys and results built by functions are left to the row`s validation; valid maps give nothing', () => {
