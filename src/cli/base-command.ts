@@ -15,6 +15,7 @@ import { redactKnown, registerProxySecrets, registerSecret } from '../core/secre
 import { describeError, JSON_FORMAT_VERSION, type ErrorJson } from './render.js';
 import { flag } from './flags.js';
 import { createJsonLog, type JsonLog } from './json-log.js';
+import { stderrLine } from './log-line.js';
 import { closest } from '../mapping/closest.js';
 
 export type LogLevel = 'quiet' | 'normal' | 'verbose';
@@ -80,11 +81,33 @@ function argvLogFormat(argv: string[]): string | undefined {
 class UsageError extends CareEtlError {
   constructor(err: unknown, command: string, flags: Record<string, { description?: string }>) {
     const raw = stripVTControlCharacters(err instanceof Error ? err.message : String(err));
-    const message = raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': ');
+    const message = uniformFlagMessage(raw.replace(/\n?See more help with --help\s*$/, '').replace(/ \n\t/g, ': '));
     const rule = declaredRule(message, flags) ?? flagSuggestion(message, flags);
     super(message, { exitCode: ExitCode.config, hint: `${rule ? `${rule} ` : ''}See \`${command} --help\`.` });
     this.name = 'UsageError';
   }
+}
+
+/**
+ * oclif's own flag-value messages in the wording of ours (number-flags.ts): "Expected `--x` to be …, got `y`" —
+ * "Parsing --concurrency: Expected an integer greater than or equal to 1 but received: 0" and
+ * "Expected --progress=sometimes to be one of: auto, bar" read as every other flag's.
+ */
+export function uniformFlagMessage(message: string): string {
+  const parsing = /^Parsing --([\w-]+): ([\s\S]*)$/.exec(message);
+  if (parsing) {
+    const [, name, rest] = parsing as unknown as [string, string, string];
+    if (rest.startsWith(`Expected \`--${name}\``)) return rest;
+    const oclif = /^Expected (.+?) but received: ([\s\S]*)$/.exec(rest);
+    if (oclif) {
+      const expected = oclif[1]!.replace(/ greater than or equal to /, ' ≥ ').replace(/ less than or equal to /, ' ≤ ');
+      return `Expected \`--${name}\` to be ${expected}, got \`${oclif[2]}\``;
+    }
+    return message;
+  }
+  const options = /^Expected --([\w-]+)=([\s\S]*) to be one of: (.+)$/.exec(message);
+  if (options) return `Expected \`--${options[1]}\` to be one of ${options[3]}, got \`${options[2]}\``;
+  return message;
 }
 
 /** A refused combination names the flag declaring it ("… when using --bom"): that flag's description says the rule. */
@@ -243,14 +266,14 @@ export abstract class CareCommand<T> extends Command {
   /** Informational stderr line (not under `--json` or `--quiet`). */
   protected info(line: string): void {
     if (this.jsonLog) this.jsonLog.write('info', 'message', { message: line });
-    else if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(`${line}\n`);
+    else if (!this.jsonEnabled() && this.logLevel !== 'quiet') process.stderr.write(stderrLine(line));
   }
 
   /** A summary line that must never be silent: stdout with the summary, stderr under `--json` or `--quiet`. */
   notice(line: string | undefined): void {
     if (line === undefined) return;
     if (this.jsonLog && (this.jsonEnabled() || this.logLevel === 'quiet')) this.jsonLog.write('warn', 'notice', { message: line });
-    else if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(`${line}\n`);
+    else if (this.jsonEnabled() || this.logLevel === 'quiet') process.stderr.write(stderrLine(line));
     else this.log(line);
   }
 
@@ -263,7 +286,7 @@ export abstract class CareCommand<T> extends Command {
   protected get requestLog(): ((r: { method: string; path: string; status: number | 'error'; ms: number }) => void) | undefined {
     if (this.logLevel !== 'verbose') return undefined;
     if (this.jsonLog) return this.jsonLog.onRequest;
-    return (r) => process.stderr.write(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms\n`);
+    return (r) => process.stderr.write(stderrLine(`[http] ${r.method} ${r.path} → ${r.status} ${Math.round(r.ms)} ms`));
   }
 
   /** Every error, ours or oclif's, becomes the same small envelope and a documented exit code. */

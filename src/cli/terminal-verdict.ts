@@ -2,6 +2,7 @@
  * The one verdict line at the end of `run`, `plan`, `export` and `test` (after Terraform's "Apply complete!" and
  * dbt's "Done. PASS=…"): what was done, how long it took, at what rate. Written to stderr, coloured by outcome.
  */
+import { isoStamp } from './log-line.js';
 import type { PlanDocument } from '../pipeline/plan.js';
 import type { RunReport } from '../pipeline/run-report.js';
 import type { TestReport } from '../mapping-tests/types.js';
@@ -60,6 +61,7 @@ export function testVerdict(r: TestReport): { text: string; tone: Tone } {
 /** The verdict on `stream` (stderr): on a TTY coloured and wrapped at words to the width; plain otherwise. */
 export function writeVerdict(v: { text: string; tone: Tone }, stream: TermStream = process.stderr): void {
   const paint = painter(colourOn(stream))[v.tone];
-  const lines = stream.isTTY ? wrapLines(v.text, terminalWidth(stream), '  ') : [v.text];
+  // In a log every line starts with its timestamp, the verdict too (docs/terminal.md "In a log").
+  const lines = stream.isTTY ? wrapLines(v.text, terminalWidth(stream), '  ') : [`${isoStamp()} ${v.text}`];
   stream.write(`${lines.map(paint).join('\n')}\n`);
 }

@@ -6,6 +6,7 @@
 import ansis from 'ansis';
 import stringWidth from 'string-width';
 import wrapAnsi from 'wrap-ansi';
+import { isoStamp } from './log-line.js';
 
 export interface TermStream {
   write(text: string): unknown;
@@ -62,10 +63,7 @@ export function wrapLines(s: string, width: number, indent = '', lead = ''): str
   return [`${lead}${first[0]}`, ...rest.map((l) => `${indent}${l}`)];
 }
 
-/** `2026-11-25T19:20:01Z`: UTC, to the second. */
-export function isoStamp(d: Date = new Date()): string {
-  return `${d.toISOString().slice(0, 19)}Z`;
-}
+export { isoStamp };
 
 /** A line writer for a log (not a TTY): every line starts with its ISO timestamp. */
 export function stampedWriter(write: (text: string) => void, clock: () => Date = () => new Date()): (line: string) => void {

@@ -2,6 +2,7 @@ import { Args } from '@oclif/core';
 import { CareCommand } from '../cli/base-command.js';
 import { flag } from '../cli/flags.js';
 import { connectionFlags, connectionFromFlags } from '../cli/connection-flags.js';
+import { stderrLine } from '../cli/log-line.js';
 import type { ErrorJson } from '../cli/render.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { registerSecret } from '../core/secret.js';
@@ -130,7 +131,9 @@ Exit codes: 0 exported (an empty export is a header-only CSV); 2 usage, mapping 
         onTarget: (t) => {
           // stderr whatever the mode (stdout may be the export itself): the sandbox is never used silently
           if (t.embedded)
-            process.stderr.write(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})\n`);
+            process.stderr.write(
+              stderrLine(`No target configured: exporting from the embedded sandbox ${t.baseUrl} (tenant ${t.tenantId}, data in ${t.dataFile})`),
+            );
           else if (!json) err(`Exporting from ${t.baseUrl} (tenant ${t.tenantId})`);
         },
         onProgress: progress?.onProgress,

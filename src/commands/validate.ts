@@ -48,6 +48,12 @@ Exit codes: 0 valid (and no sampled row rejected); 1 valid, but sampled rows wer
             ),
           );
           for (const s of Object.values(report.samples)) for (const r of s.rejects) this.log(`  rejected ${describeReject(r)}`);
+          // Every sampled row skipped is a `where:` that never holds (`SEX = "M"` on `m`) far more often than intended.
+          for (const [n, s] of Object.entries(report.samples))
+            if (s.rows > 0 && s.skipped === s.rows)
+              this.log(
+                `warning: every sampled row of \`${n}\` (${s.rows}) was skipped — by its \`where:\` or a map producing nothing: a run would load none of them; check the condition (values compare exactly, case included)`,
+              );
           if (rejected)
             this.log(
               `${rejected} sampled row(s) rejected: a run would reject them too${flags['allow-rejects'] ? ' (--allow-rejects: exit 0)' : ' (exit 1; --allow-rejects to accept)'}`,

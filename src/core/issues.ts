@@ -122,6 +122,11 @@ export const ISSUE_CODES = [
   'view-invalid',
   'view-unsupported',
   'view-eval',
+  // session 31 part R (review): a mapped resource holding nothing but its resourceType
+  'resource-empty',
+  'map-field-unknown',
+  'ref-type-mismatch',
+  'lookup-value-invalid',
 ] as const;
 
 /**
@@ -234,6 +239,15 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'view-invalid': 'a SQL-on-FHIR ViewDefinition (`export --view`) is not of the shape it must have, at the named JSON path: nothing was fetched',
   'view-unsupported': 'a ViewDefinition uses a FHIRPath construct or view feature care-etl does not support (named with its JSON path): nothing was fetched',
   'view-eval': 'a ViewDefinition expression failed on a resource (several values in a column without `collection: true`, a `where` that is not boolean)',
+  // session 31 part R (review)
+  'map-field-unknown':
+    'a literal key of the `map` (`"birthdate": …`) is not a field of the resource\'s schema at that place: a load-time error with the allowed names',
+  'ref-type-mismatch':
+    '`$ref("name", …)` written where the resource wants a reference to another type than mapping `name` loads (`subject` of a CareTeam is a Patient): a load-time error',
+  'lookup-value-invalid':
+    'an inline lookup gives a label the field it feeds through `$lookup` does not allow (`gender: { M: männlich }` for `gender`): a load-time error at the entry',
+  'resource-empty':
+    'the map produced a resource with nothing but its `resourceType` (every field empty for the row): rejected, not sent; make the map produce nothing (or use `where:`) to skip such rows',
 };
 
 /** Codes made from an HTTP status or a transport failure. */

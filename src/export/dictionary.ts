@@ -1,13 +1,13 @@
 /**
  * `--dictionary FILE`: what every column of an export means (name, source, type, description), as JSON or CSV;
- * it holds no patient data.
+ * it holds no row of patient data, but a wide layout's column names are the server's code texts: 0600 all the same.
  * Design: docs/design/export.md.
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import { ensureDir, outputKindOf, tempPathFor } from '../core/secure-fs.js';
+import { ensureDir, outputKindOf, PHI_FILE_MODE, tempPathFor } from '../core/secure-fs.js';
 import type { Instrument } from './wide-layout.js';
 
 export interface DictionaryEntry {
@@ -204,7 +204,10 @@ export async function writeDictionary(path: string, dict: DataDictionary): Promi
   ensureDir(dirname(path));
   const tmp = tempPathFor(path);
   try {
-    writeFileSync(tmp, text);
+    // 0600 like every file an export writes (docs/output-files.md): a wide layout's column names are the server's
+    // code texts. A fresh temporary file, so that the mode applies.
+    rmSync(tmp, { force: true });
+    writeFileSync(tmp, text, { mode: PHI_FILE_MODE });
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });

@@ -1,10 +1,14 @@
-/** "Did you mean …?" helper: the candidate closest to `word` by edit distance, if close enough. */
+/**
+ * "Did you mean …?" helper: the candidate closest to `word` by edit distance, if close enough. A candidate differing
+ * only in case (`$splitlist` → `$splitList`, `patient` → `Patient`) is the closest of all.
+ */
 export function closest(word: string, candidates: Iterable<string>): string | undefined {
   let best: string | undefined;
   let bestD = Infinity;
   const w = word.toLowerCase();
   for (const c of candidates) {
-    const d = levenshtein(w, c.toLowerCase());
+    if (c === word) return undefined;
+    const d = c.toLowerCase() === w ? 0.5 : levenshtein(w, c.toLowerCase());
     if (d < bestD) {
       bestD = d;
       best = c;

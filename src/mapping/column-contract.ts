@@ -85,6 +85,7 @@ function expressionIssues(m: LoadedMapping, def: ResourceMapping, source: Source
   const have = new Set(cols.columns);
   const optional = new Set(source.optional ?? []);
   const reported = new Set<string>();
+  const otherDelimiter = headerDelimiter(source, cols);
   for (const e of exprs) {
     let ast: object;
     try {
@@ -99,7 +100,11 @@ function expressionIssues(m: LoadedMapping, def: ResourceMapping, source: Source
       const id = `${read.name}@${location.line}:${location.column}`;
       if (reported.has(id)) continue; // `key` defaulting to `groupBy`: one expression, reached twice
       reported.add(id);
-      issues.push(issue.error('column-missing', missingMessage(def, source, cols, e.label, read.name), { path: toPointer(e.yamlPath), location }));
+      const message = otherDelimiter
+        ? delimiterMessage(def, source, cols, e.label, read.name, otherDelimiter)
+        : missingMessage(def, source, cols, e.label, read.name);
+      issues.push(issue.error('column-missing', message, { path: toPointer(e.yamlPath), location }));
+      if (otherDelimiter) return issues; // one cause for every field read: said once
     }
   }
   return issues;
@@ -116,6 +121,22 @@ function missingMessage(def: ResourceMapping, source: SourceConfig, cols: Source
     ? `did you mean \`${near}\`? Fix: write \`${near}\`${cols.exact ? ' (header names are case-sensitive)' : ''}${optional}`
     : `${cols.exact ? 'its columns are' : 'fields seen:'} ${preview(cols.columns)}; fix: use one of them${optional}`;
   return `mapping \`${def.name}\` \`${label}\` reads \`${field}\`, but ${where}; ${fix}`;
+}
+
+/** The delimiter a one-column CSV header is split by, when it is not the source's own (`;` read with the default `,`). */
+function headerDelimiter(source: SourceConfig, cols: SourceColumns): string | undefined {
+  if (!cols.exact || cols.columns.length !== 1) return undefined;
+  const own = source.csv?.delimiter ?? (source.path.toLowerCase().endsWith('.tsv') ? '\t' : ',');
+  return [';', '\t', '|', ','].find((d) => d !== own && cols.columns[0]!.includes(d));
+}
+
+function delimiterMessage(def: ResourceMapping, source: SourceConfig, cols: SourceColumns, label: string, field: string, delimiter: string): string {
+  const shown = JSON.stringify(delimiter);
+  return (
+    `mapping \`${def.name}\` \`${label}\` reads \`${field}\`, but source \`${source.name}\` (${source.path}) has a single column, ` +
+    `\`${cols.columns[0]!.slice(0, 80)}${cols.columns[0]!.length > 80 ? '…' : ''}\`: its header is split by ${shown}, not by the source's delimiter; ` +
+    `fix: set \`csv: { delimiter: ${shown} }\` under \`sources.${source.name}\``
+  );
 }
 
 function preview(columns: string[]): string {

@@ -13,11 +13,15 @@ import {
   JSONATA_BUILTINS,
   LIBRARY_FUNCTIONS,
   checkZone,
+  dateFormatMistake,
+  phoneCountryProblem,
   registerFunctions,
   translateDateFormat,
   type EvalContext,
 } from './functions.js';
 import { closest as closestName } from './closest.js';
+import { mapFieldProblems, matchFieldProblems } from './map-fields.js';
+import { isInlineTable } from './lookup-tables.js';
 import {
   ExpressionEvaluator,
   FALLBACK,
@@ -219,7 +223,12 @@ function checkCalls(cx: MappingCx, { src, path, role, owner }: ExprMeta, facts: 
     const fmt = call.args[1];
     if ((call.name === 'date' || call.name === 'dateTime') && fmt?.type === 'string' && typeof fmt.value === 'string') {
       const t = translateDateFormat(fmt.value);
-      if (typeof t === 'string') cx.push('date-format-invalid', `${owner} ${role}: ${t}`, path, nodeStart(src, fmt));
+      const bad = typeof t === 'string' ? t : dateFormatMistake(fmt.value);
+      if (bad) cx.push('date-format-invalid', `${owner} ${role}: ${bad}`, path, nodeStart(src, fmt));
+    }
+    if (call.name === 'phone' && fmt?.type === 'string' && typeof fmt.value === 'string' && fmt.value !== '') {
+      const bad = phoneCountryProblem(fmt.value.toUpperCase());
+      if (bad) cx.push('phone-country', `${owner} ${role}: ${bad}`, path, nodeStart(src, fmt));
     }
     const zone = call.args[2];
     if (call.name === 'dateTime' && zone?.type === 'string' && typeof zone.value === 'string') {
@@ -283,10 +292,28 @@ function compileResource(cx: MappingCx, def: ResourceMapping): Pending {
   const map = compileChecked(cx, { src: def.map, path: def.paths.map, role: 'map', owner });
   p.map = map.ev;
   p.refCalls = map.refs;
+  if (map.ev) checkMapFields(cx, def, owner);
   if (!MATCH_KEYWORDS.includes(def.match)) {
     p.match = compileChecked(cx, { src: def.match, path: def.paths.match, role: 'match', owner }).ev;
+    if (p.match) for (const f of matchFieldProblems(def.match, def.type)) cx.push(f.code, `${owner} match: ${f.message}`, def.paths.match, f.offset);
   }
   return p;
+}
+
+/** The map's literal fields, `$ref` types and inline lookup labels against the resource's schema (map-fields.ts). */
+function checkMapFields(cx: MappingCx, def: ResourceMapping, owner: string): void {
+  const refTypes = new Map(cx.m.resources.map((r) => [r.name, r.type]));
+  // inline tables only (their entries have a place in the mapping file), code → text label
+  const inlineLookups = new Map<string, Record<string, string>>();
+  for (const [name, table] of Object.entries(cx.m.lookups)) {
+    if (isInlineTable(table) && Object.values(table).every((v) => typeof v === 'string')) inlineLookups.set(name, table as Record<string, string>);
+  }
+  for (const f of mapFieldProblems(def.map, def.type, { refTypes, inlineLookups })) {
+    const message = `${owner} map: ${f.message}`;
+    if (f.yamlPath && cx.issues.some((i) => i.message === message)) continue; // one table, several maps: said once
+    if (f.yamlPath) cx.push(f.code, message, f.yamlPath);
+    else cx.push(f.code, message, def.paths.map, f.offset);
+  }
 }
 
 function compileExports(cx: MappingCx): Map<string, CompiledExport> {

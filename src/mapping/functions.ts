@@ -154,6 +154,20 @@ const TOKEN_CHARS = new Set(['Y', 'M', 'D', 'H', 'm', 's']);
 const formatCache = new Map<string, DateFormat | string>();
 
 /**
+ * A literal format that parses but cannot mean what it says (checked when the mapping is loaded): lower-case `dd` or
+ * `yyyy` are literal text (the tokens are upper-case), and `mm` without `HH` is minutes where the month was meant.
+ */
+export function dateFormatMistake(format: string): string | undefined {
+  if (format.startsWith('luxon:')) return undefined;
+  const lower = /(?<![A-Za-z])(d{1,2}|y{2,4})(?![A-Za-z])/.exec(format)?.[1];
+  if (lower)
+    return `\`${lower}\` in date format \`${format}\` is literal text, not a token: write \`${lower.toUpperCase()}\` (tokens are upper-case but \`mm\` minutes and \`ss\` seconds)`;
+  if (/(?<!m)mm(?!m)/.test(format) && !format.includes('HH') && !format.includes('MM'))
+    return `\`mm\` in date format \`${format}\` is minutes, and there is no hour (\`HH\`) nor month: write \`MM\` for the month`;
+  return undefined;
+}
+
+/**
  * Translates a format (`YYYY-MM-DD`, or `luxon:<luxon format>`) into a luxon format. Only the tokens
  * YYYY YY MM M DD D HH mm ss are recognised (a run of Y/M/D/H/m/s letters must be exactly one of them);
  * every other character is literal. Returns an error message for an unsupported format.
@@ -292,7 +306,8 @@ function cleanOf(v: unknown): string | undefined {
   return s ? s : undefined;
 }
 
-const NAME_SEPARATOR = /(^|[\s\-'’])(\p{Ll})/gu;
+// A word starts after anything that is not a letter or digit: a space, `-`, `'`, and a quote or parenthesis (`"DOE"` → `"Doe"`).
+const NAME_SEPARATOR = /(^|[^\p{L}\p{N}])(\p{Ll})/gu;
 
 /**
  * `$name(s)`: collapse whitespace; names written in ALL CAPS are title-cased per word, hyphen and
@@ -315,12 +330,12 @@ function nameOf(v: unknown): string | undefined {
   return s
     .toLowerCase()
     .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
-    .replace(/(^|[\s\-'’])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+    .replace(/(^|[^\p{L}\p{N}])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
 }
 
 /**
  * `$name`'s two replacements on a plain-ASCII ALL-CAPS name, in one pass over its lower case: a letter first or
- * after a space, `-` or `'` is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
+ * after anything but a letter or digit (a space, `-`, `'`, a quote) is upper-cased, and so is the letter after such a word's `Mc` (`MCDONALD` → `McDonald`).
  */
 function titleCaseAscii(t: string): string {
   const s = t.toLowerCase();
@@ -340,8 +355,9 @@ function titleCaseAscii(t: string): string {
   return out;
 }
 
+/** Not an ASCII letter or digit (the text is plain ASCII here). */
 function isNameSeparator(c: number): boolean {
-  return c === 32 || c === 45 || c === 39;
+  return !(isLowerAscii(c) || (c >= 48 && c <= 57));
 }
 
 function isLowerAscii(c: number): boolean {
@@ -371,6 +387,12 @@ function plainAsciiName(s: string): number {
     else if (c >= 65 && c <= 90) upper = true;
   }
   return upper && !lower ? ALL_CAPS : MIXED_CASE;
+}
+
+/** Why `$phone` cannot use `country` (upper-cased) as its default country; undefined when it can. Also checked at load for a literal. */
+export function phoneCountryProblem(country: string): string | undefined {
+  if (NANP.has(country) || /^\+[1-9]\d{0,2}$/.test(country)) return undefined;
+  return `$phone default country \`${show(country)}\` is not supported (use US, CA or a calling code such as +44)`;
 }
 
 /** `$splitList(s, separator = ",")`: multi-value cell → trimmed, non-empty parts; none → undefined. */
@@ -415,8 +437,8 @@ function withoutExtension(raw: string): string {
  */
 export function fnPhone(value: unknown, defaultCountry?: unknown): string | string[] | undefined {
   const country = defaultCountry === undefined || defaultCountry === null || defaultCountry === '' ? 'US' : String(defaultCountry).toUpperCase();
-  if (!NANP.has(country) && !/^\+[1-9]\d{0,2}$/.test(country))
-    fail('phone-country', `$phone default country \`${show(country)}\` is not supported (use US, CA or a calling code such as +44)`);
+  const bad = phoneCountryProblem(country);
+  if (bad) fail('phone-country', bad);
   return Array.isArray(value) ? each(value, (v) => phoneOf(v, country)) : phoneOf(value, country);
 }
 

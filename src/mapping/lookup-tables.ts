@@ -29,6 +29,13 @@ interface LookupStepContext {
 
 const RESERVED = new Set<string>([...JSONATA_BUILTINS, ...LIBRARY_FUNCTIONS]);
 
+/** The tables written in the mapping file itself (code → label), as opposed to file tables: their entries have a place in it. */
+const INLINE_TABLES = new WeakSet<object>();
+
+export function isInlineTable(table: LookupTable): boolean {
+  return INLINE_TABLES.has(table);
+}
+
 export async function readLookups(raw: unknown, ctx: LookupStepContext): Promise<Record<string, LookupTable>> {
   const lookups: Record<string, LookupTable> = {};
   if (!isObj(raw)) return lookups;
@@ -53,6 +60,7 @@ async function readEach(raw: Record<string, unknown>, lookups: Record<string, Lo
     }
     if (!isObj(l)) continue;
     const table = typeof l.path === 'string' ? await fileTable(name, l, base, ctx) : inlineTable(name, l, base, ctx);
+    if (table && typeof l.path !== 'string') INLINE_TABLES.add(table);
     if (table) lookups[name] = table;
   }
 }

@@ -4,6 +4,7 @@
  * keys refused, and each YAML error or warning turned into an `Issue` at file:line:col. The data is YAML's
  * `toJS` (aliases bounded); what the data must look like is each caller's business (its JSON Schema).
  */
+import { indentationHint } from './yaml-indent-hint.js';
 import { LineCounter, isScalar, parseDocument, visit, type Document, type YAMLError, type YAMLWarning } from 'yaml';
 import { issue, type Issue } from '../core/issues.js';
 import { readTextFile } from '../core/read-text-file.js';
@@ -51,7 +52,10 @@ export async function readYamlConfig(file: string, opts: ReadYamlConfigOptions):
   // yaml's own unique-keys check compares each key with every earlier one (quadratic: a 200k-key lookup took minutes).
   const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: false });
   const locator = new YamlLocator(file, text, doc, lineCounter);
-  const errors = doc.errors.map((e) => yamlIssue(file, e, 'error'));
+  const errors = withIndentationHints(
+    text,
+    doc.errors.map((e) => yamlIssue(file, e, 'error')),
+  );
   if (errors.length === 0) errors.push(...duplicateKeys(file, doc, lineCounter));
   const warnings = doc.warnings.map((w) => yamlIssue(file, w, 'warning'));
   let data: unknown;
@@ -90,6 +94,17 @@ function duplicateKeys(file: string, doc: Document.Parsed, lineCounter: LineCoun
 function yamlIssue(file: string, e: YAMLError | YAMLWarning, severity: 'error' | 'warning'): Issue {
   return issue[severity]('yaml', `${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')} (${e.code})`, {
     location: e.linePos ? { file, line: e.linePos[0].line, column: e.linePos[0].col } : { file },
+  });
+}
+
+/** The first error near a line whose indentation is off says so (once per such line). */
+function withIndentationHints(text: string, issues: Issue[]): Issue[] {
+  const hinted = new Set<string>();
+  return issues.map((i) => {
+    const hint = i.location?.line ? indentationHint(text, i.location.line) : '';
+    if (!hint || hinted.has(hint)) return i;
+    hinted.add(hint);
+    return { ...i, message: `${i.message} — ${hint}` };
   });
 }
 

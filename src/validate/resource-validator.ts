@@ -19,5 +19,20 @@ export function validateResource(type: WritableType, resource: unknown): Issue[]
       issue.invalid('a mapping must not set `id`: the server assigns it (remove `id` from the map; the source key identifies the row)', { path: '/id' }),
     );
   }
+  // The server accepts `{ "resourceType": "Patient" }` (no field is required): a map whose every field came out empty
+  // would load a blank record per row — a misread column or an all-empty export, not something to send.
+  if (isBlank(resource)) {
+    issues.push(
+      issue.error(
+        'resource-empty',
+        `the map produced a ${type} with nothing but its resourceType (every field empty for this row); check the columns the map reads, or make the map produce nothing (or use \`where:\`) to skip such rows`,
+        { path: '' },
+      ),
+    );
+  }
   return issues;
+}
+
+function isBlank(resource: unknown): boolean {
+  return typeof resource === 'object' && resource !== null && !Array.isArray(resource) && Object.keys(resource).every((k) => k === 'resourceType');
 }

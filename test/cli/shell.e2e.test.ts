@@ -248,7 +248,7 @@ describe('exit codes (README table)', () => {
     const env = { ...target(sb.url, 't-shell'), CARE_API_KEY: KEY };
     const res = await runCliInProcess(['run', m(dir), '--verbose'], { env });
     expect(res.code, res.stderr).toBe(0);
-    expect(res.stderr).toMatch(/^\[http\] GET \/Patient\?_count=1 → 200 \d+ ms$/m);
+    expect(res.stderr).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[http\] GET \/Patient\?_count=1 → 200 \d+ ms$/m); // in a log: stamped
     expect(res.stderr).not.toContain(KEY);
     const quiet = await runCliInProcess(['run', m(dir), '--quiet'], { env });
     expect(quiet.code).toBe(0);

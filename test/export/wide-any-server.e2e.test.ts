@@ -10,7 +10,7 @@
  *   every value of an integer field parses as an int (date/datetime fields as ISO dates).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +111,8 @@ describe.each(['coded', 'text-only'] as const)('wide layout on a %s server (buil
     const dict = JSON.parse(readFileSync(join(dir, 'wide.dictionary.json'), 'utf8')) as Dict;
     const instruments = dict.columns.filter((c) => c.questionnaire);
     expect(instruments.length).toBeGreaterThan(0);
+    // its column names are the server's code texts: owner-only like the export itself (docs/output-files.md)
+    expect([statSync(join(dir, 'wide.csv')).mode & 0o777, statSync(join(dir, 'wide.dictionary.json')).mode & 0o777]).toEqual([0o600, 0o600]);
     const rows = new Map(records.map((rec) => [`${rec[0]}|${rec[2]}`, Object.fromEntries(header!.map((h, i) => [h, rec[i]!]))]));
     let cells = 0;
     for (const row of rows.values()) {

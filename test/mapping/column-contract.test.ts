@@ -9,6 +9,7 @@ import { closestColumn } from '../../src/mapping/closest.js';
 const dir = mkdtempSync(join(tmpdir(), 'care-etl-contract-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 writeFileSync(join(dir, 'people.csv'), 'MRN,First Name,LAST\n1,Ada,Lovelace\n');
+writeFileSync(join(dir, 'semicolons.csv'), 'MRN;First Name;LAST\n1;Ada;Lovelace\n');
 
 /** The contract's issues of a mapping over people.csv: `[message's field, line:col]`. */
 async function issuesOf(resource: string, source = '{ path: people.csv }'): Promise<[string, string][]> {
@@ -43,6 +44,21 @@ describe('column contract of a mapping over a CSV source', () => {
     const map = '    key: MRN\n    map: \'{ "gender": $exists(SEX) ? SEX }\'\n';
     expect((await issuesOf(map)).map(([f]) => f)).toEqual(['SEX', 'SEX']);
     expect(await issuesOf(map, '{ path: people.csv, optional: [SEX] }')).toEqual([]);
+  });
+
+  it('a header read as one column because of the wrong delimiter: one issue naming the delimiter to set, not "did you mean" per field', async () => {
+    const file = join(dir, 'm.yaml');
+    writeFileSync(
+      file,
+      'version: 1\nsources:\n  people: { path: semicolons.csv }\nresources:\n  - name: patient\n    type: Patient\n    from: people\n    key: MRN\n    map: \'{ "name": [{ "family": LAST }] }\'\n',
+    );
+    const m = await loadMapping(file, { env: {} });
+    const issues = await columnContractIssues(m);
+    closeLookups(m.lookups);
+    expect(issues).toHaveLength(1);
+    expect(issues[0]!.location).toMatchObject({ line: 8, column: 10 });
+    expect(issues[0]!.message).toContain('has a single column, `MRN;First Name;LAST`: its header is split by ";"');
+    expect(issues[0]!.message).toContain('fix: set `csv: { delimiter: ";" }` under `sources.people`');
   });
 });
 

@@ -91,8 +91,16 @@ describe('compileMapping: names across the file', () => {
       location: at('$unknownVar'),
     });
     expect(issueWith(issues, 'date-format-invalid')).toMatchObject({ message: expect.stringContaining('`DDD`'), location: at('"YYYY-MM-DDD"') });
+    // the map's literal keys the Patient schema lacks (test/mapping/map-fields.test.ts)
+    expect(issues.filter((i) => i.code === 'map-field-unknown').map((i) => i.message.match(/no field `(\w+)`/)![1])).toEqual([
+      'generalPractitioner',
+      'deceasedDateTime',
+      'x',
+      'y',
+      'z',
+    ]);
     // $g (bound with :=) and $v (lambda parameter) are not reported; nothing else is
-    expect(issues).toHaveLength(8);
+    expect(issues.filter((i) => i.code !== 'map-field-unknown')).toHaveLength(8);
   });
 });
 
@@ -257,7 +265,7 @@ describe('compileMapping: runtime errors and map results', () => {
     expect(e.code).toBe('jsonata');
     expect(e.jsonataCode).toBe('T2001');
     expect(e.message).toContain('[T2001]');
-    // `"multipleBirthInteger": $[0].ORDER + 1,` — the + operator
+    // `"active": $[0].ORDER + 1 > 0,` — the + operator
     expect(e.issue.location).toEqual({ file: fixture('runtime.yaml'), ...positionIn('runtime.yaml', '+ 1') });
   });
 
@@ -378,7 +386,7 @@ describe('compileMapping: map results and expression contexts', () => {
 
   it('fails a runaway expression with a guardrail error instead of hanging', async () => {
     const c = await compileText(
-      yaml('  - { name: p, type: Patient, from: rows, key: ID, map: \'( $f := function($n) { 1 + $f($n + 1) }; { "x": $f(0) } )\' }\n'),
+      yaml('  - { name: p, type: Patient, from: rows, key: ID, map: \'( $f := function($n) { 1 + $f($n + 1) }; { "active": $f(0) } )\' }\n'),
     );
     const e = await evalError(c.resources.get('p')!.evalMap({}, ctx));
     expect(e.code).toBe('jsonata');

@@ -111,6 +111,15 @@ describe('$dateTime', () => {
 });
 
 describe('$name', () => {
+  it("title-cases a word after a quote or parenthesis too, not only after a space, `-` or `'`", () => {
+    expect(fnName('JOHN "JACK" SMITH')).toBe('John "Jack" Smith');
+    expect(fnName('(MUELLER)')).toBe('(Mueller)');
+    expect(fnName('ST.JOHN')).toBe('St.John');
+    expect(fnName('«ÖZDEMIR»')).toBe('«Özdemir»');
+    expect(fnName('(MCDONALD)')).toBe('(McDonald)');
+    expect(fnName('JOHN 3RD')).toBe('John 3rd');
+  });
+
   it('title-cases ALL-CAPS names per word, hyphen and apostrophe part', () => {
     expect(fnName("O'BRIEN")).toBe("O'Brien");
     expect(fnName('SMITH-JONES')).toBe('Smith-Jones');

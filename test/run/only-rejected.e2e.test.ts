@@ -37,7 +37,7 @@ const where = (r: ReturnType<typeof readNdjson>[number]) => `${r.file.split('/')
 
 /** The `--verbose` request log (method, path, status — never bodies): the writes a run sent. */
 const writes = (stderr: string) => {
-  const log = [...stderr.matchAll(/^\[http\] (POST|PUT) \/(\w+)\S* → (\S+)/gm)].map((m) => `${m[1]} /${m[2]} ${m[3]}`);
+  const log = [...stderr.matchAll(/^(?:\S+Z )?\[http\] (POST|PUT) \/(\w+)\S* → (\S+)/gm)].map((m) => `${m[1]} /${m[2]} ${m[3]}`);
   return { posts: log.filter((l) => l.startsWith('POST')), puts: log.filter((l) => l.startsWith('PUT')) };
 };
 

@@ -14,4 +14,13 @@ describe('validateResource: what the loader would refuse, decided before anythin
       expect.objectContaining({ code: 'format', path: '/birthDate' }),
     ]);
   });
+
+  test('a resource with nothing but its resourceType (every field of the map came out empty) is rejected, not sent blank', () => {
+    for (const type of ['Patient', 'Practitioner', 'CareTeam'] as const) {
+      expect(validateResource(type, { resourceType: type })).toEqual([
+        expect.objectContaining({ code: 'resource-empty', message: expect.stringContaining(`produced a ${type} with nothing but its resourceType`) }),
+      ]);
+    }
+    expect(validateResource('Patient', { resourceType: 'Patient', active: false })).toEqual([]);
+  });
 });
