@@ -11,6 +11,7 @@ import { issue, type KnownIssueCode, type Location } from '../core/issues.js';
 import { MappingEvalError, MappingFunctionError, RefError, type ExpressionRole } from './errors.js';
 import { CTX_BINDING, JSONATA_BUILTINS, LIBRARY_FUNCTIONS, registerFunctions } from './functions.js';
 import { errorOffset } from './jsonata-ast.js';
+import { RunawayBreaker } from './runaway-breaker.js';
 import { columnsOfCall } from './error-columns.js';
 import {
   bail,
@@ -73,12 +74,21 @@ export class ExpressionEvaluator {
     }
   }
 
+  /** An expression that keeps running over its time limit is not run for every row (runaway-breaker.ts). */
+  private readonly runaway = new RunawayBreaker();
+
   /** JSONata's interpreter; every failure becomes a MappingEvalError positioned in the YAML. */
   async interpret(input: unknown, bindings: Record<string, unknown> | undefined, resource: string): Promise<unknown> {
+    if (!this.runaway.admit()) throw toEvalError({ code: 'D1012', refused: this.runaway.timedOutRows }, this.meta, resource, this.settings);
     try {
-      return await this.expr.evaluate(input, bindings);
+      const v = await this.expr.evaluate(input, bindings);
+      this.runaway.ended();
+      return v;
     } catch (err) {
-      throw toEvalError(err, this.meta, resource, this.settings);
+      const e = toEvalError(err, this.meta, resource, this.settings);
+      if (e.jsonataCode === 'D1012') this.runaway.timedOut();
+      else this.runaway.ended();
+      throw e;
     }
   }
 
@@ -101,8 +111,8 @@ export function toEvalError(err: unknown, meta: ExprMeta, resource: string, sett
     code = 'jsonata';
     jsonataCode = e.code;
     // JSONata's messages quote the offending value (`Unable to cast value to a number: "Sofia"`): a cell's content.
-    const { value, value2 } = e as { value?: unknown; value2?: unknown };
-    message = `${guardrailMessage(e.code, settings.timeoutMs) ?? redactValues(message, [value, value2])} [${e.code}]`;
+    const { value, value2, refused } = e as { value?: unknown; value2?: unknown; refused?: number };
+    message = `${guardrailMessage(e.code, settings.timeoutMs, refused) ?? redactValues(message, [value, value2])} [${e.code}]`;
   } else {
     code = 'eval-failed';
   }
@@ -114,7 +124,10 @@ export function toEvalError(err: unknown, meta: ExprMeta, resource: string, sett
 }
 
 /** Our wording for JSONata's guardrail errors (theirs suggests a rewrite that then loops until the time limit). No row data in it. */
-function guardrailMessage(jsonataCode: string, timeoutMs: number): string | undefined {
+function guardrailMessage(jsonataCode: string, timeoutMs: number, refused?: number): string | undefined {
+  if (jsonataCode === 'D1012' && refused !== undefined) {
+    return `the expression was not run on this row: it ran longer than ${timeoutMs} ms and was stopped the last ${refused} times it ran (likely infinite recursion: a function that keeps calling itself; it is tried again now and then); fix it, or raise \`limits.expressionTimeoutMs\` if it is only slow, then re-run the rejects`;
+  }
   if (jsonataCode === 'D1012') {
     return `the expression ran longer than ${timeoutMs} ms and was stopped (likely infinite recursion: a function that keeps calling itself); if it is only slow, raise \`limits.expressionTimeoutMs\``;
   }

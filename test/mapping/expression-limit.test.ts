@@ -113,6 +113,29 @@ describe('a runaway expression fails its row within the limit, in every role', {
     expect(e.issue.location).toMatchObject({ file: fx('all-roles.yaml'), line: positionOf('all-roles.yaml', "map: '( $d").line });
   });
 
+  it('an expression that keeps running over the limit is not run on every row: refused after 3, probed after 4, 8, … rows', async () => {
+    const c = compileMapping(await loadMapping(fx('all-roles.yaml'), { env: { [EXPRESSION_TIMEOUT_ENV]: '50' } }));
+    const patient = c.resources.get('patient')!;
+    const outcomes: string[] = [];
+    for (let row = 1; row <= 16; row++) {
+      const e = await evalError(patient.evalKey(LOOPING_ROW));
+      expect(e.jsonataCode).toBe('D1012');
+      expect(e.issue.location?.line).toBe(positionOf('all-roles.yaml', "key: '( $k").line);
+      for (const v of Object.values(LOOPING_ROW)) expect(e.issue.message).not.toContain(v);
+      if (e.issue.message.includes('ran longer than 50 ms and was stopped (likely')) outcomes.push('ran');
+      else {
+        expect(e.issue.message).toMatch(
+          /^mapping `patient` key: the expression was not run on this row: it ran longer than 50 ms and was stopped the last [3-5] times it ran \(likely infinite recursion.*re-run the rejects \[D1012\]$/,
+        );
+        outcomes.push('refused');
+      }
+    }
+    const ran = outcomes.flatMap((o, i) => (o === 'ran' ? [i + 1] : []));
+    expect(ran).toEqual([1, 2, 3, 7, 15]);
+    // rows on which it ends still map (the breaker only refuses rows that would run into the limit's interpreter)
+    expect(await patient.evalKey({ MRN: '001', LOOP: 'no' })).toBe('001');
+  });
+
   it('CARE_EXPRESSION_TIMEOUT_MS replaces the limit of the file in the message', async () => {
     const c = compileMapping(await loadMapping(fx('all-roles.yaml'), { env: { [EXPRESSION_TIMEOUT_ENV]: '50' } }));
     expectTimeout(await evalError(c.resources.get('patient')!.evalKey(LOOPING_ROW)), 'key', 'mapping `patient`', 50);
