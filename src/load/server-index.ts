@@ -185,8 +185,6 @@ export interface ServerIndexesOptions {
   signal?: AbortSignal;
   /** Called when a listing starts and when it ends (for progress lines). */
   onBuild?: (e: { phase: 'start' | 'end'; build: IndexBuild }) => void;
-  /** Each page's resources once checked and indexed (the verification listing streams them to the rows waiting for them). */
-  onPage?: (resources: readonly { id: string }[]) => void;
   /**
    * Keep every listed resource in memory, not only its id and hash (`care-etl plan`: field-level diffs and the
    * bodies of ends). Costs the size of the listed types; a run never asks for it.
@@ -269,12 +267,10 @@ export class ServerIndexes {
         next.catch(() => {});
         await afterSendsWith(undefined);
         index.pages++;
-        const listed = check.page(got.value);
-        for (const r of listed) {
+        for (const r of check.page(got.value)) {
           const adding = index.add(r);
           if (adding) await adding;
         }
-        this.opts.onPage?.(listed);
       }
       ended = true;
       check.end(index.size);

@@ -26,51 +26,26 @@ export function phasePrerequisites(compiled: CompiledMapping): Map<string, strin
 }
 
 /**
- * Per mapping, the prerequisites it may start alongside once they release it (`runScheduled`): a `$ref` target of
- * another type whose rest, once its creates are settled, is the verification listing (phases/verify.ts, with
- * listed-targets.ts holding each row until its targets are listed) — not one that ends missing keys afterwards
- * (`onMissing: end`: a referenced resource may change). Same-type prerequisites always finish first.
- */
-export function earlyPrerequisites(compiled: CompiledMapping): Map<string, Set<string>> {
-  const out = new Map<string, Set<string>>();
-  for (const name of compiled.order) {
-    const res = compiled.resources.get(name)!;
-    const early = res.refs.filter((n) => {
-      const target = compiled.resources.get(n)!.def;
-      return target.type !== res.def.type && target.onMissing !== 'end';
-    });
-    if (early.length) out.set(name, new Set(early));
-  }
-  return out;
-}
-
-/**
- * Runs `runOne` for every mapping of `order`, each as soon as its prerequisites are done — or, for those in
- * `early`, have called the `release` given to their `runOne`. After a `stop` or a failure no further mapping starts;
- * a failure also aborts `halt` (the mappings running alongside stop reading and fail), those running are waited
- * for, then the first failure (in time) is thrown.
+ * Runs `runOne` for every mapping of `order`, each as soon as its prerequisites are done. After a `stop` or a
+ * failure no further mapping starts; a failure also aborts `halt` (the mappings running alongside stop reading and
+ * fail), those running are waited for, then the first failure (in time) is thrown.
  */
 export async function runScheduled(
   order: readonly string[],
   prerequisites: ReadonlyMap<string, readonly string[]>,
-  runOne: (name: string, release: () => void) => Promise<'next' | 'stop'>,
+  runOne: (name: string) => Promise<'next' | 'stop'>,
   halt?: AbortController,
-  early: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
 ): Promise<void> {
   let halted = false;
   let first: { error: unknown } | undefined;
   const done = new Map<string, Promise<boolean>>();
-  /** Settles true when the mapping releases its dependents or ends with `next`, false when it stops or fails first. */
-  const released = new Map<string, Promise<boolean>>();
   const started: Promise<boolean>[] = [];
   for (const name of order) {
-    let release!: (ok: boolean) => void;
-    released.set(name, new Promise<boolean>((resolve) => (release = resolve)));
     const p = (async (): Promise<boolean> => {
-      const ready = await Promise.all((prerequisites.get(name) ?? []).map((n) => (early.get(name)?.has(n) ? released : done).get(n)!));
+      const ready = await Promise.all((prerequisites.get(name) ?? []).map((n) => done.get(n)!));
       if (halted || !ready.every(Boolean)) return false;
       try {
-        const next = (await runOne(name, () => release(true))) === 'next';
+        const next = (await runOne(name)) === 'next';
         if (!next) halted = true;
         return next;
       } catch (err) {
@@ -80,8 +55,6 @@ export async function runScheduled(
         throw err;
       }
     })();
-    // `release` is a no-op once called: a mapping that released its dependents keeps them whatever it ends with.
-    p.then(release, () => release(false));
     done.set(name, p);
     started.push(p);
   }

@@ -29,7 +29,7 @@ import { loadMode } from './phases/load.js';
 import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
 import { checkedRejectThreshold } from './reject-threshold.js';
-import { earlyPrerequisites, listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
+import { listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
 import { rememberedWindow } from './remembered-window.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
 import { DryRunFiles } from './dry-run-files.js';
@@ -361,7 +361,7 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
     totalRejected: 0,
     startWindow: { window: limiter.limit, rememberedFrom: remembered && remembered.window === limiter.limit ? remembered.runId : undefined },
   };
-  const runOne = (name: string, release?: () => void) => setup.mode.mapping(openMappingPhase(name, run, release), run);
+  const runOne = (name: string) => setup.mode.mapping(openMappingPhase(name, run), run);
   if (setup.mode.overlapsPhases && indexes && setup.scope) {
     // Listings up front, and each mapping as soon as those it refers to are done (phase-schedule.ts).
     const policyOf = (res: CompiledResource) => opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
@@ -370,8 +370,7 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
     // A failure of one mapping stops those running alongside (as a sequential run would not have started them).
     const halt = new AbortController();
     run.halt = halt.signal;
-    run.listedTargets = new Map();
-    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne, halt, earlyPrerequisites(compiled));
+    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne, halt);
   } else {
     for (const name of compiled.order) if ((await runOne(name)) === 'stop') break;
   }

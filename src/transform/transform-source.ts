@@ -33,11 +33,6 @@ export interface TransformOptions {
    * (one row, or every row of a `groupBy` group). A skipped row is neither yielded nor rejected: not sent, not written.
    */
   onSkip?: (rows: number) => void;
-  /**
-   * After each row (group) mapped (`mapped`: to a valid resource): a wait before it may be yielded, then it is mapped
-   * again — a `$ref` target still in its verification listing (src/pipeline/listed-targets.ts). Undefined: no wait.
-   */
-  hold?: (mapped: boolean) => Promise<unknown> | undefined;
 }
 
 function reject(
@@ -87,9 +82,7 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     for (const [key, g] of groups) {
       const origin = g.origins[0];
       const lines = g.origins.map((o) => o.line ?? o.record);
-      let out = await mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows });
-      const wait = opts.hold?.(isMapped(out));
-      if (wait) out = await heldThenMapped(wait, opts.hold!, () => mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows }));
+      const out = await mapOne(res, g.rows, key, origin, opts, { lines, row: g.rows });
       if (out === SKIPPED) opts.onSkip?.(g.rows.length);
       else yield out;
     }
@@ -138,8 +131,6 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     }
     let out = mapOne(res, item.data, key, item.origin, opts, { row: item.data });
     if (out instanceof Promise) out = await out;
-    const wait = opts.hold?.(isMapped(out)); // no promise per row unless the row must wait
-    if (wait) out = await heldThenMapped(wait, opts.hold!, () => mapOne(res, item.data, key, item.origin, opts, { row: item.data }));
     if (out === SKIPPED) {
       opts.onSkip?.(1);
       continue;
@@ -148,20 +139,6 @@ export async function* transformSource(res: CompiledResource, items: AsyncIterab
     yield out;
   }
 }
-
-/** `opts.hold`: while the row must wait, waits and maps it again. */
-async function heldThenMapped(first: Promise<unknown>, hold: NonNullable<TransformOptions['hold']>, again: () => Mapped | Promise<Mapped>): Promise<Mapped> {
-  let wait: Promise<unknown> | undefined = first;
-  let out: Mapped;
-  do {
-    await wait;
-    out = await again();
-    wait = hold(isMapped(out));
-  } while (wait);
-  return out;
-}
-
-const isMapped = (out: Mapped): boolean => out !== SKIPPED && out.ok;
 
 /** `mapOne`'s answer for a map that produced nothing: the row (group) is skipped. */
 const SKIPPED: unique symbol = Symbol('skipped');

@@ -7,47 +7,13 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileMapping } from '../../src/mapping/compile-mapping.js';
 import { loadMapping } from '../../src/mapping/load-mapping.js';
-import { earlyPrerequisites, phasePrerequisites, runScheduled } from '../../src/pipeline/phase-schedule.js';
+import { phasePrerequisites, runScheduled } from '../../src/pipeline/phase-schedule.js';
 import { ROOT } from '../helpers/cli.js';
 
 describe('phase schedule', () => {
   it('the example clinic: practitioner alongside patient, careteam after both (its `$ref`s)', async () => {
     const compiled = compileMapping(await loadMapping(join(ROOT, 'examples/clinic/mapping.yaml'), { env: {} }));
     expect(Object.fromEntries(phasePrerequisites(compiled))).toEqual({ patient: [], practitioner: [], careteam: ['patient', 'practitioner'] });
-  });
-
-  it('the example clinic: careteam may start once patient and practitioner release it (their verification listings)', async () => {
-    const compiled = compileMapping(await loadMapping(join(ROOT, 'examples/clinic/mapping.yaml'), { env: {} }));
-    expect(Object.fromEntries([...earlyPrerequisites(compiled)].map(([k, v]) => [k, [...v]]))).toEqual({ careteam: ['patient', 'practitioner'] });
-  });
-
-  it('starts a mapping in `early` when its prerequisite releases it; one stopped before releasing holds it back', async () => {
-    const events: string[] = [];
-    const releases = new Map<string, () => void>();
-    const ends = new Map<string, (how: 'next' | 'stop') => void>();
-    const runOne = (name: string, release: () => void) =>
-      new Promise<'next' | 'stop'>((resolve) => {
-        events.push(`start ${name}`);
-        releases.set(name, release);
-        ends.set(name, resolve);
-      });
-    const early = new Map([['b', new Set(['a'])]]);
-    const done = runScheduled(['a', 'b'], new Map([['b', ['a']]]), runOne, undefined, early);
-    await new Promise((r) => setImmediate(r));
-    expect(events).toEqual(['start a']);
-    releases.get('a')!();
-    await new Promise((r) => setImmediate(r));
-    expect(events).toEqual(['start a', 'start b']);
-    ends.get('a')!('next');
-    ends.get('b')!('next');
-    await done;
-
-    events.length = 0;
-    const stopped = runScheduled(['a', 'b'], new Map([['b', ['a']]]), runOne, undefined, early);
-    await new Promise((r) => setImmediate(r));
-    ends.get('a')!('stop');
-    await stopped;
-    expect(events).toEqual(['start a']);
   });
 
   it('starts a mapping when its prerequisites are done, never before', async () => {

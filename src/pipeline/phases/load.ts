@@ -13,7 +13,6 @@ import { loadReject } from '../../transform/reject-record.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { guardEnding } from '../ending-settings.js';
 import { verifyPhase } from './verify.js';
-import { refsHeldUntilListed } from '../listed-targets.js';
 import type { RunReport } from '../run-report.js';
 import { openLeasedLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
 
@@ -31,20 +30,12 @@ export const loadMode: RunMode = {
   begin: () => {},
   async mapping(phase, run) {
     const created = new CreatedKeys(matchRuleOf(phase.res));
-    try {
-      await loadPhase(phase, run, created);
-      if (run.report.interrupted) {
-        phase.phaseEnd();
-        return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
-      }
-      if (phase.sync) await settlePhase(phase, run, created);
-    } catch (error) {
-      run.listedTargets?.get(phase.name)?.close({ error }); // kept: no row referring to what it did not list is sent
-      throw error;
+    await loadPhase(phase, run, created);
+    if (run.report.interrupted) {
+      phase.phaseEnd();
+      return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
     }
-    // Done: the rows still waiting for its listing are mapped again (a target found missing is now rejected).
-    run.listedTargets?.get(phase.name)?.close();
-    run.listedTargets?.delete(phase.name);
+    if (phase.sync) await settlePhase(phase, run, created);
     phase.phaseEnd();
     return run.report.stoppedEarly ? 'stop' : 'next';
   },
@@ -111,8 +102,6 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const dryRule = opts.dryRun ? matchRuleOf(phase.res) : undefined;
   const dryClaims = opts.dryRun ? new MatchClaims() : undefined;
 
-  // A `$ref` to what a mapping still in its verification listing created: the row waits until it is listed.
-  const refs = run.listedTargets && phase.res.refs.length ? refsHeldUntilListed(run.ctx, run.listedTargets) : undefined;
   const abort = new AbortController();
   const signal = AbortSignal.any([opts.signal, run.halt, abort.signal].filter((s): s is AbortSignal => s !== undefined));
   const inFlight = new HandOffs();
@@ -127,8 +116,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   };
   try {
     for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), {
-      ctx: refs?.ctx ?? run.ctx,
-      hold: refs?.hold,
+      ctx: run.ctx,
       validate: validateResource,
       onRead: () => counts.read++,
       onSkip: (n) => {

@@ -21,7 +21,6 @@ import { KeyIndex } from '../../transform/key-index.js';
 import type { RejectRecord } from '../../transform/reject-record.js';
 import { resolveAllowEnding, type EndingSetting } from '../ending-settings.js';
 import type { DryRunFiles } from '../dry-run-files.js';
-import type { ListedTargets } from '../listed-targets.js';
 import type { RejectSelection, RejectsWriter } from '../rejects.js';
 import type { PhaseOptions } from '../run-options.js';
 import { parseRejectThreshold, withinRejectThreshold, withinThresholdWarning } from '../reject-threshold.js';
@@ -109,8 +108,6 @@ export interface RunContext extends RunSetup {
   onNewKeys?: (mapping: string) => void;
   /** Aborted when a mapping running alongside failed: this one stops reading and fails too (phase-schedule.ts). */
   halt?: AbortSignal;
-  /** Per mapping in its verification listing: what it created and the listing has not shown yet (listed-targets.ts). */
-  listedTargets?: Map<string, ListedTargets>;
 }
 
 /** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
@@ -130,8 +127,6 @@ export interface MappingPhase {
   /** `onMissing: end`: the ending guard's allowance and the mapping's loaded resources when the phase starts. */
   ending?: EndingSetting;
   sync?: ResourceSync;
-  /** Lets the mappings referring to this one start before it is done (phase-schedule.ts `earlyPrerequisites`). */
-  releaseDependents?: () => void;
   progress(): void;
   phaseEnd(): void;
   onReject(r: RejectRecord): void;
@@ -183,7 +178,7 @@ export function runExitCode(report: RunReport): number {
   return rejected > 0 ? ExitCode.rejected : ExitCode.ok;
 }
 
-export function openMappingPhase(name: string, run: RunContext, releaseDependents?: () => void): MappingPhase {
+export function openMappingPhase(name: string, run: RunContext): MappingPhase {
   const { compiled, opts, report } = run;
   const res = compiled.resources.get(name)!;
   const counts = report.mappings[name]!;
@@ -204,7 +199,6 @@ export function openMappingPhase(name: string, run: RunContext, releaseDependent
     keylessRejects: 0,
     bytes,
     policy,
-    releaseDependents,
     ending: res.def.onMissing === 'end' && run.scope ? resolveAllowEnding(opts.allowEnding, res.def, run.scope.loadedCount(name)) : undefined,
     sync: run.client
       ? new ResourceSync(res, {

@@ -8,7 +8,6 @@ import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type Crea
 import { isContentIdentity } from '../../load/identity.js';
 import { MatchDigest } from '../../load/match-digest.js';
 import { ServerIndexes } from '../../load/server-index.js';
-import { ListedTargets } from '../listed-targets.js';
 import { loadReject } from '../../transform/reject-record.js';
 import type { PhaseVerification } from '../run-report.js';
 import type { MappingPhase, RunContext } from './run-context.js';
@@ -23,10 +22,6 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   if (!shouldVerify(opts.verifyAfterLoad ?? 'auto', created.keys.length, opts.sharedState ?? false)) return;
   const { name, res } = phase;
   const type = res.def.type;
-  // The mappings referring to this one start now: each row goes once the resources it refers to are listed (issue 28).
-  const targets = new ListedTargets(created.keys.map((k) => k.serverId));
-  run.listedTargets?.set(name, targets);
-  phase.releaseDependents?.();
   // A listing of its own: the run's indexes (and `indexes` in the report) stay the lookups made before creating.
   const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, created.rule]])]]), {
     ...indexes.opts,
@@ -34,7 +29,6 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     // each listed resource hashed only if a created key is known by its content alone (issue 28 item 3)
     hashes: created.keys.some((k) => isContentIdentity(k.matchValue)),
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e, purpose: 'verify' }),
-    onPage: (listed) => targets.listed(listed.map((r) => r.id)),
   });
   const index = await listing.get(type, `the ${created.keys.length} ${name} key(s) this run created, checked for copies made by another writer`);
   const findings = checkCreated(created.keys, {
