@@ -49,6 +49,16 @@ export const CONNECTION_DEFAULTS = {
   connections: 32,
   maxRetryAfterMs: 120_000,
 } as const;
+/**
+ * Keep-alive sockets for a load whose window can reach `windowMax` requests in flight: the window plus a quarter (at
+ * least 8), and never fewer than the client's default. undici gives a socket back to its pool one loop turn after the
+ * answer on it was read, so with one socket per request a request sent in an answer's callback would wait for that turn;
+ * a spare socket takes it at once. The server still never sees more than the window (the limiter bounds the requests
+ * outstanding, not the sockets). docs/design/adaptive-concurrency.md, "Spare sockets".
+ */
+export function socketsForWindow(windowMax: number): number {
+  return Math.max(CONNECTION_DEFAULTS.connections, windowMax + Math.max(8, Math.ceil(windowMax / 4)));
+}
 /** Above this a body could not be decoded into one string anyway (V8's string length limit is ~512 MiB). */
 export const MAX_RESPONSE_BYTES_LIMIT = 256 * 1024 * 1024;
 const MAX_TIMER_MS = 2_147_483_647;

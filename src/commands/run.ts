@@ -7,11 +7,6 @@ import { JSON_FORMAT_VERSION, type ErrorJson } from '../cli/render.js';
 import type { RunReport } from '../pipeline/run-report.js';
 import type { ReconcilePolicy } from '../mapping/types.js';
 import type { VerifyPolicy } from '../load/duplicate-check.js';
-// Both are small and dependency-free.
-import { CONNECTION_DEFAULTS } from '../api/connection.js';
-import { AdaptiveLimiter } from '../load/adaptive-concurrency.js';
-
-const { DEFAULT_MAX_CONCURRENCY } = AdaptiveLimiter;
 
 export type RunResult = RunReport | ErrorJson;
 
@@ -86,13 +81,8 @@ Exit codes: 0 every row loaded (or the rejects within --fail-on-rejects); 1 some
     try {
       report = await runPipeline({
         mappingFile: args.mapping,
-        // One keep-alive socket per request in flight, above the client's default 32 too (a request waiting for a
-        // socket would look like a queueing server to the discovery).
-        connection: {
-          ...connectionFromFlags(flags),
-          maxRetryAfterMs: flags['max-retry-after'],
-          connections: Math.max(CONNECTION_DEFAULTS.connections, flags.concurrency ?? flags['max-concurrency'] ?? DEFAULT_MAX_CONCURRENCY),
-        },
+        // Its keep-alive sockets: runPipeline's default for the window (socketsForWindow).
+        connection: { ...connectionFromFlags(flags), maxRetryAfterMs: flags['max-retry-after'] },
         dryRun: flags['dry-run'],
         outDir: flags.out,
         rejectsFile: flags.rejects,

@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import { CareClient } from '../api/client.js';
+import { socketsForWindow, type ConnectionInput } from '../api/connection.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
@@ -110,7 +111,7 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.outDir = outDir;
       openDryRunFiles(compiled, dryOut);
     } else {
-      target = await openTarget(mapping, opts);
+      target = await openTarget(mapping, { ...opts, connection: withSocketsForWindow(opts) });
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
@@ -161,6 +162,12 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
     closeLookups(mapping.lookups);
   }
   return report;
+}
+
+/** The keep-alive sockets of `care-etl run` and of the library alike: the window's (socketsForWindow) unless set. */
+function withSocketsForWindow(opts: RunOptions): ConnectionInput {
+  const windowMax = opts.concurrency ?? opts.maxConcurrency ?? AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY;
+  return { ...opts.connection, connections: opts.connection?.connections ?? socketsForWindow(windowMax) };
 }
 
 /** The library's own options, checked by their own names before anything is read. */

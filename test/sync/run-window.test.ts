@@ -12,6 +12,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import { socketsForWindow } from '../../src/api/connection.js';
 import { connectionOf, defaultAssignments, makeClinic, makePatients, patientsCsv, run, startRecordingProxy } from './helpers.js';
 
 const N = 60; // patients
@@ -114,6 +115,26 @@ describe('the window across phases', () => {
     expect(other.exitCode).toBe(0);
     expect(other.concurrency).toMatchObject({ mode: 'discovered', started: 4 });
     expect(other.concurrency?.rememberedFrom).toBeUndefined();
+  });
+
+  it('gives a window above the client default its own keep-alive sockets, with spares, without `connections` set', async () => {
+    // Its own sandbox: the peak the server saw in flight is this run's (100 ms latency: the 36 creates overlap).
+    const own = await startSandbox({ tenants: ['t-sockets'], observationsPerPatient: 0, faults: { latencyMs: 100 } });
+    const p = makePatients(72, 'care-etl-window-sockets-');
+    let sockets = 0;
+    const onConnected = () => void sockets++;
+    subscribe('undici:client:connected', onConnected);
+    try {
+      const report = await run(own, 't-sockets', p.mapping, { concurrency: 36, statePath: p.state });
+      expect(report.totals).toMatchObject({ created: 72, rejected: 0 });
+      // Before: 32 sockets whatever the window (the client's default) — the server never saw more than 32.
+      expect(own.stats().capacity.maxInFlight).toBeGreaterThanOrEqual(36);
+      expect(sockets).toBeGreaterThanOrEqual(36);
+      expect(sockets).toBeLessThanOrEqual(socketsForWindow(36));
+    } finally {
+      unsubscribe('undici:client:connected', onConnected);
+      await own.close();
+    }
   });
 
   it("writes the request that takes an answer's slot before that answer is booked (counted, recorded, the next row read)", async () => {
