@@ -355,6 +355,9 @@ export class CsvQuoteGuard extends Transform {
   private skipPlainRun(p: number, n: number): boolean {
     if (this.escaping) return false;
     const L = this.lex!;
+    // A quote opened right after a closed one (`"" "a"`) keeps csv-parse's `wasQuoting`: with rtrim each of its bytes is
+    // a decision (`fieldByte`: the first one not trimmable is CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE, a cut).
+    if (this.quoting && this.wasQuoting && L.rtrim) return false;
     if (L.plainDelimiter !== -1 && !this.quoting && !this.commenting) return this.skipPlainFields(p, n, L.plainDelimiter);
     const table = this.quoting ? L.stopQuoted : this.commenting ? L.stopComment : this.fieldLen > 0 && !this.wasQuoting ? L.stopUnquoted : undefined;
     if (table === undefined) return false;
