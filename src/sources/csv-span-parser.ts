@@ -95,16 +95,20 @@ function breakBefore(buf: Buffer, start: number, end: number): number {
 
 /**
  * Takes the guard's output bytes and its spans (its `parseSpans` queue), gives csv-parse's records and skips.
- * Bytes outside any span (empty lines csv-parse skips) are passed over.
+ * Bytes outside any span (empty lines csv-parse skips) are passed over. In the common dialect (`dialect` set) each
+ * clean record is split here; in any other dialect the clean records of a chunk are parsed by csv-parse in one go
+ * (`parseRun`). Either way a record the guard saw an error in is parsed alone, up to its first error (`parseAlone`).
  */
 export class CsvSpanParser extends Transform {
   private held: Buffer = Buffer.alloc(0);
   /** Stream offset of held[0]. */
   private base = 0;
+  /** Clean spans of the current batch not yet parsed (other dialects: parsed together by `parseRun`). */
+  private readonly run: CsvSpan[] = [];
 
   constructor(
     private readonly spans: FifoQueue<CsvSpan>,
-    private readonly dialect: PlainDialect,
+    private readonly dialect: PlainDialect | undefined,
     private readonly options: CsvParseOptions,
   ) {
     super({ readableObjectMode: true });
@@ -129,10 +133,16 @@ export class CsvSpanParser extends Transform {
     try {
       for (let s = this.spans.peek(); s !== undefined && s.end <= limit; s = this.spans.peek()) {
         this.spans.shift();
+        done = s.end;
+        if (s.cut === undefined && s.errorLine === undefined && this.dialect === undefined) {
+          this.run.push(s);
+          continue;
+        }
+        if (this.run.length > 0) this.parseRun(held, base, out);
         if (s.cut !== undefined) this.cutLines(s, out);
         else this.record(s, held, base, out);
-        done = s.end;
       }
+      if (this.run.length > 0) this.parseRun(held, base, out);
     } catch (err) {
       callback(err as Error);
       return;
@@ -152,7 +162,7 @@ export class CsvSpanParser extends Transform {
   private record(s: CsvSpan, held: Buffer, base: number, out: ParsedItem[]): void {
     const start = s.start - base;
     const end = s.end - base;
-    if (s.errorLine === undefined) {
+    if (s.errorLine === undefined && this.dialect !== undefined) {
       const fields = splitRecord(held.toString('utf8', start, end - breakBefore(held, start, end)), this.dialect);
       if (fields !== undefined) {
         out.push({ record: fields, bytes: s.end });
@@ -160,6 +170,44 @@ export class CsvSpanParser extends Transform {
       }
     }
     this.parseAlone(held.subarray(start, end), s.start, out);
+  }
+
+  /**
+   * The clean records of `run` (consecutive spans, with the comment and empty lines between them) parsed by csv-parse
+   * in one go; csv-parse starts every record from the same state, as for `parseAlone`. The guard saw no error in them:
+   * csv-parse gives one record per span, each ending where its span ends. Should it say otherwise (a skip, another
+   * count), the run is parsed again with each record's own end offset.
+   */
+  private parseRun(held: Buffer, base: number, out: ParsedItem[]): void {
+    const run = this.run;
+    const offset = run[0]!.start;
+    const bytes = held.subarray(offset - base, run[run.length - 1]!.end - base);
+    let skipped = false;
+    const records = parseSync(bytes, {
+      ...this.options,
+      bom: false,
+      on_skip: () => {
+        skipped = true;
+      },
+    }) as string[][];
+    if (!skipped && records.length === run.length) {
+      for (let i = 0; i < run.length; i++) out.push({ record: records[i]!, bytes: run[i]!.end });
+    } else {
+      parseSync(bytes, {
+        ...this.options,
+        bom: false,
+        on_skip: (err: CsvError | undefined) => {
+          if (err === undefined) return;
+          err.bytes = Number(err.bytes) + offset;
+          out.push(new SkippedRecord(err));
+        },
+        on_record: (record: string[], context) => {
+          out.push({ record, bytes: offset + context.bytes });
+          return null;
+        },
+      });
+    }
+    run.length = 0;
   }
 
   /**
