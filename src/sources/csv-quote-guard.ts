@@ -1,6 +1,7 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
 import { FifoQueue } from '../core/fifo-queue.js';
+import { HeldBytes } from './byte-window.js';
 
 /*
  * Bounded recovery from broken quotes, upstream of csv-parse: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse.
@@ -194,6 +195,7 @@ export class CsvQuoteGuard extends Transform {
   private recErrorLine: number | undefined;
   private lex: Lex | undefined;
   private held: Buffer = EMPTY;
+  private readonly growing = new HeldBytes();
   /** Scan position in `held`. */
   private p = 0;
   /** Start of the current record in `held`: the bytes before it can be passed on. */
@@ -228,7 +230,7 @@ export class CsvQuoteGuard extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
-    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.held = this.growing.append(this.held, chunk);
     try {
       this.run(false);
     } catch (err) {

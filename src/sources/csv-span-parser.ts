@@ -3,6 +3,7 @@ import { type CsvError, type Options as CsvParseOptions } from 'csv-parse';
 import { parse as parseSync } from 'csv-parse/sync';
 import type { FifoQueue } from '../core/fifo-queue.js';
 import type { CsvSpan } from './csv-quote-guard.js';
+import { HeldBytes } from './byte-window.js';
 
 /*
  * The records of a CSV file in the common dialect (one ASCII delimiter, `"` quoting with `""` inside, no trim, no
@@ -101,6 +102,7 @@ function breakBefore(buf: Buffer, start: number, end: number): number {
  */
 export class CsvSpanParser extends Transform {
   private held: Buffer = Buffer.alloc(0);
+  private readonly growing = new HeldBytes();
   /** Stream offset of held[0]. */
   private base = 0;
   /** Clean spans of the current batch not yet parsed (other dialects: parsed together by `parseRun`). */
@@ -115,7 +117,7 @@ export class CsvSpanParser extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
-    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.held = this.growing.append(this.held, chunk);
     this.drain(callback);
   }
 
