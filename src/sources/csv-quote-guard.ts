@@ -1,5 +1,5 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
+import { normalize_options, type Options as CsvParseOptions, type OptionsNormalized as NormalizedOptions } from 'csv-parse';
 import { FifoQueue } from '../core/fifo-queue.js';
 import { HeldBytes } from './byte-window.js';
 
@@ -155,14 +155,37 @@ function lexOf(options: CsvParseOptions): Lex {
     stopQuoted: stop([quote, escape, cr, lf]),
     stopUnquoted: stop([quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
     stopComment: stop([...o.record_delimiter, cr, lf]),
-    plainDelimiter: plainDelimiterOf(o.delimiter, quote, cr, lf, o.ltrim || o.rtrim || comment !== null),
+    plainDelimiter: plainDelimiterOf(o),
   };
 }
 
-function plainDelimiterOf(delimiters: Buffer[], quote: Buffer | null, cr: Buffer, lf: Buffer, trimOrComment: boolean): number {
-  if (trimOrComment || delimiters.length !== 1 || delimiters[0]!.length !== 1) return -1;
-  const d = delimiters[0]![0]!;
-  return d === quote?.[0] || d === cr[0] || d === lf[0] ? -1 : d;
+/**
+ * The delimiter byte when, outside quotes, a step decides only between it and plain bytes (the guard's fast path):
+ * one one-byte delimiter that is not the quote or a line break, no trim, no comments; else -1.
+ */
+function plainDelimiterOf(o: NormalizedOptions): number {
+  if (o.ltrim || o.rtrim || o.comment != null || o.delimiter.length !== 1 || o.delimiter[0]!.length !== 1) return -1;
+  const d = o.delimiter[0]![0]!;
+  return d === o.quote?.[0] || d === 0x0d || d === 0x0a ? -1 : d;
+}
+
+/** The delimiter and quote of the common dialect (csv-span-parser.ts splits its records itself). */
+export interface PlainDialect {
+  delimiter: string;
+  quote: string;
+}
+
+/**
+ * The common dialect, or undefined: the guard's plain delimiter (above), a one-byte quote doubled inside quoted fields
+ * (the escape is the quote), UTF-8. The one definition of it: the guard's fast path and the span parser's split.
+ */
+export function plainDialectOf(options: CsvParseOptions): PlainDialect | undefined {
+  const o = normalize_options(options);
+  const d = plainDelimiterOf(o);
+  const q = o.quote ?? null;
+  if (d === -1 || q === null || q.length !== 1 || q[0]! >= 0x80 || q[0] === 0x0d || q[0] === 0x0a) return undefined;
+  if (o.escape == null || !o.escape.equals(q) || (o.encoding ?? 'utf8') !== 'utf8') return undefined;
+  return { delimiter: String.fromCharCode(d), quote: String.fromCharCode(q[0]!) };
 }
 
 function matchAt(b: Buffer, p: number, seq: Buffer): boolean {

@@ -12,8 +12,8 @@ import {
   type InvalidBytes,
   type TextEncoding,
 } from './decode-stream.js';
-import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
-import { CsvSpanParser, plainDialectOf, SkippedRecord, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
+import { CsvQuoteGuard, plainDialectOf, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
+import { CsvSpanParser, SkippedRecord, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
 import type { FifoQueue } from '../core/fifo-queue.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';

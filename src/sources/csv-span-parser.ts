@@ -2,7 +2,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { type CsvError, type Options as CsvParseOptions } from 'csv-parse';
 import { parse as parseSync } from 'csv-parse/sync';
 import type { FifoQueue } from '../core/fifo-queue.js';
-import type { CsvSpan } from './csv-quote-guard.js';
+import type { CsvSpan, PlainDialect } from './csv-quote-guard.js';
 import { HeldBytes } from './byte-window.js';
 
 /*
@@ -27,22 +27,6 @@ export class SkippedRecord {
 }
 
 export type ParsedItem = ParsedRow | SkippedRecord;
-
-/** The delimiter and quote of the common dialect, or undefined when the options ask for more than this reader splits. */
-export interface PlainDialect {
-  delimiter: string;
-  quote: string;
-}
-
-const isPlainChar = (s: unknown): s is string => typeof s === 'string' && s.length === 1 && s.charCodeAt(0) < 0x80 && s !== '\r' && s !== '\n';
-
-/** The dialect `CsvSpanParser` splits itself, from the reader's csv-parse options; undefined: csv-parse reads the file as a stream. */
-export function plainDialectOf(o: CsvParseOptions): PlainDialect | undefined {
-  const { delimiter, quote } = o;
-  if (!isPlainChar(delimiter) || !isPlainChar(quote) || delimiter === quote || o.escape !== quote) return undefined;
-  if (o.trim || o.ltrim || o.rtrim || o.comment !== undefined || (o.encoding ?? 'utf8') !== 'utf8') return undefined;
-  return { delimiter, quote };
-}
 
 /**
  * The fields of one record's text (without its line break) as csv-parse gives them, or undefined when the text is

@@ -14,9 +14,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { pipeline, Readable } from 'node:stream';
 import type { Options as CsvParseOptions } from 'csv-parse';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CsvQuoteGuard } from '../../src/sources/csv-quote-guard.js';
+import { CsvQuoteGuard, plainDialectOf } from '../../src/sources/csv-quote-guard.js';
 import { readCsv } from '../../src/sources/csv-source.js';
-import { CsvSpanParser, plainDialectOf, SkippedRecord, type ParsedItem } from '../../src/sources/csv-span-parser.js';
+import { CsvSpanParser, SkippedRecord, type ParsedItem } from '../../src/sources/csv-span-parser.js';
 import { CSV_MAX_RECORD_CHARS, type SourceItem } from '../../src/sources/types.js';
 
 /** The options csv-source.ts gives csv-parse for a plain `.csv` source. */

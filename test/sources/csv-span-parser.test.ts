@@ -16,6 +16,7 @@ import fc from 'fast-check';
 import { parse } from 'csv-parse/sync';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readCsv, type CsvParsePath } from '../../src/sources/csv-source.js';
+import { plainDialectOf } from '../../src/sources/csv-quote-guard.js';
 import { splitRecord } from '../../src/sources/csv-span-parser.js';
 import type { SourceConfig, SourceItem } from '../../src/sources/types.js';
 
@@ -69,6 +70,33 @@ describe('splitRecord', () => {
       { seed: SEED, numRuns: 500 },
     );
     for (const m of ['"ab" ,x', '"ab,x', 'ab"c,x', '"ab"x,y', '"a"b"']) expect(splitRecord(m, DIALECT), m).toBeUndefined();
+  });
+});
+
+describe("plainDialectOf (the one definition of the common dialect: the guard's fast path, the split)", () => {
+  const base = { delimiter: ',', quote: '"', escape: '"', encoding: 'utf8' as const };
+  it('takes one ASCII delimiter, one ASCII quote doubled inside, no trim, no comments', () => {
+    expect(plainDialectOf(base)).toEqual({ delimiter: ',', quote: '"' });
+    expect(plainDialectOf({ ...base, delimiter: '\t' })).toEqual({ delimiter: '\t', quote: '"' });
+    expect(plainDialectOf({ ...base, quote: "'", escape: "'" })).toEqual({ delimiter: ',', quote: "'" });
+  });
+  it('leaves every other dialect to csv-parse', () => {
+    for (const o of [
+      { trim: true },
+      { ltrim: true },
+      { rtrim: true },
+      { comment: '#' },
+      { delimiter: ';;' },
+      { delimiter: '§' },
+      { delimiter: [',', ';'] },
+      { delimiter: '"' },
+      { escape: '\\' },
+      { quote: '', escape: '' },
+      { quote: '‘', escape: '‘' },
+      { quote: "'" },
+    ]) {
+      expect(plainDialectOf({ ...base, ...o }), JSON.stringify(o)).toBeUndefined();
+    }
   });
 });
 
