@@ -12,6 +12,8 @@ import { Transform, type TransformCallback } from 'node:stream';
 export class ByteWindow extends Transform {
   /** Bytes before this absolute offset may be released. */
   floor = 0;
+  /** A floor the reader knows beyond `floor`: no record still to read starts before it (comment and empty lines). */
+  floorHint: (() => number) | undefined;
   /** Absolute offset just past the last byte passed through. */
   total = 0;
   private readonly chunks: Buffer[] = [];
@@ -26,8 +28,9 @@ export class ByteWindow extends Transform {
   }
 
   private release(): void {
+    const floor = Math.max(this.floor, this.floorHint?.() ?? 0);
     let n = 0;
-    while (n < this.chunks.length && this.starts[n] + this.chunks[n].length <= this.floor) n++;
+    while (n < this.chunks.length && this.starts[n] + this.chunks[n].length <= floor) n++;
     if (n > 0) {
       this.chunks.splice(0, n);
       this.starts.splice(0, n);

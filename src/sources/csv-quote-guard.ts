@@ -275,6 +275,15 @@ export class CsvQuoteGuard extends Transform {
     callback();
   }
 
+  /**
+   * Output offset before which no record still to come starts: the current record's start, or — in a whole-line
+   * comment (no span) — the bytes passed on so far. Bytes before it that no queued span holds (comment and empty lines)
+   * are needed by no later stage: the span parser and the reader's window drop them (a 100 MB comment line held nothing).
+   */
+  get nextRecordFrom(): number {
+    return this.commenting && !this.hasData() ? this.outBytes + this.rec : this.recStart;
+  }
+
   private passOn(b: Buffer): void {
     this.outBytes += b.length;
     this.push(b);

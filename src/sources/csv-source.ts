@@ -211,7 +211,7 @@ function startParse(options: ReaderOptions, input: Readable, path: CsvParsePath)
   const window = new ByteWindow();
   let parser: Transform;
   if (path === 'spans') {
-    parser = new CsvSpanParser(guard.parseSpans!, plainDialectOf(options.parse), options.parse);
+    parser = new CsvSpanParser(guard.parseSpans!, plainDialectOf(options.parse), options.parse, () => guard.nextRecordFrom);
   } else {
     const csvParser: Parser = new RecordEndParser({
       ...options.parse,
@@ -243,17 +243,24 @@ class CsvReadState {
   constructor(
     readonly cfg: SourceConfig,
     readonly window: ByteWindow,
-    guard: CsvQuoteGuard,
+    private readonly guard: CsvQuoteGuard,
     readonly limits: GuardLimits,
     readonly decoder: DecodeToUtf8,
   ) {
     this.spans = guard.spans;
+    window.floorHint = () => this.keepFrom();
     const columns = cfg.csv?.columns;
     if (columns !== undefined) {
       checkColumnNames(cfg, columns, undefined);
       this.header = [...columns];
       this.width = columns.length;
     }
+  }
+
+  /** The window's floor beyond the records handled: the record pending, the next span, or the guard's next record. */
+  keepFrom(): number {
+    const next = this.spans.peek()?.start ?? this.guard.nextRecordFrom;
+    return this.pending === undefined ? next : Math.min(this.pending.span.start, next);
   }
 
   /** The file text of a span without its final line break ('' if the window no longer holds it: should not happen). */

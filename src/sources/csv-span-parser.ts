@@ -96,6 +96,8 @@ export class CsvSpanParser extends Transform {
     private readonly spans: FifoQueue<CsvSpan>,
     private readonly dialect: PlainDialect | undefined,
     private readonly options: CsvParseOptions,
+    /** Where the next record can start at the earliest when no span is queued (the guard's `nextRecordFrom`). */
+    private readonly nextRecordFrom: () => number,
   ) {
     super({ readableObjectMode: true });
   }
@@ -133,6 +135,9 @@ export class CsvSpanParser extends Transform {
       callback(err as Error);
       return;
     }
+    // bytes before the next span (comment and empty lines) are nobody's: not held
+    const keep = Math.min(this.spans.peek()?.start ?? this.nextRecordFrom(), limit);
+    if (keep > done) done = keep;
     this.held = held.subarray(done - base);
     this.base = done;
     if (out.length > 0) this.push(out);

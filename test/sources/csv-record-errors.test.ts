@@ -38,7 +38,7 @@ const LIMITS = { maxQuotedLines: 100, maxRecordBytes: CSV_MAX_RECORD_CHARS, rawE
 /** What the span parser gives for `text`. */
 async function parsed(text: string): Promise<ParsedItem[]> {
   const guard = new CsvQuoteGuard(OPTIONS, LIMITS, true);
-  const parser = new CsvSpanParser(guard.parseSpans!, plainDialectOf(OPTIONS)!, OPTIONS);
+  const parser = new CsvSpanParser(guard.parseSpans!, plainDialectOf(OPTIONS)!, OPTIONS, () => guard.nextRecordFrom);
   pipeline(Readable.from([Buffer.from(text)]), guard, parser, () => undefined);
   const items: ParsedItem[] = [];
   for await (const batch of parser as AsyncIterable<ParsedItem[]>) items.push(...batch);
