@@ -12,7 +12,7 @@ import { RECORD_MAX_DEPTH, RECORD_MAX_TEXT_CHARS } from './types.js';
  */
 
 /** Characters of one text, key or number held (a longer one is a marker, its element a reject, as it would be anyway). */
-export const JSON_MAX_TOKEN_CHARS = RECORD_MAX_TEXT_CHARS;
+const JSON_MAX_TOKEN_CHARS = RECORD_MAX_TEXT_CHARS;
 /** Nesting beyond which a document is refused whole (elements deeper than RECORD_MAX_DEPTH are rejects). */
 export const JSON_MAX_DOCUMENT_DEPTH = 1024 * RECORD_MAX_DEPTH;
 
