@@ -13,7 +13,7 @@ import {
   type TextEncoding,
 } from './decode-stream.js';
 import { CsvQuoteGuard, plainDialectOf, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
-import { CsvSpanParser, SkippedRecord, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
+import { CsvSpanParser, SkippedRecord, type CsvSkip, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
 import type { FifoQueue } from '../core/fifo-queue.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
@@ -61,7 +61,7 @@ class RecordEndParser extends Parser {
 interface PendingDrop {
   record: number;
   span: CsvSpan;
-  error: CsvError;
+  error: CsvSkip;
   /** An error of the record said its quote is never closed (it runs to the end of the file). */
   unclosed: boolean;
 }
@@ -164,8 +164,8 @@ function columnLabel(index: number | undefined, header: readonly string[] | unde
   return header !== undefined && index < header.length ? `column ${showText(header[index])}` : `field ${index + 1}`;
 }
 
-function describeCsvError(err: CsvError, header: readonly string[] | undefined): string {
-  const col = columnLabel(typeof err.column === 'number' ? err.column : undefined, header);
+function describeCsvError(err: CsvSkip, header: readonly string[] | undefined): string {
+  const col = columnLabel(err.column, header);
   switch (err.code) {
     case 'INVALID_OPENING_QUOTE':
       return `quote character inside an unquoted field (${col})`;
