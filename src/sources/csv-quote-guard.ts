@@ -1,6 +1,7 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import { normalize_options, type Options as CsvParseOptions } from 'csv-parse';
+import { normalize_options, type Options as CsvParseOptions, type OptionsNormalized as NormalizedOptions } from 'csv-parse';
 import { FifoQueue } from '../core/fifo-queue.js';
+import { HeldBytes } from './byte-window.js';
 
 /*
  * Bounded recovery from broken quotes, upstream of csv-parse: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse.
@@ -154,14 +155,37 @@ function lexOf(options: CsvParseOptions): Lex {
     stopQuoted: stop([quote, escape, cr, lf]),
     stopUnquoted: stop([quote, ...o.delimiter, ...o.record_delimiter, cr, lf]),
     stopComment: stop([...o.record_delimiter, cr, lf]),
-    plainDelimiter: plainDelimiterOf(o.delimiter, quote, cr, lf, o.ltrim || o.rtrim || comment !== null),
+    plainDelimiter: plainDelimiterOf(o),
   };
 }
 
-function plainDelimiterOf(delimiters: Buffer[], quote: Buffer | null, cr: Buffer, lf: Buffer, trimOrComment: boolean): number {
-  if (trimOrComment || delimiters.length !== 1 || delimiters[0]!.length !== 1) return -1;
-  const d = delimiters[0]![0]!;
-  return d === quote?.[0] || d === cr[0] || d === lf[0] ? -1 : d;
+/**
+ * The delimiter byte when, outside quotes, a step decides only between it and plain bytes (the guard's fast path):
+ * one one-byte delimiter that is not the quote or a line break, no trim, no comments; else -1.
+ */
+function plainDelimiterOf(o: NormalizedOptions): number {
+  if (o.ltrim || o.rtrim || o.comment != null || o.delimiter.length !== 1 || o.delimiter[0]!.length !== 1) return -1;
+  const d = o.delimiter[0]![0]!;
+  return d === o.quote?.[0] || d === 0x0d || d === 0x0a ? -1 : d;
+}
+
+/** The delimiter and quote of the common dialect (csv-span-parser.ts splits its records itself). */
+export interface PlainDialect {
+  delimiter: string;
+  quote: string;
+}
+
+/**
+ * The common dialect, or undefined: the guard's plain delimiter (above), a one-byte quote doubled inside quoted fields
+ * (the escape is the quote), UTF-8. The one definition of it: the guard's fast path and the span parser's split.
+ */
+export function plainDialectOf(options: CsvParseOptions): PlainDialect | undefined {
+  const o = normalize_options(options);
+  const d = plainDelimiterOf(o);
+  const q = o.quote ?? null;
+  if (d === -1 || q === null || q.length !== 1 || q[0]! >= 0x80 || q[0] === 0x0d || q[0] === 0x0a) return undefined;
+  if (o.escape == null || !o.escape.equals(q) || (o.encoding ?? 'utf8') !== 'utf8') return undefined;
+  return { delimiter: String.fromCharCode(d), quote: String.fromCharCode(q[0]!) };
 }
 
 function matchAt(b: Buffer, p: number, seq: Buffer): boolean {
@@ -194,6 +218,7 @@ export class CsvQuoteGuard extends Transform {
   private recErrorLine: number | undefined;
   private lex: Lex | undefined;
   private held: Buffer = EMPTY;
+  private readonly growing = new HeldBytes();
   /** Scan position in `held`. */
   private p = 0;
   /** Start of the current record in `held`: the bytes before it can be passed on. */
@@ -228,7 +253,7 @@ export class CsvQuoteGuard extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
-    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.held = this.growing.append(this.held, chunk);
     try {
       this.run(false);
     } catch (err) {
@@ -248,6 +273,15 @@ export class CsvQuoteGuard extends Transform {
       return;
     }
     callback();
+  }
+
+  /**
+   * Output offset before which no record still to come starts: the current record's start, or — in a whole-line
+   * comment (no span) — the bytes passed on so far. Bytes before it that no queued span holds (comment and empty lines)
+   * are needed by no later stage: the span parser and the reader's window drop them (a 100 MB comment line held nothing).
+   */
+  get nextRecordFrom(): number {
+    return this.commenting && !this.hasData() ? this.outBytes + this.rec : this.recStart;
   }
 
   private passOn(b: Buffer): void {
@@ -355,6 +389,9 @@ export class CsvQuoteGuard extends Transform {
   private skipPlainRun(p: number, n: number): boolean {
     if (this.escaping) return false;
     const L = this.lex!;
+    // A quote opened right after a closed one (`"" "a"`) keeps csv-parse's `wasQuoting`: with rtrim each of its bytes is
+    // a decision (`fieldByte`: the first one not trimmable is CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE, a cut).
+    if (this.quoting && this.wasQuoting && L.rtrim) return false;
     if (L.plainDelimiter !== -1 && !this.quoting && !this.commenting) return this.skipPlainFields(p, n, L.plainDelimiter);
     const table = this.quoting ? L.stopQuoted : this.commenting ? L.stopComment : this.fieldLen > 0 && !this.wasQuoting ? L.stopUnquoted : undefined;
     if (table === undefined) return false;

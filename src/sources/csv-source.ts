@@ -12,17 +12,19 @@ import {
   type InvalidBytes,
   type TextEncoding,
 } from './decode-stream.js';
-import { CsvQuoteGuard, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
-import { CsvSpanParser, plainDialectOf, SkippedRecord, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
+import { CsvQuoteGuard, plainDialectOf, type CsvCut, type CsvSpan, type GuardLimits } from './csv-quote-guard.js';
+import { CsvSpanParser, SkippedRecord, type CsvSkip, type ParsedItem, type ParsedRow } from './csv-span-parser.js';
 import type { FifoQueue } from '../core/fifo-queue.js';
 import { rejectItem, showText, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, isTsv, openSourceFile } from './source-file.js';
 import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYTES, type ByteMeter, type SourceConfig, type SourceItem } from './types.js';
 
 /*
- * CSV reader on csv-parse, streaming: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow (tap) → csv-parse → this reader.
- * In the common dialect (csv-span-parser.ts) the last stage is `CsvSpanParser` instead: the guard's spans split
- * without csv-parse's byte-by-byte parse, csv-parse only for a record with an error — the same output, in batches.
+ * CSV reader on csv-parse, streaming: fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow (tap) → CsvSpanParser → this reader.
+ * `CsvSpanParser` (csv-span-parser.ts) parses the records from the guard's spans: in the common dialect it splits
+ * them itself, in others csv-parse parses a chunk's clean records in one go; a record with an error is parsed by
+ * csv-parse alone, up to its first error — csv-parse's output, in batches. (csv-parse reading the whole stream, the
+ * `stream` path, is what the tests compare it to.)
  *
  * Everything after DecodeToUtf8 (decode-stream.ts) sees UTF-8, whatever `csv.encoding` is: csv-parse compares
  * bytes, so UTF-16 must not reach it. Invalid bytes in the file's encoding come from the decoder with their line;
@@ -34,9 +36,10 @@ import { CSV_DEFAULT_MAX_QUOTED_LINES, CSV_MAX_RECORD_CHARS, CSV_RAW_EXCERPT_BYT
  * emits one reject per cut, in file order, before the next record csv-parse yields.
  *
  * csv-parse runs without `columns` (each record is an array, zipped with the header here), so that a
- * ragged row is still seen with its real field count; `RecordEndParser` tags each record with the byte offset
- * where it ends (what csv-parse's `info` holds, without the copy of its whole state it makes per record). Records csv-parse drops for a malformed quote (`skip_records_with_error`) arrive through `on_skip`,
- * which pushes a marker into the parser's own output: rejects stay in file order and share its backpressure.
+ * ragged row is still seen with its real field count; each record comes with the byte offset where it ends (on the
+ * `stream` path `RecordEndParser` tags it: what csv-parse's `info` holds, without the copy of its whole state it
+ * makes per record). Records csv-parse drops for a malformed quote (`skip_records_with_error`) come as
+ * `SkippedRecord`s in the parser's own output: rejects stay in file order and share its backpressure.
  *
  * Where each record is. The guard scans every byte before csv-parse does and queues each record's span (true
  * first and last line, byte range in the stream csv-parse reads, line of its first syntax error) and each cut.
@@ -58,7 +61,7 @@ class RecordEndParser extends Parser {
 interface PendingDrop {
   record: number;
   span: CsvSpan;
-  error: CsvError;
+  error: CsvSkip;
   /** An error of the record said its quote is never closed (it runs to the end of the file). */
   unclosed: boolean;
 }
@@ -161,8 +164,8 @@ function columnLabel(index: number | undefined, header: readonly string[] | unde
   return header !== undefined && index < header.length ? `column ${showText(header[index])}` : `field ${index + 1}`;
 }
 
-function describeCsvError(err: CsvError, header: readonly string[] | undefined): string {
-  const col = columnLabel(typeof err.column === 'number' ? err.column : undefined, header);
+function describeCsvError(err: CsvSkip, header: readonly string[] | undefined): string {
+  const col = columnLabel(err.column, header);
   switch (err.code) {
     case 'INVALID_OPENING_QUOTE':
       return `quote character inside an unquoted field (${col})`;
@@ -186,26 +189,29 @@ interface Started {
 }
 
 /** Starts fs → DecodeToUtf8 → CsvQuoteGuard → ByteWindow → csv-parse; csv-parse's option errors become a configuration error naming the source. */
-function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Readable): Started {
+function startParseOrFail(cfg: SourceConfig, options: ReaderOptions, input: Readable, path: CsvParsePath = 'spans'): Started {
   try {
-    return startParse(options, input);
+    return startParse(options, input, path);
   } catch (err) {
     throw sourceFatal(cfg, `invalid csv options: ${(err as Error).message}`, { code: 'source-config', cause: err });
   }
 }
 
 /**
- * The caller iterates `parser` and destroys it when done. In the common dialect the guard's spans are split by
- * csv-span-parser.ts (csv-parse only for a record it does not take as plain); else csv-parse reads the stream.
+ * How the guard's output is parsed: `spans` — by csv-span-parser.ts, record by record from the guard's spans (what the
+ * reader does); `stream` — by csv-parse reading the stream (the oracle the tests compare `spans` to: it words an error
+ * for every later stray quote of a record, quadratic in a field full of them).
  */
-function startParse(options: ReaderOptions, input: Readable): Started {
+export type CsvParsePath = 'spans' | 'stream';
+
+/** The caller iterates `parser` and destroys it when done. */
+function startParse(options: ReaderOptions, input: Readable, path: CsvParsePath): Started {
   const decoder = new DecodeToUtf8(options.encoding);
-  const dialect = plainDialectOf(options.parse);
-  const guard = new CsvQuoteGuard(options.parse, options.limits, dialect !== undefined);
+  const guard = new CsvQuoteGuard(options.parse, options.limits, path === 'spans');
   const window = new ByteWindow();
   let parser: Transform;
-  if (dialect !== undefined) {
-    parser = new CsvSpanParser(guard.parseSpans!, dialect, options.parse);
+  if (path === 'spans') {
+    parser = new CsvSpanParser(guard.parseSpans!, plainDialectOf(options.parse), options.parse, () => guard.nextRecordFrom);
   } else {
     const csvParser: Parser = new RecordEndParser({
       ...options.parse,
@@ -237,17 +243,24 @@ class CsvReadState {
   constructor(
     readonly cfg: SourceConfig,
     readonly window: ByteWindow,
-    guard: CsvQuoteGuard,
+    private readonly guard: CsvQuoteGuard,
     readonly limits: GuardLimits,
     readonly decoder: DecodeToUtf8,
   ) {
     this.spans = guard.spans;
+    window.floorHint = () => this.keepFrom();
     const columns = cfg.csv?.columns;
     if (columns !== undefined) {
       checkColumnNames(cfg, columns, undefined);
       this.header = [...columns];
       this.width = columns.length;
     }
+  }
+
+  /** The window's floor beyond the records handled: the record pending, the next span, or the guard's next record. */
+  keepFrom(): number {
+    const next = this.spans.peek()?.start ?? this.guard.nextRecordFrom;
+    return this.pending === undefined ? next : Math.min(this.pending.span.start, next);
   }
 
   /** The file text of a span without its final line break ('' if the window no longer holds it: should not happen). */
@@ -463,15 +476,20 @@ function cutCode(c: CsvCut): KnownIssueCode {
   return c.reason === 'size' ? 'value-too-large' : c.reason === 'after-quote' ? 'csv-syntax' : 'csv-quote';
 }
 
-/** Streams a CSV source. */
-export async function* readCsv(cfg: SourceConfig, signal?: AbortSignal, bytes?: ByteMeter): AsyncGenerator<SourceItem, void, undefined> {
+/** Streams a CSV source (`path`: see `CsvParsePath`; `stream` only for tests, as their oracle). */
+export async function* readCsv(
+  cfg: SourceConfig,
+  signal?: AbortSignal,
+  bytes?: ByteMeter,
+  path: CsvParsePath = 'spans',
+): AsyncGenerator<SourceItem, void, undefined> {
   const options = parseOptions(cfg);
   const opened = await openSourceFile(cfg);
   const input = fileStream(opened, signal, bytes);
   let parser: Transform | undefined;
   let state: CsvReadState | undefined;
   try {
-    const started = startParseOrFail(cfg, options, input);
+    const started = startParseOrFail(cfg, options, input, path);
     parser = started.parser;
     const st = (state = new CsvReadState(cfg, started.window, started.guard, options.limits, started.decoder));
     const out = st.out;

@@ -2,7 +2,8 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { type CsvError, type Options as CsvParseOptions } from 'csv-parse';
 import { parse as parseSync } from 'csv-parse/sync';
 import type { FifoQueue } from '../core/fifo-queue.js';
-import type { CsvSpan } from './csv-quote-guard.js';
+import type { CsvSpan, PlainDialect } from './csv-quote-guard.js';
+import { HeldBytes } from './byte-window.js';
 
 /*
  * The records of a CSV file in the common dialect (one ASCII delimiter, `"` quoting with `""` inside, no trim, no
@@ -22,26 +23,23 @@ export interface ParsedRow {
 
 /** A record csv-parse skipped for a syntax error (pushed from `on_skip` into the parser's output). */
 export class SkippedRecord {
-  constructor(readonly error: CsvError) {}
+  /** What the reader reads of csv-parse's error: a CsvError holds a stack and the parser's state (several KB; kept for a
+   * batch of 10,000 rejected lines, 100,000 of them ran out of a 256 MB heap). `offset` moves its `bytes` to the file's. */
+  readonly error: CsvSkip;
+
+  constructor(err: CsvError, offset = 0) {
+    this.error = { code: err.code, column: typeof err.column === 'number' ? err.column : undefined, bytes: Number(err.bytes) + offset };
+  }
+}
+
+/** A csv-parse error as the reader reads it: its code, the field's index, the byte offset where it was raised. */
+export interface CsvSkip {
+  code: string;
+  column: number | undefined;
+  bytes: number;
 }
 
 export type ParsedItem = ParsedRow | SkippedRecord;
-
-/** The delimiter and quote of the common dialect, or undefined when the options ask for more than this reader splits. */
-export interface PlainDialect {
-  delimiter: string;
-  quote: string;
-}
-
-const isPlainChar = (s: unknown): s is string => typeof s === 'string' && s.length === 1 && s.charCodeAt(0) < 0x80 && s !== '\r' && s !== '\n';
-
-/** The dialect `CsvSpanParser` splits itself, from the reader's csv-parse options; undefined: csv-parse reads the file as a stream. */
-export function plainDialectOf(o: CsvParseOptions): PlainDialect | undefined {
-  const { delimiter, quote } = o;
-  if (!isPlainChar(delimiter) || !isPlainChar(quote) || delimiter === quote || o.escape !== quote) return undefined;
-  if (o.trim || o.ltrim || o.rtrim || o.comment !== undefined || (o.encoding ?? 'utf8') !== 'utf8') return undefined;
-  return { delimiter, quote };
-}
 
 /**
  * The fields of one record's text (without its line break) as csv-parse gives them, or undefined when the text is
@@ -95,23 +93,30 @@ function breakBefore(buf: Buffer, start: number, end: number): number {
 
 /**
  * Takes the guard's output bytes and its spans (its `parseSpans` queue), gives csv-parse's records and skips.
- * Bytes outside any span (empty lines csv-parse skips) are passed over.
+ * Bytes outside any span (empty lines csv-parse skips) are passed over. In the common dialect (`dialect` set) each
+ * clean record is split here; in any other dialect the clean records of a chunk are parsed by csv-parse in one go
+ * (`parseRun`). Either way a record the guard saw an error in is parsed alone, up to its first error (`parseAlone`).
  */
 export class CsvSpanParser extends Transform {
   private held: Buffer = Buffer.alloc(0);
+  private readonly growing = new HeldBytes();
   /** Stream offset of held[0]. */
   private base = 0;
+  /** Clean spans of the current batch not yet parsed (other dialects: parsed together by `parseRun`). */
+  private readonly run: CsvSpan[] = [];
 
   constructor(
     private readonly spans: FifoQueue<CsvSpan>,
-    private readonly dialect: PlainDialect,
+    private readonly dialect: PlainDialect | undefined,
     private readonly options: CsvParseOptions,
+    /** Where the next record can start at the earliest when no span is queued (the guard's `nextRecordFrom`). */
+    private readonly nextRecordFrom: () => number,
   ) {
     super({ readableObjectMode: true });
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
-    this.held = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.held = this.growing.append(this.held, chunk);
     this.drain(callback);
   }
 
@@ -129,14 +134,23 @@ export class CsvSpanParser extends Transform {
     try {
       for (let s = this.spans.peek(); s !== undefined && s.end <= limit; s = this.spans.peek()) {
         this.spans.shift();
+        done = s.end;
+        if (s.cut === undefined && s.errorLine === undefined && this.dialect === undefined) {
+          this.run.push(s);
+          continue;
+        }
+        if (this.run.length > 0) this.parseRun(held, base, out);
         if (s.cut !== undefined) this.cutLines(s, out);
         else this.record(s, held, base, out);
-        done = s.end;
       }
+      if (this.run.length > 0) this.parseRun(held, base, out);
     } catch (err) {
       callback(err as Error);
       return;
     }
+    // bytes before the next span (comment and empty lines) are nobody's: not held
+    const keep = Math.min(this.spans.peek()?.start ?? this.nextRecordFrom(), limit);
+    if (keep > done) done = keep;
     this.held = held.subarray(done - base);
     this.base = done;
     if (out.length > 0) this.push(out);
@@ -152,7 +166,7 @@ export class CsvSpanParser extends Transform {
   private record(s: CsvSpan, held: Buffer, base: number, out: ParsedItem[]): void {
     const start = s.start - base;
     const end = s.end - base;
-    if (s.errorLine === undefined) {
+    if (s.errorLine === undefined && this.dialect !== undefined) {
       const fields = splitRecord(held.toString('utf8', start, end - breakBefore(held, start, end)), this.dialect);
       if (fields !== undefined) {
         out.push({ record: fields, bytes: s.end });
@@ -163,19 +177,58 @@ export class CsvSpanParser extends Transform {
   }
 
   /**
+   * The clean records of `run` (consecutive spans, with the comment and empty lines between them) parsed by csv-parse
+   * in one go; csv-parse starts every record from the same state, as for `parseAlone`. The guard saw no error in them:
+   * csv-parse gives one record per span, each ending where its span ends. Should it say otherwise (a skip, another
+   * count), the run is parsed again with each record's own end offset.
+   */
+  private parseRun(held: Buffer, base: number, out: ParsedItem[]): void {
+    const run = this.run;
+    const offset = run[0]!.start;
+    const bytes = held.subarray(offset - base, run[run.length - 1]!.end - base);
+    let skipped = false;
+    const records = parseSync(bytes, {
+      ...this.options,
+      bom: false,
+      on_skip: () => {
+        skipped = true;
+      },
+    }) as string[][];
+    if (!skipped && records.length === run.length) {
+      for (let i = 0; i < run.length; i++) out.push({ record: records[i]!, bytes: run[i]!.end });
+    } else {
+      parseSync(bytes, {
+        ...this.options,
+        bom: false,
+        on_skip: (err: CsvError | undefined) => {
+          if (err === undefined) return;
+          out.push(new SkippedRecord(err, offset));
+        },
+        on_record: (record: string[], context) => {
+          out.push({ record, bytes: offset + context.bytes });
+          return null;
+        },
+      });
+    }
+    run.length = 0;
+  }
+
+  /**
    * csv-parse on the record's bytes alone; its offsets moved by `offset`. It stops at the record's first error: csv-parse
    * words one more for every later quote of the field, each quoting the whole field so far — quadratic in a field full of
    * quotes (a 4 MiB record of `a"` ran out of memory) — and the reader reads only the first (a span is one record).
    */
   private parseAlone(bytes: Buffer, offset: number, out: ParsedItem[]): void {
+    // csv-parse's error captures a stack the reader never reads: ~15 % of the CPU of a file of rejected lines
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     try {
       parseSync(bytes, {
         ...this.options,
         bom: false,
         on_skip: (err: CsvError | undefined) => {
           if (err === undefined) return;
-          err.bytes = Number(err.bytes) + offset;
-          out.push(new SkippedRecord(err));
+          out.push(new SkippedRecord(err, offset));
           throw FIRST_ERROR_SEEN; // csv-parse returns it from its parse: nothing more of this record is read
         },
         on_record: (record: string[], context) => {
@@ -185,6 +238,8 @@ export class CsvSpanParser extends Transform {
       });
     } catch (err) {
       if (err !== FIRST_ERROR_SEEN) throw err;
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
     }
   }
 }

@@ -1,10 +1,10 @@
 import { pipeline, type Readable } from 'node:stream';
-import StreamJsonParser from 'stream-json/Parser.js';
 import Pick from 'stream-json/filters/Pick.js';
 import StreamArray from 'stream-json/streamers/StreamArray.js';
 import { DecodeToUtf8, encodingAdvice, invalidBytesMessage, resolveEncoding } from './decode-stream.js';
 import { parsePlainPath, stackMatches, type PathSegment } from './json-records-path.js';
-import { recordBoundsViolation } from './record-bounds.js';
+import { recordBoundsViolation, TOO_LONG_KEY, TOO_LONG_NUMBER, TOO_LONG_STRING } from './record-bounds.js';
+import { BoundedJsonParser, DocumentTooDeep } from './json-token-bounds.js';
 import { CareEtlError } from '../core/issues.js';
 import { isAbortError, rejectItem, sourceFatal, wrapReadError } from './source-errors.js';
 import { fileStream, openSourceFile, type OpenedSource } from './source-file.js';
@@ -45,6 +45,8 @@ const TOKEN_KIND: Readonly<Record<string, string>> = {
 };
 
 function kindOf(value: unknown): string {
+  if (value === TOO_LONG_STRING) return 'a string';
+  if (value === TOO_LONG_NUMBER) return 'a number';
   if (value === null) return 'null';
   if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'an array';
@@ -52,16 +54,26 @@ function kindOf(value: unknown): string {
 }
 
 function isRecordObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && value !== TOO_LONG_STRING && value !== TOO_LONG_NUMBER;
 }
 
-/** The element re-serialised for the rejects file, or undefined when it cannot be (too deep for JSON.stringify). */
+/**
+ * The element re-serialised for the rejects file, or undefined when it cannot be (too deep for JSON.stringify) or a
+ * value too long to hold was left out of it (json-token-bounds.ts).
+ */
 function rawOf(value: unknown): string | undefined {
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return undefined;
-  }
+  let leftOut = false;
+  const raw = (() => {
+    try {
+      return JSON.stringify(value, (key, v: unknown) => {
+        if (key === TOO_LONG_KEY || v === TOO_LONG_STRING || v === TOO_LONG_NUMBER) leftOut = true;
+        return v;
+      });
+    } catch {
+      return undefined;
+    }
+  })();
+  return leftOut ? undefined : raw;
 }
 
 /**
@@ -148,7 +160,7 @@ async function* streamJsonArray(
   const input = fileStream(opened, signal, bytes);
   const decoder = newDecoder();
   // A UTF-8 BOM decodes to U+FEFF, which stream-json's whitespace pattern (\s) skips.
-  const parser = new StreamJsonParser({ streamValues: false });
+  const parser = new BoundedJsonParser();
   const array = new StreamArray();
   let found: string | undefined;
   const stages: Readable[] = [input, decoder, parser];
@@ -180,6 +192,12 @@ async function* streamJsonArray(
     // an invalid byte outside a string is also a syntax error: the encoding is the cause to report
     const invalid = invalidBytesError(cfg, decoder);
     if (invalid !== undefined && !isAbortError(err)) throw invalid;
+    if (err instanceof DocumentTooDeep) {
+      throw sourceFatal(cfg, `the document is ${err.message} (after record ${count}): not an array of records`, {
+        code: 'json-syntax',
+        record: count + 1,
+      });
+    }
     const message = err instanceof Error ? err.message : '';
     if (message === 'Top-level object should be an array.') {
       const kind = found === undefined ? 'not an array' : `${TOKEN_KIND[found] ?? found}, not an array`;

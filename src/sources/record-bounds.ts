@@ -18,6 +18,15 @@ export const DEFAULT_RECORD_BOUNDS: RecordBounds = {
   maxTextChars: RECORD_MAX_TEXT_CHARS,
 };
 
+/*
+ * What the JSON reader puts in place of a text, number or key too long to hold (json-token-bounds.ts): a value JSON
+ * cannot hold (two frozen objects), and a NUL-led name for a key (an export holding that very key would only get
+ * its record rejected). An element holding one is out of bounds.
+ */
+export const TOO_LONG_STRING: object = Object.freeze(Object.create(null) as object);
+export const TOO_LONG_NUMBER: object = Object.freeze(Object.create(null) as object);
+export const TOO_LONG_KEY = '\u0000care-etl: key too long';
+
 /** Why `value` is out of bounds (a message naming no value), or undefined when it is within them. */
 export function recordBoundsViolation(value: unknown, bounds: RecordBounds = DEFAULT_RECORD_BOUNDS): string | undefined {
   const stack: unknown[] = [value];
@@ -30,6 +39,8 @@ export function recordBoundsViolation(value: unknown, bounds: RecordBounds = DEF
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
+    if (v === TOO_LONG_STRING) return `a text value is longer than ${bounds.maxTextChars} characters`;
+    if (v === TOO_LONG_NUMBER) return `a number is longer than ${bounds.maxTextChars} characters`;
     if (depth > bounds.maxDepth) return `nested deeper than ${bounds.maxDepth} levels`;
     if (Array.isArray(v)) {
       if (v.length > bounds.maxItems) return `an array has more than ${bounds.maxItems} items`;
@@ -48,7 +59,7 @@ export function recordBoundsViolation(value: unknown, bounds: RecordBounds = DEF
     for (const k in v) {
       if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
       if (++members > bounds.maxItems) return `an object has more than ${bounds.maxItems} members`;
-      if (k.length > bounds.maxTextChars) return `a key is longer than ${bounds.maxTextChars} characters`;
+      if (k.length > bounds.maxTextChars || k === TOO_LONG_KEY) return `a key is longer than ${bounds.maxTextChars} characters`;
       const x: unknown = (v as Record<string, unknown>)[k];
       if (x !== null && typeof x === 'object') {
         stack.push(x);

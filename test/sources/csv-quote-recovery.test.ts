@@ -168,6 +168,26 @@ describe('CSV: a stray quote no longer swallows the file', () => {
     ]);
   });
 
+  test('with `trim`, a quote reopened after a closed one (`"" "a, b"`) costs its line, not the rows after it', async () => {
+    // csv-parse keeps the first quote's `wasQuoting` in the second: its first byte is an error that dropped the rest of
+    // csv-parse's buffer, and the quote it left open swallowed the rest of the file (0 of 999 rows were read)
+    const rows = ['id,v', '1,"" "a, b"'];
+    for (let i = 2; i <= 1000; i++) rows.push(`${i},x`);
+    const path = tmp.write('trim-reopened.csv', rows.join('\n') + '\n');
+    const items = await collect({ name: 'p', path, csv: { trim: true } });
+    expect(rejects(items)).toEqual([
+      {
+        ok: false,
+        line: 2,
+        record: 1,
+        code: 'csv-syntax',
+        message: 'unexpected character after a closing quote (column "v"): line 2 rejected, reading resumed at line 3',
+        raw: '1,"" "a, b"',
+      },
+    ]);
+    expect(items.filter((i) => i.ok)).toHaveLength(999);
+  });
+
   test('UTF-16LE with a BOM: the same rule', async () => {
     const path = tmp.write('u16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('id,v\r\n1,"ab\r\n2,b\r\n', 'utf16le')]));
     expect(brief(await collect({ name: 'p', path }))).toEqual([
