@@ -65,7 +65,9 @@ describe('care-etl runs', () => {
     const shown = await runCliInProcess(['runs', 'show', mapping, '1']);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain('outcome   completed, exit 1');
-    expect(shown.stdout).toMatch(/^ {2}requests {2}settled at \d+ request\(s\) in flight \(discovered from \d+(, where run \d+ settled)?; largest window \d+, ceiling 32/m);
+    expect(shown.stdout).toMatch(
+      /^ {2}requests {2}settled at \d+ request\(s\) in flight \(discovered from \d+(, where run \d+ settled)?; largest window \d+, ceiling 32/m,
+    );
     expect(shown.stdout).toMatch(/patient\s+35\s+30\s+0\s+0\s+0\s+5/);
 
     const missing = await runCliInProcess(['runs', 'show', mapping, '99', '--json']);
