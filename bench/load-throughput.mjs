@@ -2,11 +2,13 @@
 // sandbox with injected latency, at a fixed concurrency. Creates/s is compared with the bound
 // CONCURRENCY / LATENCY (16 / 0.020 s = 800 req/s): the loader should keep its window full.
 // Per round: a fresh sandbox (in-memory) in its own child process (startSandbox({ faults: { latencyMs } })),
-// a fresh state file, and the pipeline in another fresh child process. The load child also records, through
-// undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the client-side
-// latency of each request and the event-loop delay — to tell a window that is not kept full from a slow server.
-// CPU per request (issue 28 item 3): user+sys of the whole pipeline child (start-up included) / the requests the
-// server saw. BASELINE_DIST=<dir> (a dist/ built from another commit, e.g. today's main, inside a checkout whose
+// a fresh state file, and the pipeline in another fresh child process. A third, "probed" load of this build
+// records, through undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the
+// client-side latency of each request and the event-loop delay — to tell a window that is not kept full from a slow
+// server. CPU per request (issue 28 item 3): user+sys of the whole pipeline child (start-up included) / the
+// requests the server saw, from the loads WITHOUT that probe (its subscribers, WeakMap, latency array, 2 ms sampler
+// and loop-delay monitor ran in the measured process: probedCpuMsPerRequest and probeCpuRatio say what they add).
+// BASELINE_DIST=<dir> (a dist/ built from another commit, e.g. today's main, inside a checkout whose
 // node_modules resolves) runs that build too, alternately with this one in every round: cpuRatioToBaselineDist
 // is then measured in one run, on the same machine load.
 // Usage: npm run build && node bench/load-throughput.mjs [N] [CONCURRENCY] [LATENCY_MS] [ROUNDS]
