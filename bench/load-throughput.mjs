@@ -2,16 +2,18 @@
 // sandbox with injected latency, at a fixed concurrency. Creates/s is compared with the bound
 // CONCURRENCY / LATENCY (16 / 0.020 s = 800 req/s): the loader should keep its window full.
 // Per round: a fresh sandbox (in-memory) in its own child process (startSandbox({ faults: { latencyMs } })),
-// a fresh state file, and the pipeline in another fresh child process. The load child also records, through
-// undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the client-side
-// latency of each request and the event-loop delay — to tell a window that is not kept full from a slow server.
-// CPU per request (issue 28 item 3): user+sys of the whole pipeline child (start-up included) / the requests the
-// server saw. BASELINE_DIST=<dir> (a dist/ built from another commit, e.g. today's main, inside a checkout whose
+// a fresh state file, and the pipeline in another fresh child process. A third, "probed" load of this build
+// records, through undici's diagnostics channels, how many requests were really in flight (sampled every 2 ms), the
+// client-side latency of each request and the event-loop delay — to tell a window that is not kept full from a slow
+// server. CPU per request (issue 28 item 3): user+sys of the whole pipeline child (start-up included) / the
+// requests the server saw, from the loads WITHOUT that probe (its subscribers, WeakMap, latency array, 2 ms sampler
+// and loop-delay monitor ran in the measured process: probedCpuMsPerRequest and probeCpuRatio say what they add).
+// BASELINE_DIST=<dir> (a dist/ built from another commit, e.g. today's main, inside a checkout whose
 // node_modules resolves) runs that build too, alternately with this one in every round: cpuRatioToBaselineDist
 // is then measured in one run, on the same machine load.
 // Usage: npm run build && node bench/load-throughput.mjs [N] [CONCURRENCY] [LATENCY_MS] [ROUNDS]
 //        (defaults 3000 16 20 3; env N / CONCURRENCY / LATENCY_MS / ROUNDS work too; CPU_PROF=1 profiles the
-//        last round's pipeline child instead of counting it)
+//        last round's pipeline child instead of counting it; CPU_PROF=<dir> also keeps its .cpuprofile there)
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -35,12 +37,13 @@ async function main() {
   const runs = [];
   const baselines = [];
   const baseDistRuns = [];
+  const probedRuns = [];
   let ledger;
   try {
     for (let round = 0; round < ROUNDS; round++) {
       // the two builds alternate (which one goes first too), so a change of machine load hits both alike
       const builds = baseDist ? (round % 2 ? ['base-dist', 'pipeline'] : ['pipeline', 'base-dist']) : ['pipeline'];
-      for (const kind of [...builds, 'baseline']) {
+      for (const kind of [...builds, 'probed', 'baseline']) {
         const sandbox = spawn(process.execPath, [self, '--sandbox', String(LATENCY_MS)], { stdio: ['pipe', 'pipe', 'inherit'] });
         const lines = createInterface({ input: sandbox.stdout })[Symbol.asyncIterator]();
         try {
@@ -49,24 +52,27 @@ async function main() {
           try {
             const conn = [sb.url, sb.apiKey, sb.emrId, sb.tenantId, String(CONCURRENCY)];
             // CPU_PROF=1: the last round's pipeline child runs under --cpu-prof (its figures are then not counted).
-            const prof = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1 ? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-')) : undefined;
+            const profiled = process.env.CPU_PROF && kind === 'pipeline' && round === ROUNDS - 1;
+            const keepProf = profiled && process.env.CPU_PROF !== '1' ? resolve(process.env.CPU_PROF) : undefined;
+            const prof = profiled ? (keepProf ?? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'))) : undefined;
             const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
             const dist = kind === 'base-dist' ? baseDist : join(fileURLToPath(new URL('..', import.meta.url)), 'dist');
+            const probe = kind === 'probed' ? 'probe' : 'bare';
             const r = await runJsonChild(
-              kind === 'baseline' ? [self, '--baseline', String(N), ...conn] : [...flags, self, '--load', fx.mapping, stateDir, dist, ...conn],
+              kind === 'baseline' ? [self, '--baseline', String(N), ...conn] : [...flags, self, '--load', fx.mapping, stateDir, dist, probe, ...conn],
             );
             if (prof) {
               process.stderr.write(
                 `\n--cpu-prof of one load (${r.createsPerSec} creates/s under the profiler), top self time:\n${summarizeCpuProfile(prof, 30)}\n`,
               );
-              rmSync(prof, { recursive: true, force: true });
+              if (!keepProf) rmSync(prof, { recursive: true, force: true });
               continue;
             }
             sandbox.stdin.write('stats\n');
             const stats = JSON.parse((await lines.next()).value);
             const serverCpuUsPerRequest = Math.round(stats.cpuUs / stats.requests);
             const cpuMsPerRequest = r.processCpuUs === undefined ? undefined : Math.round(r.processCpuUs / stats.requests) / 1000;
-            const to = { pipeline: runs, 'base-dist': baseDistRuns, baseline: baselines }[kind];
+            const to = { pipeline: runs, 'base-dist': baseDistRuns, probed: probedRuns, baseline: baselines }[kind];
             to.push({ ...r, cpuMsPerRequest, serverRequests: stats.requests, serverByStatus: stats.byStatus, serverCpuUsPerRequest });
           } finally {
             rmSync(stateDir, { recursive: true, force: true });
@@ -105,11 +111,16 @@ async function main() {
       // what the machine allows right now. pipelineVsBaseline isolates the pipeline from the machine's load.
       baselinePerSec: base,
       pipelineVsBaseline: rps.map((x, i) => Math.round((x / base[i]) * 100) / 100),
-      steadyPerSec: runs.map((r) => r.steadyPerSec),
-      steadyRatioToBound: runs.map((r) => Math.round((r.steadyPerSec / bound) * 100) / 100),
-      // user+sys of the whole pipeline child / requests the server saw (issue 28 item 3: ≤ 0.4 ms)
+      // from the probed round (this build with the probe on): the window's own rate, in flight, latency, loop delay
+      steadyPerSec: probedRuns.map((r) => r.steadyPerSec),
+      steadyRatioToBound: probedRuns.map((r) => Math.round((r.steadyPerSec / bound) * 100) / 100),
+      probedAvgInFlight: probedRuns.map((r) => r.avgInFlight),
+      // user+sys of the whole pipeline child / requests the server saw (issue 28 item 3: ≤ 0.4 ms), probe off
       cpuMsPerRequest: cpu,
       medianCpuMsPerRequest: median(cpu),
+      // the same with the probe on (the figure before session 31), and what the probe adds per round
+      probedCpuMsPerRequest: probedRuns.map((r) => r.cpuMsPerRequest),
+      probeCpuRatio: probedRuns.map((r, i) => ratio(r.cpuMsPerRequest, cpu[i])),
       ...(baseDist
         ? {
             baselineDist: baseDist,
@@ -124,6 +135,7 @@ async function main() {
         : {}),
       ledger,
       runs,
+      probedRuns,
       baselines,
       loadAvg1m: [loadBefore, loadAvg()[0]],
       node: process.version,
@@ -149,9 +161,9 @@ async function sandboxChild(latencyMs) {
 }
 
 /** Child: one load through runPipeline (of the build in `dist`); prints one JSON line. */
-async function loadChild(mappingFile, stateDir, dist, baseUrl, apiKey, emrId, tenantId, concurrency) {
+async function loadChild(mappingFile, stateDir, dist, probeMode, baseUrl, apiKey, emrId, tenantId, concurrency) {
   const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline/run-pipeline.js')).href);
-  const probe = await probes();
+  const probe = probeMode === 'probe' ? await probes() : phaseTimer();
   const report = await runPipeline({
     mappingFile,
     connection: { baseUrl, apiKey, emrId, tenantId },
@@ -265,6 +277,25 @@ async function ledgerChild(n, stateDir) {
     };
   }
   return out;
+}
+
+/** The bare load child's only measuring: wall time and CPU between the phase's start and end (no per-request work). */
+function phaseTimer() {
+  let t0, t1, c0, cpu;
+  return {
+    start() {
+      t0 = performance.now();
+      c0 = process.cpuUsage();
+    },
+    stop() {
+      t1 = performance.now();
+      cpu = process.cpuUsage(c0);
+    },
+    result(n) {
+      const s = (t1 - t0) / 1000;
+      return { seconds: Math.round(s * 1000) / 1000, createsPerSec: Math.round(n / s), clientCpuUsPerCreate: Math.round((cpu.user + cpu.system) / n) };
+    },
+  };
 }
 
 /** Measures, between start() and stop(): requests in flight at the client (undici diagnostics channels, sampled

@@ -50,13 +50,31 @@ export function canonicalJson(value: unknown): string | undefined {
   }
   const obj = value as Record<string, unknown>;
   const keys = Object.keys(obj);
-  if (keys.length > 1) keys.sort();
+  if (keys.length > 1) sortKeys(keys);
   let text = '';
   for (const k of keys) {
     const v = canonicalJson(obj[k]);
     if (v !== undefined) text += `${text ? ',' : ''}${quotedKey(k)}:${v}`;
   }
   return `{${text}}`;
+}
+
+/**
+ * Sorts in place in `Array.prototype.sort`'s default order (UTF-16 code units: what `<` compares; keys are distinct).
+ * An insertion sort for the few keys of a resource's objects: the built-in sort allocates its work arrays on every
+ * call — the largest allocation per create of the loader (issue 28 item 3).
+ */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 16) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i]!;
+    let j = i - 1;
+    for (; j >= 0 && keys[j]! > k; j--) keys[j + 1] = keys[j]!;
+    keys[j + 1] = k;
+  }
 }
 
 /** Object keys as JSON text, remembered: a mapping's outputs use a few dozen names (at most QUOTED_KEYS kept). */

@@ -8,7 +8,8 @@ import { placeholderId } from '../mapping/placeholder-id.js';
 import { readdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import jsonata from 'jsonata';
+import type jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import { CareEtlError, ExitCode, formatLocation, hasCode, issue, issuesOf, type Issue } from '../core/issues.js';
 import { compileMapping, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import { closest } from '../mapping/closest.js';
@@ -293,7 +294,7 @@ async function* fixtureItems(c: TestCaseDef, mapping: CompiledMapping, res: Comp
   let where: jsonata.Expression | undefined;
   if (fx.where) {
     try {
-      where = jsonata(fx.where, { RegexEngine: LINEAR_REGEX_ENGINE });
+      where = jsonataExpression(fx.where, { RegexEngine: LINEAR_REGEX_ENGINE });
     } catch (err) {
       const e = err as { message?: string; position?: number };
       throw new CareEtlError(`fixture \`where\` is not valid JSONata: ${e.message ?? String(err)}`, {

@@ -5,7 +5,7 @@
  * without it. Fields a JSON record may lack are declared in the source's `optional:` list or tested with
  * `$exists(FIELD)` in the expression.
  */
-import jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import { CareEtlError, ExitCode, issue, type Issue, type Location } from '../core/issues.js';
 import { sourceColumns, type SourceColumns } from '../sources/source-columns.js';
 import type { SourceConfig } from '../sources/types.js';
@@ -89,7 +89,7 @@ function expressionIssues(m: LoadedMapping, def: ResourceMapping, source: Source
   for (const e of exprs) {
     let ast: object;
     try {
-      ast = jsonata(e.expr).ast();
+      ast = jsonataExpression(e.expr).ast();
     } catch {
       continue; // a syntax error: the compiler reports it
     }

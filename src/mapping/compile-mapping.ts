@@ -3,7 +3,8 @@
  * evaluators. Read the evaluation contract (rows one after another, `MappingEvalError` per row) before calling.
  * Design: docs/design/mapping-evaluation.md.
  */
-import jsonata from 'jsonata';
+import type jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import { CareEtlError, ExitCode, hasCode, issue, type Issue, type Location, type KnownIssueCode } from '../core/issues.js';
 import { dependencyOrder } from './dependency-order.js';
 import { MappingEvalError, type ExpressionRole } from './errors.js';
@@ -172,7 +173,7 @@ function compileChecked(cx: MappingCx, meta: ExprMeta): { ev?: ExpressionEvaluat
   const { src, path, role, owner } = meta;
   let expr: jsonata.Expression;
   try {
-    expr = jsonata(src, cx.jsonataOptions);
+    expr = jsonataExpression(src, cx.jsonataOptions);
   } catch (err) {
     const e = err as { code?: string; message?: string };
     cx.push('jsonata-syntax', `${owner} ${role}: ${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`, path, errorOffset(src, e as object));

@@ -4,7 +4,7 @@
  * value the map builds at a resource path (a schema error at `/birthDate`). Found on JSONata's syntax tree, once
  * per expression: failures are per row, parsing is per expression.
  */
-import jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import type { AstNode } from './jsonata-ast.js';
 import { rowFieldReads } from './row-fields.js';
 
@@ -16,7 +16,7 @@ function astOf(src: string): AstNode | undefined {
   let ast = parsed.get(src);
   if (ast === undefined) {
     try {
-      ast = jsonata(src).ast() as unknown as AstNode;
+      ast = jsonataExpression(src).ast() as unknown as AstNode;
     } catch {
       ast = null;
     }

@@ -7,7 +7,8 @@
  * places them at the mapping's `path` / `key` / `value` node.
  */
 import { stat } from 'node:fs/promises';
-import jsonata from 'jsonata';
+import type jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import { CareEtlError, type KnownIssueCode } from '../core/issues.js';
 import { redactValues } from '../core/secret.js';
 import { notTextHint, notTextReason, openSource, readHeader } from '../sources/open-source.js';
@@ -223,7 +224,7 @@ function reader(
     return { kind: 'name', name: src, seen: false };
   }
   try {
-    const expr = jsonata(src, timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS });
+    const expr = jsonataExpression(src, timeoutMs > 0 ? { ...JSONATA_OPTIONS, timeout: timeoutMs } : { ...JSONATA_OPTIONS });
     const unsupported = regexProblems(src, expr.ast());
     if (unsupported.length) {
       for (const p of unsupported) problems.push({ code: p.code, message: `\`${role}\`: ${p.message}`, at: role, offset: p.offset });

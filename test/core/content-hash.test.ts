@@ -66,6 +66,16 @@ describe('canonicalJson / contentHash', () => {
     );
   });
 
+  it('orders any set of keys as the built-in sort did, below the insertion sort limit and past it', () => {
+    const keys = fc.oneof(fc.string({ unit: 'binary', maxLength: 4 }), fc.constantFrom('10', '9', '0', '__proto__', 'Z', 'a', 'é', '\u{1F600}', '\uFF21'));
+    fc.assert(
+      fc.property(fc.dictionary(keys, fc.integer(), { minKeys: 2, maxKeys: 24 }), (obj) => {
+        expect(canonicalJson(obj)).toBe(firstCanonicalJson(obj));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('a resource hashes as it always has (sha256 of the sorted JSON, id and meta ignored)', () => {
     const r = { resourceType: 'Patient', id: 'x', meta: { versionId: '3' }, name: [{ given: ['Ann', , 'B'], family: 'Lé' }], active: false }; // eslint-disable-line no-sparse-arrays
     const text = '{"active":false,"name":[{"family":"Lé","given":["Ann",,"B"]}],"resourceType":"Patient"}';

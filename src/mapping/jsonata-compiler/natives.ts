@@ -4,7 +4,7 @@
  * in the interpreter's environment, reached once through JSONata's evaluate-entry hook (the one its timeout
  * guard uses), which runs synchronously at the start of an evaluation.
  */
-import jsonata from 'jsonata';
+import { jsonataExpression } from '../../core/jsonata-package.js';
 import { fastFromMillis, fastToMillis } from './date-time.js';
 import { bail, seq } from './runtime.js';
 import { parseSignature, type Signature } from './signature.js';
@@ -52,7 +52,7 @@ let environment: NativeEnvironment | null | undefined;
 /** JSONata's environment, or null if a future JSONata no longer calls the hook synchronously (then no natives here). */
 function nativeEnvironment(): NativeEnvironment | null {
   if (environment !== undefined) return environment;
-  const probe = jsonata('0');
+  const probe = jsonataExpression('0');
   probe.assign(Symbol.for('jsonata.__evaluate_entry') as unknown as string, (_expr: unknown, _input: unknown, env: NativeEnvironment) => {
     environment ??= env;
   });
