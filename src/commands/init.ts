@@ -14,7 +14,7 @@ FHIR R4 resources (records with a \`resourceType\`: NDJSON, a JSON array or a Bu
 
 OMOP CDM v5.4 tables are recognised by their columns (person: person_id, gender_concept_id, year_of_birth, race_concept_id, ethnicity_concept_id; provider: provider_id, provider_name, npi, specialty_concept_id; visit_occurrence: visit_occurrence_id, person_id, visit_concept_id, visit_start_date, visit_type_concept_id; visit_detail; care_site), whatever the file names: person → Patient keyed by person_id, provider → Practitioner keyed by provider_id, visits → one care team per person whose members are the providers of the person's visits (visit_detail joined in when both are given), care_site not mapped. The file points to the ready-made mappings/omop-cdm.
 
-A column empty in every sampled record is never chosen as a key.
+A column empty in every sampled record is never chosen as a key. A CSV export that is not UTF-8 gets \`csv: { encoding: windows-1252 }\` (Latin-1 as Windows writes it) with a comment naming the first byte that is not UTF-8 and its line (bytes Windows-1252 does not define leave a \`$TODO\` for the encoding instead). A full-name column whose sampled values read "DOE, John" is split on the comma (family, then given names), "John Doe" on the space.
 
 Beside the mapping it writes mapping.schema.json, a copy of care-etl's mapping schema, named by the mapping's first line (\`# yaml-language-server: $schema=./mapping.schema.json\`): commit both, and editors find the schema wherever the repository is cloned, offline too.
 
