@@ -11,6 +11,7 @@ import { detectFormat, openSource, readHeader } from '../sources/open-source.js'
 import type { SourceConfig, SourceFormat } from '../sources/types.js';
 import { fhirFacts, type FhirFacts } from './fhir-facts.js';
 import { sniffNotUtf8, type NotUtf8 } from './sniff-encoding.js';
+import { valueDates } from './value-dates.js';
 
 export const SAMPLE_RECORDS = 50;
 /** JSON documents whose records are not the top-level array are read whole to find them: up to this size. */
@@ -22,6 +23,10 @@ export interface ColumnFacts {
   booleans?: 'json' | { true: string; false: string };
   /** Date layout in `$date` format tokens, when every sampled value has the same one. */
   dateFormat?: string;
+  /** A name that says nothing of dates, but every sampled value is one (value-dates.ts): set with `dateFormat` or `dateAmbiguous`. */
+  datesFromValues?: true;
+  /** Every sampled value reads as a date both day-first and month-first: the two `$date` formats. */
+  dateAmbiguous?: [string, string];
   /** Distinct short codes (≤ 12, each ≤ 12 characters) of a sex/gender column. */
   codes?: string[];
   /** Some sampled value is non-empty (not only spaces). */
@@ -135,6 +140,14 @@ function dateLayout(values: string[]): string | undefined {
   return undefined;
 }
 
+function datesFromValues(col: ColumnFacts, texts: string[]): void {
+  const found = valueDates(texts);
+  if (!found) return;
+  col.datesFromValues = true;
+  if ('format' in found) col.dateFormat = found.format;
+  else col.dateAmbiguous = found.ambiguous;
+}
+
 const BOOLEAN_SPELLINGS: [string, string][] = [
   ['Y', 'N'],
   ['y', 'n'],
@@ -243,6 +256,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
       if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
       if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
+      else datesFromValues(col, texts);
       const commas = texts.filter(isFamilyCommaGiven).length;
       if (commas) col.commaNames = commas === texts.length ? 'all' : 'some';
       if ((isSexColumn(name) || isOmopGenderColumn(name)) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12))

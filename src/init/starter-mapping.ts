@@ -223,7 +223,20 @@ function needsGenderLookup(col: ColumnFacts): boolean {
 }
 
 function dateCall(fn: '$date' | '$dateTime', col: ColumnFacts): string {
-  return `${fn}(${field(col.name)}, ${col.dateFormat ? JSON.stringify(col.dateFormat) : todo(`the date format of ${col.name}, e.g. MM/DD/YYYY`)})`;
+  return `${fn}(${field(col.name)}, ${col.dateFormat ? JSON.stringify(col.dateFormat) : todo(dateQuestion(col))})`;
+}
+
+function dateQuestion(col: ColumnFacts): string {
+  if (!col.dateAmbiguous) return `the date format of ${col.name}, e.g. MM/DD/YYYY`;
+  const [dayFirst, monthFirst] = col.dateAmbiguous;
+  return `the date format of ${col.name}: ${dayFirst} or ${monthFirst}? No sampled day is above 12, so its values read both ways`;
+}
+
+/** A column of dates its name does not announce (GEBDAT), proposed as the birth date when no column is named so. */
+function valueDateColumn(cols: ColumnFacts[], used: Set<string>): ColumnFacts | undefined {
+  const c = cols.find((col) => col.datesFromValues && !used.has(col.name) && !roleOf(col));
+  if (c) used.add(c.name);
+  return c;
 }
 
 function activeExpr(col: ColumnFacts): string {
@@ -272,7 +285,8 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
 
   const sex = take('sex');
   if (sex) lines.push(`"gender": ${needsGenderLookup(sex) ? `$lookup($gender, ${field(sex.name)})` : field(sex.name)},`);
-  const dob = take('dob');
+  const dob = take('dob') ?? valueDateColumn(cols, used);
+  if (dob?.datesFromValues && roleOf(dob) !== 'dob') lines.push(`${dob.name} holds a date in every sampled row (its name does not say which): the birth date?`);
   if (dob) lines.push(`"birthDate": ${dateCall('$date', dob)},`);
 
   const use = type === 'Patient' ? 'home' : 'work';
@@ -348,7 +362,13 @@ function commentLine(s: string): string {
 }
 
 function notMappedLine(cols: ColumnFacts[], why: string): string[] {
-  return cols.length ? [commentLine(`${why}: ${cols.map((c) => c.name).join(', ')}`)] : [];
+  return cols.length ? [commentLine(`${why}: ${cols.map(withDates).join(', ')}`)] : [];
+}
+
+/** A column's name, with the `$date` call for it when its sampled values are dates (`GEBDAT ($date(GEBDAT, "DD.MM.YYYY"))`). */
+function withDates(c: ColumnFacts): string {
+  if (c.dateAmbiguous) return `${c.name} (dates: ${c.dateAmbiguous.join(' or ')}?)`;
+  return c.dateFormat ? `${c.name} (${dateCall('$date', c)})` : c.name;
 }
 
 interface Block {

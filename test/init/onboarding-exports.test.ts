@@ -18,16 +18,16 @@ const fillIn = (text: string) => text.replace(/'?\$TODO\("((?:[^"\\]|\\.)*)"\)'?
 
 const latin1 = (s: string) => Buffer.from(s, 'latin1');
 
-/** Through `care-etl test`: the filled-in starter mapping makes `name` of each data row (fixture `rows`: record numbers); the failures, else []. */
-async function nameFailures(dir: string, mappingText: string, names: Record<number, unknown>): Promise<unknown[]> {
+/** Through `care-etl test`: the filled-in starter mapping makes (a subset of) each data row's resource (fixture `rows`: record numbers); the failures, else []. */
+async function caseFailures(dir: string, mappingText: string, subsets: Record<number, object>): Promise<unknown[]> {
   writeFileSync(join(dir, 'mapping.yaml'), fillIn(mappingText));
-  const cases = Object.entries(names).map(
-    ([l, name]) => `  - { name: row ${l}, fixture: { path: patients.csv, rows: [${l}] }, expectSubset: ${JSON.stringify({ name })} }`,
+  const cases = Object.entries(subsets).map(
+    ([n, subset]) => `  - { name: row ${n}, fixture: { path: patients.csv, rows: [${n}] }, expectSubset: ${JSON.stringify(subset)} }`,
   );
-  writeFileSync(join(dir, 'names.test.yaml'), ['cases:', ...cases, ''].join('\n'));
-  const report = await runMappingTests([join(dir, 'names.test.yaml')]);
+  writeFileSync(join(dir, 'rows.test.yaml'), ['cases:', ...cases, ''].join('\n'));
+  const report = await runMappingTests([join(dir, 'rows.test.yaml')]);
   expect(report.files[0]!.error).toBeUndefined();
-  expect(report.files[0]!.cases).toHaveLength(Object.keys(names).length);
+  expect(report.files[0]!.cases).toHaveLength(Object.keys(subsets).length);
   return report.files[0]!.cases.flatMap((c) => (c.status === 'passed' ? [] : [{ case: c.name, failures: c.failures, produced: c.produced }]));
 }
 
@@ -71,17 +71,49 @@ describe('care-etl init on a full-name column', () => {
     const r = await generateStarterMapping({ from: ['patients.csv'], cwd: dir });
     expect(r.text).toContain('/* "name": [{ "family": $name($substringBefore(NAME, ",")), "given": $splitList($name($substringAfter(NAME, ",")), " ") }], */');
     expect(
-      await nameFailures(dir, r.text, { 1: [{ family: 'Doe', given: ['John'] }], 2: [{ family: 'Müller-Lüdenscheid', given: ['Anna', 'Maria'] }] }),
+      await caseFailures(dir, r.text, {
+        1: { name: [{ family: 'Doe', given: ['John'] }] },
+        2: { name: [{ family: 'Müller-Lüdenscheid', given: ['Anna', 'Maria'] }] },
+      }),
     ).toEqual([]);
   });
 
   it('"John Doe" is still split on the space; both forms in one column: on the comma where there is one', async () => {
     const space = exportDir({ 'patients.csv': 'MRN,NAME\n001,John Doe\n' });
     const r = await generateStarterMapping({ from: ['patients.csv'], cwd: space });
-    expect(await nameFailures(space, r.text, { 1: [{ family: 'Doe', given: ['John'] }] })).toEqual([]);
+    expect(await caseFailures(space, r.text, { 1: { name: [{ family: 'Doe', given: ['John'] }] } })).toEqual([]);
 
     const mixed = exportDir({ 'patients.csv': 'MRN,NAME\n001,"DOE, John"\n002,Jane Roe\n' });
     const m = await generateStarterMapping({ from: ['patients.csv'], cwd: mixed });
-    expect(await nameFailures(mixed, m.text, { 1: [{ family: 'Doe', given: ['John'] }], 2: [{ family: 'Roe', given: ['Jane'] }] })).toEqual([]);
+    expect(await caseFailures(mixed, m.text, { 1: { name: [{ family: 'Doe', given: ['John'] }] }, 2: { name: [{ family: 'Roe', given: ['Jane'] }] } })).toEqual(
+      [],
+    );
+  });
+});
+
+describe('care-etl init on dates under a column name it does not know', () => {
+  it('GEBDAT of dd.mm.yyyy dates (a day above 12 decides): birthDate $date(GEBDAT, "DD.MM.YYYY"), and it maps', async () => {
+    const csv = 'MRN;GEBDAT;AUFN;KASSE\n001;03.04.1980;1.2.2020;12345678\n002;13.04.1981;15.12.2021;20200101\n';
+    const dir = exportDir({ 'patients.csv': csv });
+    const r = await generateStarterMapping({ from: ['patients.csv'], cwd: dir });
+    expect(r.text).toContain('/* GEBDAT holds a date in every sampled row (its name does not say which): the birth date? */');
+    expect(r.text).toContain('/* "birthDate": $date(GEBDAT, "DD.MM.YYYY"), */');
+    // another date column is listed with its call; eight digits are ids, not YYYYMMDD, without a name saying "date"
+    expect(r.text).toContain('/* not mapped yet (no obvious Patient field): AUFN ($date(AUFN, "D.M.YYYY")), KASSE */');
+    expect(await caseFailures(dir, r.text, { 1: { birthDate: '1980-04-03' }, 2: { birthDate: '1981-04-13' } })).toEqual([]);
+  });
+
+  it('month-first when a middle field is above 12; every day ≤ 12: a $TODO naming both readings, not a guess; not dates: nothing', async () => {
+    const monthFirst = exportDir({ 'patients.csv': 'MRN,GEBDAT\n001,04/13/1981\n002,12/01/1990\n' });
+    expect((await generateStarterMapping({ from: ['patients.csv'], cwd: monthFirst })).text).toContain('"birthDate": $date(GEBDAT, "MM/DD/YYYY"),');
+
+    const both = exportDir({ 'patients.csv': 'MRN,GEBDAT\n001,03.04.1980\n002,01.12.1990\n' });
+    const r = await generateStarterMapping({ from: ['patients.csv'], cwd: both });
+    expect(r.text).toContain(
+      '"birthDate": $date(GEBDAT, $TODO("the date format of GEBDAT: DD.MM.YYYY or MM.DD.YYYY? No sampled day is above 12, so its values read both ways")),',
+    );
+
+    const notDates = exportDir({ 'patients.csv': 'MRN,GEBDAT\n001,03.04.1980\n002,31.02.1990\n' });
+    expect((await generateStarterMapping({ from: ['patients.csv'], cwd: notDates })).text).not.toContain('birthDate');
   });
 });
