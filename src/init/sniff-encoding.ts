@@ -8,9 +8,9 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DecodeToUtf8, resolveEncoding, type InvalidBytes } from '../sources/decode-stream.js';
 
-export const ENCODING_SCAN_BYTES = 1024 * 1024;
+const ENCODING_SCAN_BYTES = 1024 * 1024;
 /** The code page proposed for an export that is not UTF-8: Latin-1 as Windows writes it (ISO-8859-1 text reads the same). */
-export const PROPOSED_ENCODING = 'windows-1252';
+const PROPOSED_ENCODING = 'windows-1252';
 
 export interface NotUtf8 {
   /** The first byte not valid in UTF-8 (its value only, never the text around it) and its 1-based line. */

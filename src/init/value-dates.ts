@@ -5,7 +5,7 @@
  * values are not read as YYYYMMDD here: without a name saying "date" they are as likely ids.
  */
 
-export type ValueDates = { format: string } | { ambiguous: [string, string] };
+type ValueDates = { format: string } | { ambiguous: [string, string] };
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})$/;
 /** Day and month (either order) then a 4-digit year, separated by `.`, `/` or `-`. */
