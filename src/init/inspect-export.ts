@@ -10,6 +10,8 @@ import { CareEtlError, ExitCode, issue, type KnownIssueCode } from '../core/issu
 import { detectFormat, openSource, readHeader } from '../sources/open-source.js';
 import type { SourceConfig, SourceFormat } from '../sources/types.js';
 import { fhirFacts, type FhirFacts } from './fhir-facts.js';
+import { sniffNotUtf8, type NotUtf8 } from './sniff-encoding.js';
+import { valueDates } from './value-dates.js';
 
 export const SAMPLE_RECORDS = 50;
 /** JSON documents whose records are not the top-level array are read whole to find them: up to this size. */
@@ -21,12 +23,18 @@ export interface ColumnFacts {
   booleans?: 'json' | { true: string; false: string };
   /** Date layout in `$date` format tokens, when every sampled value has the same one. */
   dateFormat?: string;
+  /** A name that says nothing of dates, but every sampled value is one (value-dates.ts): set with `dateFormat` or `dateAmbiguous`. */
+  datesFromValues?: true;
+  /** Every sampled value reads as a date both day-first and month-first: the two `$date` formats. */
+  dateAmbiguous?: [string, string];
   /** Distinct short codes (≤ 12, each ≤ 12 characters) of a sex/gender column. */
   codes?: string[];
   /** Some sampled value is non-empty (not only spaces). */
   seen: boolean;
   /** Some sampled value is a JSON object or array: not a text column (no string function applies to it). */
   structured?: boolean;
+  /** Sampled texts in the "FAMILY, Given" form (one comma, text on both sides): all of them, or only some. */
+  commaNames?: 'all' | 'some';
 }
 
 export interface ExportFacts {
@@ -34,6 +42,8 @@ export interface ExportFacts {
   format: SourceFormat;
   /** CSV delimiter when not `,` (and not a tab in a `.tsv`). */
   delimiter?: string;
+  /** CSV whose bytes are not valid UTF-8 (sniff-encoding.ts): the facts were sampled in the proposed encoding (or Latin-1). */
+  notUtf8?: NotUtf8;
   /** JSON: the path of the records array; `null` when it could not be found. */
   records?: string | null;
   columns: ColumnFacts[];
@@ -130,6 +140,14 @@ function dateLayout(values: string[]): string | undefined {
   return undefined;
 }
 
+function datesFromValues(col: ColumnFacts, texts: string[]): void {
+  const found = valueDates(texts);
+  if (!found) return;
+  col.datesFromValues = true;
+  if ('format' in found) col.dateFormat = found.format;
+  else col.dateAmbiguous = found.ambiguous;
+}
+
 const BOOLEAN_SPELLINGS: [string, string][] = [
   ['Y', 'N'],
   ['y', 'n'],
@@ -141,6 +159,12 @@ const BOOLEAN_SPELLINGS: [string, string][] = [
   ['1', '0'],
   ['T', 'F'],
 ];
+
+/** "DOE, John", "van der Berg, Anna Maria": one comma, a family name before it and given names after it. */
+function isFamilyCommaGiven(v: string): boolean {
+  const parts = v.split(',');
+  return parts.length === 2 && parts.every((p) => p.trim() !== '');
+}
 
 export const normalizeColumn = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, '');
 export const isSexColumn = (name: string) => ['sex', 'gender', 'administrativegender', 'sexcode', 'gendercode'].includes(normalizeColumn(name));
@@ -170,6 +194,12 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
     const tsv = extname(path).toLowerCase() === '.tsv';
     cfg.csv = { delimiter: d };
     if (d !== ',' && !(tsv && d === '\t')) facts.delimiter = d;
+    const notUtf8 = await sniffNotUtf8(path);
+    if (notUtf8) {
+      facts.notUtf8 = notUtf8;
+      // sampled in the encoding proposed, else in Latin-1 (every byte is a character): the header row stays readable
+      cfg.csv.encoding = notUtf8.proposed ?? 'latin1';
+    }
   }
 
   let columns: string[];
@@ -226,6 +256,9 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
       if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
       if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
+      else datesFromValues(col, texts);
+      const commas = texts.filter(isFamilyCommaGiven).length;
+      if (commas) col.commaNames = commas === texts.length ? 'all' : 'some';
       if ((isSexColumn(name) || isOmopGenderColumn(name)) && distinct.size <= 12 && [...distinct].every((v) => v.length <= 12))
         col.codes = [...distinct].sort();
     }

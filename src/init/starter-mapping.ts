@@ -14,6 +14,7 @@ import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import { findTodoMarkers } from '../mapping/todo-markers.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { inspectExport, isSexColumn, normalizeColumn, type ColumnFacts, type ExportFacts } from './inspect-export.js';
+import type { NotUtf8 } from './sniff-encoding.js';
 import { omopHeader, omopLookupLines, omopMappingYaml, omopPlanOf, omopTableOf, type OmopCtx, type OmopTable } from './omop-starter.js';
 import {
   apiTypeOf,
@@ -222,7 +223,20 @@ function needsGenderLookup(col: ColumnFacts): boolean {
 }
 
 function dateCall(fn: '$date' | '$dateTime', col: ColumnFacts): string {
-  return `${fn}(${field(col.name)}, ${col.dateFormat ? JSON.stringify(col.dateFormat) : todo(`the date format of ${col.name}, e.g. MM/DD/YYYY`)})`;
+  return `${fn}(${field(col.name)}, ${col.dateFormat ? JSON.stringify(col.dateFormat) : todo(dateQuestion(col))})`;
+}
+
+function dateQuestion(col: ColumnFacts): string {
+  if (!col.dateAmbiguous) return `the date format of ${col.name}, e.g. MM/DD/YYYY`;
+  const [dayFirst, monthFirst] = col.dateAmbiguous;
+  return `the date format of ${col.name}: ${dayFirst} or ${monthFirst}? No sampled day is above 12, so its values read both ways`;
+}
+
+/** A column of dates its name does not announce (GEBDAT), proposed as the birth date when no column is named so. */
+function valueDateColumn(cols: ColumnFacts[], used: Set<string>): ColumnFacts | undefined {
+  const c = cols.find((col) => col.datesFromValues && !used.has(col.name) && !roleOf(col));
+  if (c) used.add(c.name);
+  return c;
 }
 
 function activeExpr(col: ColumnFacts): string {
@@ -264,16 +278,15 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
   } else if (full?.structured) {
     lines.push(`"name": ${todo(`${full.name} holds objects or arrays, not text: map its parts, e.g. ${full.name}.{ "family": …, "given": [ … ] }`)},`);
   } else if (full) {
-    lines.push(
-      `"name": [{ "family": $name($substringAfter(${field(full.name)}, " ")), "given": [$name($substringBefore(${field(full.name)}, " "))]${prefix ? `, "prefix": [${field(prefix.name)}]` : ''} }],`,
-    );
+    lines.push(`"name": [${fullNameExpr(full, prefix)}],`);
   } else if (prefix) {
     lines.push(`"name": [{ "prefix": [${field(prefix.name)}] }],`);
   }
 
   const sex = take('sex');
   if (sex) lines.push(`"gender": ${needsGenderLookup(sex) ? `$lookup($gender, ${field(sex.name)})` : field(sex.name)},`);
-  const dob = take('dob');
+  const dob = take('dob') ?? valueDateColumn(cols, used);
+  if (dob?.datesFromValues && roleOf(dob) !== 'dob') lines.push(`${dob.name} holds a date in every sampled row (its name does not say which): the birth date?`);
   if (dob) lines.push(`"birthDate": ${dateCall('$date', dob)},`);
 
   const use = type === 'Patient' ? 'home' : 'work';
@@ -330,12 +343,32 @@ function personLines(cols: ColumnFacts[], type: 'Patient' | 'Practitioner', used
   return { lines, extension };
 }
 
+/**
+ * The HumanName of a full-name column, split as its sampled values are written: "DOE, John" (family, comma,
+ * given names) on the comma, "John Doe" on the first space, both forms seen: on the comma when there is one.
+ */
+function fullNameExpr(full: ColumnFacts, prefix: ColumnFacts | undefined): string {
+  const f = field(full.name);
+  const rest = prefix ? `, "prefix": [${field(prefix.name)}]` : '';
+  const commaForm = `{ "family": $name($substringBefore(${f}, ",")), "given": $splitList($name($substringAfter(${f}, ",")), " ")${rest} }`;
+  const spaceForm = `{ "family": $name($substringAfter(${f}, " ")), "given": [$name($substringBefore(${f}, " "))]${rest} }`;
+  if (full.commaNames === 'all') return commaForm;
+  if (full.commaNames === 'some') return `$contains(${f}, ",") ? ${commaForm} : ${spaceForm}`;
+  return spaceForm;
+}
+
 function commentLine(s: string): string {
   return `/* ${s} */`;
 }
 
 function notMappedLine(cols: ColumnFacts[], why: string): string[] {
-  return cols.length ? [commentLine(`${why}: ${cols.map((c) => c.name).join(', ')}`)] : [];
+  return cols.length ? [commentLine(`${why}: ${cols.map(withDates).join(', ')}`)] : [];
+}
+
+/** A column's name, with the `$date` call for it when its sampled values are dates (`GEBDAT ($date(GEBDAT, "DD.MM.YYYY"))`). */
+function withDates(c: ColumnFacts): string {
+  if (c.dateAmbiguous) return `${c.name} (dates: ${c.dateAmbiguous.join(' or ')}?)`;
+  return c.dateFormat ? `${c.name} (${dateCall('$date', c)})` : c.name;
 }
 
 interface Block {
@@ -575,16 +608,33 @@ function headerLines(exports: { shown: string }[], outDir: string, readyMade: st
 function sourceLines(plans: Plan[], mappings: Plan[]): string[] {
   const sources = [...new Map(plans.map((p) => [p.source, p])).values()];
   const width = Math.max(...sources.map((p) => p.source.length)) + 1;
-  return sources.map((p) => {
+  return sources.flatMap((p) => {
     const parts = [`path: ${yamlScalar(p.rel)}`];
-    if (p.facts.delimiter) parts.push(`csv: { delimiter: ${JSON.stringify(p.facts.delimiter)} }`);
+    const csv = [
+      ...(p.facts.delimiter ? [`delimiter: ${JSON.stringify(p.facts.delimiter)}`] : []),
+      ...(p.facts.notUtf8 ? [`encoding: ${encodingValue(p.facts.notUtf8)}`] : []),
+    ];
+    if (csv.length) parts.push(`csv: { ${csv.join(', ')} }`);
     if (p.records === null) parts.push(`records: ${yamlScalar(todo('the path of the array of records in this JSON document, e.g. data.patients'))}`);
     else if (p.records) parts.push(`records: ${yamlScalar(p.records)}`);
     const optional = fhirOptionalElements(mappings.filter((q) => q.source === p.source && q.fhir).map((q) => q.fhir!.fhirType));
     if (optional.length) parts.push(`optional: [${optional.join(', ')}]`);
     const used = mappings.some((q) => q.source === p.source);
-    return `  ${used ? '' : '# '}${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${used ? '' : '   # not a mapping: see resources'}`;
+    const why = p.facts.notUtf8 ? encodingComment(p.shown, p.facts.notUtf8) : [];
+    return [...why, `  ${used ? '' : '# '}${`${p.source}:`.padEnd(width + 1)} { ${parts.join(', ')} }${used ? '' : '   # not a mapping: see resources'}`];
   });
+}
+
+const encodingValue = (n: NotUtf8) =>
+  n.proposed ?? yamlScalar(todo('the encoding of this export, e.g. iso-8859-15 (docs/mappings.md lists those care-etl reads)'));
+
+/** Why `csv.encoding` is there: the byte that is not UTF-8 (its value, never the text around it) and what was chosen. */
+function encodingComment(shown: string, n: NotUtf8): string[] {
+  const byte = `0x${n.byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  const text = n.proposed
+    ? `${shown} is not UTF-8 (byte ${byte} on line ${n.line}): read as ${n.proposed}, Latin-1 as Windows writes it (ISO-8859-1 text reads the same). If accented letters come out wrong, name its code page (docs/mappings.md).`
+    : `${shown} is not UTF-8 (byte ${byte} on line ${n.line}) nor Windows-1252 (it holds a byte that code page does not define): name its encoding (docs/mappings.md).`;
+  return wrap(text, 106).map((l) => `  # ${l}`);
 }
 
 /** The gender code table for the sex codes seen; a code without an obvious label is a marker. */
