@@ -192,7 +192,7 @@ function parseCase(c: Obj, index: number, names: Map<string, number>, ctx: Ctx):
   return def;
 }
 
-/** `fixture: { path, rows, where }`: rows are line numbers or `first-last` ranges. */
+/** `fixture: { path, rows, where }`: rows are 1-based record numbers (data rows, the header not counted) or `first-last` ranges. */
 function parseFixture(f: Obj, path: DocPath, ctx: Ctx): FixtureDef {
   const fx: FixtureDef = {};
   if (typeof f.path === 'string') {
