@@ -5,7 +5,7 @@
  * Only object constructors whose place in the resource is certain are checked: the map's result (through blocks,
  * conditions and a path's last step), and the values of checked keys; anything else is left to the row's validation.
  */
-import jsonata from 'jsonata';
+import { jsonataExpression } from '../core/jsonata-package.js';
 import type { WritableType } from '../schemas/resource-types.js';
 import { schemaJson } from '../schemas/schema-files.js';
 import { closest } from './closest.js';
@@ -60,7 +60,7 @@ const FILES: Record<WritableType, string> = { Patient: 'patient.schema.json', Pr
 export function mapFieldProblems(src: string, type: WritableType, context: MapFieldContext = {}): MapFieldProblem[] {
   let ast: AstNode;
   try {
-    ast = jsonata(src).ast() as AstNode;
+    ast = jsonataExpression(src).ast() as AstNode;
   } catch {
     return []; // the compiler reports it
   }
@@ -85,7 +85,7 @@ interface Cx {
 export function matchFieldProblems(src: string, type: WritableType): MapFieldProblem[] {
   let ast: AstNode;
   try {
-    ast = jsonata(src).ast() as AstNode;
+    ast = jsonataExpression(src).ast() as AstNode;
   } catch {
     return [];
   }
