@@ -306,8 +306,9 @@ function cleanOf(v: unknown): string | undefined {
   return s ? s : undefined;
 }
 
-// A word starts after anything that is not a letter or digit: a space, `-`, `'`, and a quote or parenthesis (`"DOE"` → `"Doe"`).
-const NAME_SEPARATOR = /(^|[^\p{L}\p{N}])(\p{Ll})/gu;
+// A word starts after anything that is not a letter, digit or combining mark: a space, `-`, `'`, and a quote or parenthesis
+// (`"DOE"` → `"Doe"`); a mark belongs to its letter (decomposed `JOSE\u0301PHINE` → `Joséphine`, not `JoséPhine`).
+const NAME_SEPARATOR = /(^|[^\p{L}\p{M}\p{N}])(\p{Ll})/gu;
 
 /**
  * `$name(s)`: collapse whitespace; names written in ALL CAPS are title-cased per word, hyphen and
@@ -330,7 +331,7 @@ function nameOf(v: unknown): string | undefined {
   return s
     .toLowerCase()
     .replace(NAME_SEPARATOR, (_m, sep: string, ch: string) => sep + ch.toUpperCase())
-    .replace(/(^|[^\p{L}\p{N}])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
+    .replace(/(^|[^\p{L}\p{M}\p{N}])Mc(\p{Ll})/gu, (_m, sep: string, ch: string) => `${sep}Mc${ch.toUpperCase()}`);
 }
 
 /**

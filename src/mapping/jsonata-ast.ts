@@ -36,6 +36,7 @@ export interface VariableUse {
 export interface FunctionCall {
   name: string;
   offset: number;
+  /** The arguments the function receives: after `~>`, the piped value first (`X ~> $date("MM/DD/YYYY")`). */
   args: Node[];
 }
 
@@ -126,6 +127,8 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
   };
 
   const seen = new WeakSet<object>(); // the parent operator (%) shares slot objects between nodes
+  /** `lhs ~> $f(a)` calls `$f(lhs, a)`: each such call → its piped value. */
+  const piped = new WeakMap<object, Node>();
   /**
    * `shadow`: names the user binds in an enclosing frame (`:=` in a block, lambda parameters). Such a `$ref` (or
    * `$date`, …) is the user's own variable there — JSONata looks it up before the library's function — so it is
@@ -149,7 +152,8 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
           walk(args, shadow);
           return;
         }
-        facts.calls.push({ name, offset: nodeStart(src, proc), args });
+        const pipedValue = piped.get(node);
+        facts.calls.push({ name, offset: nodeStart(src, proc), args: pipedValue ? [pipedValue, ...args] : args });
         if (name === 'ref') visitRefCall(node);
         if (name === 'lookup' && args[0]?.type === 'variable') {
           const t = args[0];
@@ -160,6 +164,7 @@ export function analyse(src: string, ast: jsonata.ExprNode | object): AstFacts {
         }
         return;
       }
+      if (node.type === 'apply' && isNode(node.lhs) && isNode(node.rhs) && node.rhs.type === 'function') piped.set(node.rhs, node.lhs);
       if (node.type === 'variable') {
         const name = String(node.value);
         if (name === 'ref' && !shadow.has('ref')) {

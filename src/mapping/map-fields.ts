@@ -170,7 +170,8 @@ function checkLookupLabels(cx: Cx, call: AstNode, schema: SchemaNode, at: string
   if (!entries) return;
   const allowed = schema.enum.map(String);
   for (const [code, label] of Object.entries(entries)) {
-    if (allowed.includes(label) || label.startsWith('$TODO(')) continue; // a TODO marker is reported as such
+    // a TODO marker is reported as such; a blank label leaves the field out (the resource is pruned): `U: ""` is valid
+    if (allowed.includes(label) || label.startsWith('$TODO(') || label.trim() === '') continue;
     const near = closest(label, allowed);
     cx.out.push({
       code: 'lookup-value-invalid',

@@ -120,6 +120,12 @@ describe('$name', () => {
     expect(fnName('JOHN 3RD')).toBe('John 3rd');
   });
 
+  it('a combining mark belongs to its letter: decomposed (NFD) names keep one word', () => {
+    expect(fnName('JOSE\u0301PHINE')).toBe('Jose\u0301phine');
+    expect(fnName('MU\u0308LLER-GO\u0308RZ')).toBe('Mu\u0308ller-Go\u0308rz');
+    expect(fnName('"MU\u0308LLER"')).toBe('"Mu\u0308ller"');
+  });
+
   it('title-cases ALL-CAPS names per word, hyphen and apostrophe part', () => {
     expect(fnName("O'BRIEN")).toBe("O'Brien");
     expect(fnName('SMITH-JONES')).toBe('Smith-Jones');

@@ -48,4 +48,19 @@ describe('literal arguments checked when the mapping is loaded', () => {
     ]);
     expect(await issuesOfMap('{ "telecom": [{ "system": "phone", "value": $phone(TEL, "+49") }] }')).toEqual([]);
   });
+
+  it('after `~>` the piped value is the first argument: `X ~> $dateTime(format, zone)` is valid, a mistake still found', async () => {
+    expect(await issuesOfMap('{ "extension": [{ "url": "u", "valueString": DOB ~> $dateTime("DD.MM.YYYY", "America/New_York") }] }')).toEqual([]);
+    expect(await issuesOfMap('{ "telecom": [{ "system": "phone", "value": TEL ~> $phone("+49") }] }')).toEqual([]);
+    expect(await issuesOfMap('{ "birthDate": DOB ~> $date("dd.MM.YYYY") }')).toEqual([
+      [
+        'date-format-invalid',
+        '`dd` in date format `dd.MM.YYYY` is literal text, not a token: write `DD` (tokens are upper-case but `mm` minutes and `ss` seconds)',
+        39,
+      ],
+    ]);
+    expect(await issuesOfMap('{ "telecom": [{ "system": "phone", "value": TEL ~> $phone("DE") }] }')).toEqual([
+      ['phone-country', '$phone default country `DE` is not supported (use US, CA or a calling code such as +44)', 69],
+    ]);
+  });
 });

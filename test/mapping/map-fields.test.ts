@@ -74,6 +74,22 @@ describe("a map's literal keys checked against the resource's schema when the ma
     }
   });
 
+  it('a blank inline label is valid (the field is left out of that row): `u: ""` is not a label the enum lacks', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'care-etl-map-fields-'));
+    try {
+      writeFileSync(join(dir, 'rows.csv'), 'MRN,SEX\n1,u\n');
+      const file = join(dir, 'm.yaml');
+      writeFileSync(
+        file,
+        'version: 1\nsources:\n  rows: { path: rows.csv }\nlookups:\n  sex: { m: male, f: female, u: "" }\nresources:\n  - name: patient\n    type: Patient\n    from: rows\n    key: MRN\n    map: \'{ "gender": $lookup($sex, SEX) }\'\n',
+      );
+      const m = await loadMapping(file, { env: {} });
+      expect(compileMapping(m).order).toEqual(['patient']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a file lookup table is not checked at load (its labels have no place in the mapping; each row is checked)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'care-etl-map-fields-'));
     try {

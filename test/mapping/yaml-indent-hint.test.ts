@@ -61,6 +61,17 @@ describe('YAML errors caused by indentation name the line, its indentation and t
     expect(await firstYamlError(5, '  -name: patient')).toContain('line 5 starts with `-name`: a list item needs a space after its `-` (`- name`)');
   });
 
+  it('only the first 20 errors get a hint (each reads the whole file: a mis-indented 8,000-line lookup took seconds)', async () => {
+    const lines = ['version: 1', 'lookups:', '  sex:'];
+    for (let i = 0; i < 60; i++) lines.push(i % 2 ? `    k${i}: v` : `  k${i}: "x`);
+    await writeFile(join(dir, 'big.yaml'), lines.join('\n') + '\n');
+    const { issues } = await issuesOf(() => loadMapping(join(dir, 'big.yaml'), { env: {} }));
+    const hinted = issues.map((i, n) => (/ — line \d+/.test(i.message) ? n : -1)).filter((n) => n >= 0);
+    expect(issues.length).toBeGreaterThan(25);
+    expect(hinted.length).toBeGreaterThan(0);
+    expect(Math.max(...hinted)).toBeLessThan(20);
+  });
+
   it('no hint for a tab (yaml says it) nor for errors that are not about indentation', async () => {
     expect(await firstYamlError(8, '\tkey: MRN')).not.toContain(' — line');
     expect(await firstYamlError(3, '  rows: { path: rows.csv')).not.toContain(' — line');
