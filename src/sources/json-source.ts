@@ -1,6 +1,5 @@
 import { pipeline, type Readable } from 'node:stream';
-import Pick from 'stream-json/filters/Pick.js';
-import StreamArray from 'stream-json/streamers/StreamArray.js';
+import { Pick, StreamArray } from '../core/stream-json-package.js';
 import { DecodeToUtf8, encodingAdvice, invalidBytesMessage, resolveEncoding } from './decode-stream.js';
 import { parsePlainPath, stackMatches, type PathSegment } from './json-records-path.js';
 import { recordBoundsViolation, TOO_LONG_KEY, TOO_LONG_NUMBER, TOO_LONG_STRING } from './record-bounds.js';

@@ -1,4 +1,4 @@
-import StreamJsonParser from 'stream-json/Parser.js';
+import { StreamJsonParser } from '../core/stream-json-package.js';
 import { TOO_LONG_KEY, TOO_LONG_NUMBER, TOO_LONG_STRING } from './record-bounds.js';
 import { RECORD_MAX_DEPTH, RECORD_MAX_TEXT_CHARS } from './types.js';
 

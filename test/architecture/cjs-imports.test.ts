@@ -11,6 +11,7 @@ import { readSources, repoRoot } from './import-layers.js';
 /** Package → the one module that requires it. */
 const REQUIRED_THROUGH: Record<string, string> = {
   jsonata: 'src/core/jsonata-package.ts',
+  'stream-json': 'src/core/stream-json-package.ts',
 };
 
 /** Static imports of `pkg` that load it at run time (not `import type`), as 1-based lines. */
@@ -20,13 +21,14 @@ function runtimeImports(text: string, pkg: string): number[] {
   for (const node of source.statements) {
     const typeOnly = ts.isImportDeclaration(node) && node.importClause?.isTypeOnly === true;
     const spec = ts.isImportDeclaration(node) || ts.isExportDeclaration(node) ? node.moduleSpecifier : undefined;
-    if (!typeOnly && spec && ts.isStringLiteral(spec) && spec.text === pkg) lines.push(source.getLineAndCharacterOfPosition(node.getStart()).line + 1);
+    if (!typeOnly && spec && ts.isStringLiteral(spec) && (spec.text === pkg || spec.text.startsWith(`${pkg}/`)))
+      lines.push(source.getLineAndCharacterOfPosition(node.getStart()).line + 1);
   }
   return lines;
 }
 
 describe('CommonJS packages loaded without the ESM lexer', () => {
-  test('jsonata is imported statically nowhere but through its require module', () => {
+  test('jsonata and stream-json are imported statically nowhere but through their require modules', () => {
     const found: string[] = [];
     for (const file of readSources(repoRoot()).filter((f) => f.path.startsWith('src/'))) {
       for (const [pkg, home] of Object.entries(REQUIRED_THROUGH)) {
@@ -41,5 +43,6 @@ describe('CommonJS packages loaded without the ESM lexer', () => {
   test('the check sees default, named and re-exporting imports, and lets type-only ones pass', () => {
     const text = "import type j from 'jsonata';\nimport jsonata from 'jsonata';\nimport { x } from 'jsonata';\nexport { y } from 'jsonata';\n";
     expect(runtimeImports(text, 'jsonata')).toEqual([2, 3, 4]);
+    expect(runtimeImports("import type P from 'stream-json/Parser.js';\nimport Pick from 'stream-json/filters/Pick.js';\n", 'stream-json')).toEqual([2]);
   });
 });
