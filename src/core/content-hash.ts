@@ -7,6 +7,7 @@ import { hash } from 'node:crypto';
  * hashes like the one that was sent.
  */
 export function contentHash(resource: unknown): string {
+  if (!writing && isPlainObject(resource) && typeof resource.toJSON !== 'function') return hashWritten(resource);
   let root = resource;
   if (root !== null && typeof root === 'object' && !Array.isArray(root)) {
     const { id: _id, meta: _meta, ...rest } = root as Record<string, unknown>;
@@ -88,4 +89,141 @@ function quotedKey(k: string): string {
     if (QUOTED.size < QUOTED_KEYS) QUOTED.set(k, q);
   }
   return q;
+}
+
+/**
+ * The same text as `canonicalJson`, written as UTF-8 into one reused buffer and hashed from there: no string per
+ * member, no flattening, no copy of the top level without `id` / `meta` (the loader hashes every row: its largest
+ * allocation per create, issue 28 item 3). Plain objects and arrays only; anything else (a Date, a class instance,
+ * a `toJSON`) is written as `canonicalJson` gives it.
+ */
+function hashWritten(root: Record<string, unknown>): string {
+  writing = true;
+  try {
+    at = 0;
+    writeObject(root, 0, true);
+    return hash('sha256', out.subarray(0, at), 'hex');
+  } finally {
+    writing = false;
+  }
+}
+
+let out = Buffer.allocUnsafe(16 * 1024);
+let at = 0;
+/** A `toJSON` may hash too: it gets the string path, not the buffer in use. */
+let writing = false;
+/** Key lists by depth, reused (sorted in place). */
+const keyLists: string[][] = [];
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function room(bytes: number): void {
+  if (at + bytes <= out.length) return;
+  const bigger = Buffer.allocUnsafe(Math.max(out.length * 2, at + bytes));
+  out.copy(bigger, 0, 0, at);
+  out = bigger;
+}
+
+/** ASCII text as it is (JSON text, a quoted key, a string needing no escape); anything else through UTF-8. */
+function writeText(text: string): void {
+  room(text.length * 3);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) {
+      at += out.write(text.slice(i), at, 'utf8');
+      return;
+    }
+    out[at++] = c;
+  }
+}
+
+/** A string value: quoted as is when plain ASCII needing no escape, else as JSON.stringify quotes it. */
+function writeString(s: string): void {
+  room(s.length + 2);
+  const start = at;
+  out[at++] = 0x22;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c >= 0x80 || c === 0x22 || c === 0x5c) {
+      at = start;
+      writeText(JSON.stringify(s));
+      return;
+    }
+    out[at++] = c;
+  }
+  out[at++] = 0x22;
+}
+
+/** Writes `value`; false (nothing written) for what JSON omits — as `canonicalJson` returning undefined. */
+function writeValue(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+      writeString(value);
+      return true;
+    case 'boolean':
+      writeText(value ? 'true' : 'false');
+      return true;
+    case 'object':
+      if (value === null) {
+        writeText('null');
+        return true;
+      }
+      if (Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype && typeof (value as { toJSON?: unknown }).toJSON !== 'function') {
+        writeArray(value, depth);
+        return true;
+      }
+      if (isPlainObject(value) && typeof value.toJSON !== 'function') {
+        writeObject(value, depth, false);
+        return true;
+      }
+      break;
+  }
+  const text = canonicalJson(value);
+  if (text === undefined) return false;
+  writeText(text);
+  return true;
+}
+
+function writeArray(value: unknown[], depth: number): void {
+  room(1);
+  out[at++] = 0x5b;
+  for (let i = 0; i < value.length; i++) {
+    if (i) {
+      room(1);
+      out[at++] = 0x2c;
+    }
+    if (i in value && !writeValue(value[i], depth + 1)) writeText('null');
+  }
+  room(1);
+  out[at++] = 0x5d;
+}
+
+/** `root`: the top level of `contentHash`, whose `id` and `meta` are left out. */
+function writeObject(obj: Record<string, unknown>, depth: number, root: boolean): void {
+  const keys = (keyLists[depth] ??= []);
+  keys.length = 0;
+  for (const k in obj) if (Object.hasOwn(obj, k) && !(root && (k === 'id' || k === 'meta'))) keys.push(k);
+  if (keys.length > 1) sortKeys(keys);
+  room(1);
+  out[at++] = 0x7b;
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const mark = at;
+    if (!first) {
+      room(1);
+      out[at++] = 0x2c;
+    }
+    writeText(quotedKey(keys[i]!));
+    room(1);
+    out[at++] = 0x3a;
+    if (writeValue(obj[keys[i]!], depth + 1)) first = false;
+    else at = mark;
+  }
+  keys.length = 0;
+  room(1);
+  out[at++] = 0x7d;
 }

@@ -84,3 +84,20 @@ describe('canonicalJson / contentHash', () => {
     expect(contentHash(r)).toBe('4be69cccbfdd3fd9dd7320036ad58939bf3dcc008fb6658434e56d5531b9223a'); // as the first implementation hashed it
   });
 });
+
+describe('contentHash written into a buffer', () => {
+  it('hashes any resource as sha256 of the canonical text without id and meta', () => {
+    const resource = fc.dictionary(
+      fc.oneof(fc.string({ unit: 'binary', maxLength: 4 }), fc.constantFrom('id', 'meta', 'toJSON', '__proto__', 'resourceType')),
+      value,
+      { maxKeys: 8 },
+    );
+    fc.assert(
+      fc.property(resource, (r) => {
+        const { id: _id, meta: _meta, ...rest } = r;
+        expect(contentHash(r)).toBe(hash('sha256', firstCanonicalJson(rest) ?? 'null', 'hex'));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
