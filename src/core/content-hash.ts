@@ -66,11 +66,13 @@ export function canonicalJson(value: unknown): string | undefined {
  * call — the largest allocation per create of the loader (issue 28 item 3).
  */
 function sortKeys(keys: string[]): void {
-  if (keys.length > 16) {
-    keys.sort();
-    return;
-  }
-  for (let i = 1; i < keys.length; i++) {
+  if (keys.length > 16) keys.sort();
+  else sortFirst(keys, keys.length);
+}
+
+/** The insertion sort of `sortKeys`, of the first `n` keys. */
+function sortFirst(keys: string[], n: number): void {
+  for (let i = 1; i < n; i++) {
     const k = keys[i]!;
     let j = i - 1;
     for (; j >= 0 && keys[j]! > k; j--) keys[j + 1] = keys[j]!;
@@ -205,13 +207,17 @@ function writeArray(value: unknown[], depth: number): void {
 /** `root`: the top level of `contentHash`, whose `id` and `meta` are left out. */
 function writeObject(obj: Record<string, unknown>, depth: number, root: boolean): void {
   const keys = (keyLists[depth] ??= []);
-  keys.length = 0;
-  for (const k in obj) if (Object.hasOwn(obj, k) && !(root && (k === 'id' || k === 'meta'))) keys.push(k);
-  if (keys.length > 1) sortKeys(keys);
+  let n = 0;
+  // Filled by index, never emptied: a list keeps its backing store from one object to the next.
+  for (const k in obj) if (Object.hasOwn(obj, k) && !(root && (k === 'id' || k === 'meta'))) keys[n++] = k;
+  if (n > 16) {
+    const sorted = keys.slice(0, n).sort();
+    for (let i = 0; i < n; i++) keys[i] = sorted[i]!;
+  } else sortFirst(keys, n);
   room(1);
   out[at++] = 0x7b;
   let first = true;
-  for (let i = 0; i < keys.length; i++) {
+  for (let i = 0; i < n; i++) {
     const mark = at;
     if (!first) {
       room(1);
@@ -223,7 +229,6 @@ function writeObject(obj: Record<string, unknown>, depth: number, root: boolean)
     if (writeValue(obj[keys[i]!], depth + 1)) first = false;
     else at = mark;
   }
-  keys.length = 0;
   room(1);
   out[at++] = 0x7d;
 }

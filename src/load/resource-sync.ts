@@ -189,11 +189,14 @@ export class ResourceSync {
           }
         }, signal),
       classifyRetry,
-      { ...this.deps.client.retryOptions(this.deps.retry), signal },
+      (this.#retryOptions ??= { ...this.deps.client.retryOptions(this.deps.retry), signal }),
     );
     // The limiter sent the next request when this one's answer came; what the answer leads to waits until it is written.
     return afterSendsWith(answer);
   }
+
+  /** `#call`'s retry options: the same for every request (built once). */
+  #retryOptions?: RetryOptions;
 
   /** The run was cancelled: whatever a request ended with, the run stops (the caller's reason, an AbortError). */
   #throwIfCancelled(): void {
@@ -212,25 +215,22 @@ export class ResourceSync {
 
   async sync(item: MappedResource): Promise<SyncOutcome> {
     try {
-      return await this.#sync(item);
+      // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
+      // the state is lost would fail at the worst time.
+      const view = this.#mapped(item);
+      const mapped = view instanceof Promise ? await view : view; // no promise per row for the built-in match rules
+      const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
+      // `always` listed the type before the phase: the server, not the ledger, says what is there.
+      const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
+      const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
+      const looked = this.#decide(item, entry, byId, mapped);
+      return await this.#carryOut(item, entry, looked instanceof Promise ? await looked : looked, mapped); // no promise per row once listed
     } catch (err) {
       // The state file or the server failed, or the run was interrupted: the run cannot go on (not this row's fault).
       this.#throwIfCancelled();
       if ((err instanceof CareEtlError && !(err instanceof MappingEvalError)) || (err as Error)?.name === 'AbortError') throw err;
       return { kind: 'rejected', issues: issuesOf(err) };
     }
-  }
-
-  async #sync(item: MappedResource): Promise<SyncOutcome> {
-    // Every row, known to the state or not: the offline loops decide the same, and a rule that only fails once
-    // the state is lost would fail at the worst time.
-    const view = this.#mapped(item);
-    const mapped = view instanceof Promise ? await view : view; // no promise per row for the built-in match rules
-    const entry = this.#knowsNone(item.mapping) ? undefined : this.deps.scope.get(item.mapping, item.key);
-    // `always` listed the type before the phase: the server, not the ledger, says what is there.
-    const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
-    const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
-    return this.#carryOut(item, entry, await this.#decide(item, entry, byId, mapped), mapped);
   }
 
   /**
@@ -288,24 +288,35 @@ export class ResourceSync {
    * `decide`, searching the server by match rule when it asks to (`look`: the key is claimed, the type listed).
    * A key left ambiguous is kept for the settling once every key is known. Never returns `look`.
    */
-  async #decide(
+  #decide(
     item: MappedResource,
     entry: LedgerEntry | undefined,
     byId: IndexedResource | null | undefined,
     mapped: MappedView,
     why?: string,
     policy = this.deps.policy,
-  ): Promise<Looked> {
+  ): Looked | Promise<Looked> {
     const first = decide(entry, { byId }, mapped, policy);
     if (first.kind !== 'look' && !(first.kind === 'create' && first.blind)) return first;
     const matchValue = matchValueOf(mapped);
     this.#claim(matchValue, item.key);
     if (first.kind !== 'look') return first;
-    const index = await this.deps.indexes.get(this.#type, why ?? first.gone ?? this.#reasonToLook());
-    const d = decide(entry, { byId, matches: this.#found(item.key, matchValue, mapped.comparable, index) }, mapped, policy);
-    if (d.kind === 'defer') this.#ambiguous.push({ item, hash: mapped.hash, matchValue });
-    return d;
+    const listing = this.deps.indexes.get(this.#type, why ?? first.gone ?? this.#reasonToLook());
+    const decideListed = (index: ServerIndex): Looked => {
+      const d = decide(entry, { byId, matches: this.#found(item.key, matchValue, mapped.comparable, index) }, mapped, policy);
+      if (d.kind === 'defer') this.#ambiguous.push({ item, hash: mapped.hash, matchValue });
+      return d;
+    };
+    // The listing every row awaits is done after the first rows: decided at once (issue 28 item 3: no promise per row).
+    if (this.#listed?.listing === listing) return decideListed(this.#listed.index);
+    return listing.then((index) => {
+      this.#listed = { listing, index };
+      return decideListed(index);
+    });
   }
+
+  /** The last listing `#decide` awaited, once it came (the same promise from `indexes.get`: the same listing). */
+  #listed?: { listing: Promise<ServerIndex>; index: ServerIndex };
 
   /** Why this mapping needs a listing before creating a key the ledger does not know (decided once, at the first one). */
   #reasonToLook(): string {

@@ -90,7 +90,7 @@ describe('contentHash written into a buffer', () => {
     const resource = fc.dictionary(
       fc.oneof(fc.string({ unit: 'binary', maxLength: 4 }), fc.constantFrom('id', 'meta', 'toJSON', '__proto__', 'resourceType')),
       value,
-      { maxKeys: 8 },
+      { maxKeys: 24 },
     );
     fc.assert(
       fc.property(resource, (r) => {

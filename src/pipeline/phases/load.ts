@@ -114,6 +114,16 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
     report.stoppedEarly ??= 'interrupted (SIGINT/SIGTERM): the rows not read yet are loaded by the next run';
     return true;
   };
+  /** One resource to the loader and its outcome booked (one async call: no promise chain per row, issue 28 item 3). */
+  const handOff = async (item: MappedResource): Promise<void> => {
+    try {
+      await applyOutcome(phase, report, item, await sync!.sync(item), created);
+    } catch (error) {
+      // The loader failed, or booking its outcome did (the rejects file): the run ends once the rest settled.
+      fatal ??= { error };
+      abort.abort();
+    }
+  };
   try {
     for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), {
       ctx: run.ctx,
@@ -150,16 +160,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
       } else {
         // Bounded hand-off: the transform waits when twice the concurrency is queued (flat memory).
         await inFlight.room(run.limiter.limit * 2);
-        inFlight.add(
-          sync!
-            .sync(item)
-            .then((o) => applyOutcome(phase, report, item, o, created))
-            .catch((error: unknown) => {
-              // The loader failed, or booking its outcome did (the rejects file): the run ends once the rest settled.
-              fatal ??= { error };
-              abort.abort();
-            }),
-        );
+        inFlight.add(handOff(item));
       }
       if (tooMany()) {
         report.stoppedEarly = `${opts.maxErrors} row(s) rejected (--max-errors ${opts.maxErrors})`;
@@ -186,14 +187,15 @@ class HandOffs {
   readonly #pending = new Set<Promise<void>>();
   #freed: (() => void) | undefined;
 
+  /** `work` never rejects (failures are booked inside it): `then` is its end, without `finally`'s extra promises. */
   add(work: Promise<void>): void {
-    const p = work.finally(() => {
-      this.#pending.delete(p);
+    this.#pending.add(work);
+    void work.then(() => {
+      this.#pending.delete(work);
       const wake = this.#freed;
       this.#freed = undefined;
       wake?.();
     });
-    this.#pending.add(p);
   }
 
   async room(bound: number): Promise<void> {
