@@ -331,15 +331,16 @@ export class CareClient {
       operation: 'create',
       resourceType: type,
       method: 'POST',
-      url: `${this.settings.baseUrl}/${type}`,
+      url: this.#createUrl(type),
       body,
       signal,
     })) as Resource;
     let problem: string | undefined;
+    const typeAndId = `${type}/${answer.id}`;
     if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
     else if (answer.id === undefined) problem = 'it carries no id';
     else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} is not a valid FHIR id (1 to 64 of A-Z a-z 0-9 - .)`;
-    else if (this.#createdIds.has(`${type}/${answer.id}`)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
+    else if (this.#createdIds.has(typeAndId)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
     if (problem) {
       throw new ProtocolError(`create ${type}: the server's answer cannot be believed: ${problem}; the create's outcome is unknown`, {
         operation: 'create',
@@ -347,7 +348,7 @@ export class CareClient {
         hint: 'The resource is looked up on the server (by its match rule) before anything is sent again; if it stays unknown, its intent stays pending for the next run. Report the answer to the service operator.',
       });
     }
-    this.#createdIds.add(`${type}/${answer.id}`);
+    this.#createdIds.add(typeAndId);
     return answer as StoredResource;
   }
 
@@ -502,6 +503,15 @@ export class CareClient {
     return withRetry(() => this.#attempt(call), classifyRetry, { ...this.retryOptions(retry), signal: call.signal ?? retry.signal });
   }
 
+  /** A type's create URL, built once (the same string each time: `#target` finds it at once). */
+  #createUrl(type: WritableType): string {
+    let url = this.#createUrls.get(type);
+    if (url === undefined) this.#createUrls.set(type, (url = `${this.settings.baseUrl}/${type}`));
+    return url;
+  }
+
+  readonly #createUrls = new Map<WritableType, string>();
+
   /** Where a URL's request goes, parsed once per URL for the few this client sends most (each type's create). */
   #target(url: string): { origin: string; path: string } {
     let t = this.#targets.get(url);
@@ -540,6 +550,30 @@ export class CareClient {
 
   readonly #attemptsOf = new WeakMap<AbortSignal, Set<AttemptAbort>>();
 
+  /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
+  #noAnswer(call: Call, path: string, err: unknown, inBody: boolean, timedOut: boolean): unknown {
+    const where = { operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path };
+    const { requestTimeoutMs } = this.settings;
+    if (timedOut) {
+      return new TransportError({
+        ...where,
+        failure: 'timeout',
+        requestSent: true,
+        detail: `no complete answer within ${requestTimeoutMs} ms`,
+        hint: 'The service did not answer in time (the --timeout deadline covers the whole answer); run again later (re-runs are safe), or raise --timeout.',
+      });
+    }
+    if (call.signal?.aborted) return err;
+    const proxyStatus = this.#proxy && !inBody ? proxyFailureStatus(err, this.#proxy) : undefined;
+    if (proxyStatus !== undefined) return new ProxyError({ ...where, proxy: this.#proxy!, status: proxyStatus || undefined, code: errorCode(err) });
+    if (isAbort(err)) return err;
+    const code = errorCode(err);
+    if (inBody) return new TransportError({ ...where, failure: code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'reset', requestSent: true, code });
+    const notSent = code ? NOT_SENT_CODES[code] : undefined;
+    const sent = code ? SENT_CODES[code] : undefined;
+    return new TransportError({ ...where, failure: notSent ?? sent ?? 'other', requestSent: notSent === undefined, code });
+  }
+
   /**
    * One HTTP exchange, bounded twice: `requestTimeoutMs` from the request to the answer's last byte (a server
    * trickling its body byte by byte is cut off like a silent one — undici's own time-outs only bound the gaps),
@@ -549,7 +583,6 @@ export class CareClient {
     const path = call.url.slice(this.#origin.length);
     const started = performance.now();
     const { requestTimeoutMs, maxResponseBytes } = this.settings;
-    const where = { operation: call.operation, resourceType: call.resourceType, resourceId: call.resourceId, method: call.method, path };
     call.signal?.throwIfAborted();
     const attempt = new AttemptAbort();
     let timedOut = false;
@@ -559,27 +592,6 @@ export class CareClient {
     }, requestTimeoutMs);
     const unwatch = call.signal ? this.#watch(call.signal, attempt) : undefined;
     let status: number | 'error' = 'error';
-    /** What a failure without an HTTP answer becomes (the caller's own abort stays what it is). */
-    const noAnswer = (err: unknown, inBody: boolean): unknown => {
-      if (timedOut) {
-        return new TransportError({
-          ...where,
-          failure: 'timeout',
-          requestSent: true,
-          detail: `no complete answer within ${requestTimeoutMs} ms`,
-          hint: 'The service did not answer in time (the --timeout deadline covers the whole answer); run again later (re-runs are safe), or raise --timeout.',
-        });
-      }
-      if (call.signal?.aborted) return err;
-      const proxyStatus = this.#proxy && !inBody ? proxyFailureStatus(err, this.#proxy) : undefined;
-      if (proxyStatus !== undefined) return new ProxyError({ ...where, proxy: this.#proxy!, status: proxyStatus || undefined, code: errorCode(err) });
-      if (isAbort(err)) return err;
-      const code = errorCode(err);
-      if (inBody) return new TransportError({ ...where, failure: code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'reset', requestSent: true, code });
-      const notSent = code ? NOT_SENT_CODES[code] : undefined;
-      const sent = code ? SENT_CODES[code] : undefined;
-      return new TransportError({ ...where, failure: notSent ?? sent ?? 'other', requestSent: notSent === undefined, code });
-    };
     try {
       let res: Answer;
       try {
@@ -598,7 +610,7 @@ export class CareClient {
         );
       } catch (err) {
         if (!(err instanceof ExchangeFailure)) throw err;
-        throw noAnswer(err.error, err.inBody);
+        throw this.#noAnswer(call, path, err.error, err.inBody, timedOut);
       }
       status = res.statusCode;
       return answerOf(call, path, res, res.raw, maxResponseBytes, this.settings.maxRetryAfterMs ?? CONNECTION_DEFAULTS.maxRetryAfterMs);

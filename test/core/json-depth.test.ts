@@ -15,4 +15,11 @@ describe('nestsDeeperThan: nesting measured without recursion', () => {
   it('a value 100,000 deep: an answer, not a stack overflow', () => {
     expect(nestsDeeperThan({ resourceType: 'Patient', extension: nested(100_000) }, 64)).toBe(true);
   });
+
+  it('a limit past the recursive walk is measured the same, with an explicit stack', () => {
+    expect(nestsDeeperThan(nested(5000), 5000)).toBe(false);
+    expect(nestsDeeperThan(nested(5001), 5000)).toBe(true);
+    expect(nestsDeeperThan({ a: [1, { b: nested(1500) }] }, 1503)).toBe(false);
+    expect(nestsDeeperThan({ a: [1, { b: nested(1500) }] }, 1502)).toBe(true);
+  });
 });
