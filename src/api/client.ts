@@ -69,11 +69,12 @@ interface Call {
 /** Ends one attempt (its deadline, or the caller's cancel) with `reason`: what `exchange` aborts the request with. */
 class AttemptAbort {
   reason: unknown;
-  onFire?: () => void;
+  /** The exchange under way, told when the attempt ends. */
+  exchange?: { fired(): void };
   fire(reason: unknown): void {
     if (this.reason !== undefined) return;
     this.reason = reason;
-    this.onFire?.();
+    this.exchange?.fired();
   }
 }
 
@@ -119,56 +120,82 @@ class ExchangeFailure {
  */
 function exchange(dispatcher: Dispatcher, opts: Dispatcher.DispatchOptions, cap: number, abort: AttemptAbort): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    let controller: Dispatcher.DispatchController | undefined;
-    let answer: Answer | undefined;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const done = (fn: () => void): void => {
-      if (settled) return;
-      settled = true;
-      abort.onFire = undefined;
-      fn();
-    };
-    const tooLarge = (c: Dispatcher.DispatchController): void => {
-      done(() => resolve(answer!));
-      c.abort(new Error('answer over the byte cap'));
-    };
-    abort.onFire = () => {
-      controller?.abort(abort.reason as Error);
-      done(() => reject(new ExchangeFailure(abort.reason, answer !== undefined)));
-    };
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart(c) {
-        controller = c;
-        if (abort.reason !== undefined) c.abort(abort.reason as Error);
-      },
-      onResponseStart(c, statusCode, headers) {
-        if (statusCode < 200) return; // 1xx: the answer is still to come
-        answer = { statusCode, headers, raw: undefined };
-        const length = headers['content-length'];
-        if (Number(Array.isArray(length) ? length[0] : length) > cap) tooLarge(c);
-      },
-      onResponseData(c, chunk) {
-        if (settled) return;
-        size += chunk.length;
-        if (size > cap) tooLarge(c);
-        else chunks.push(chunk);
-      },
-      onResponseEnd() {
-        if (answer) answer.raw = Buffer.concat(chunks, size);
-        done(() => (answer ? resolve(answer) : reject(new ExchangeFailure(new Error('no answer'), false))));
-      },
-      onResponseError(_c, err) {
-        done(() => reject(new ExchangeFailure(err, answer !== undefined)));
-      },
-    };
+    const handler = new ExchangeHandler(cap, abort, resolve, reject);
     try {
       dispatcher.dispatch(opts, handler);
     } catch (err) {
-      done(() => reject(new ExchangeFailure(err, false)));
+      handler.done(() => reject(new ExchangeFailure(err, false)));
     }
   });
+}
+
+/** `exchange`'s handler: one object per request, its methods on the prototype (no closures per request: issue 28 item 3). */
+class ExchangeHandler implements Dispatcher.DispatchHandler {
+  #controller: Dispatcher.DispatchController | undefined;
+  #answer: Answer | undefined;
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+  #settled = false;
+
+  constructor(
+    readonly cap: number,
+    readonly abort: AttemptAbort,
+    readonly resolve: (answer: Answer) => void,
+    readonly reject: (failure: ExchangeFailure) => void,
+  ) {
+    abort.exchange = this;
+  }
+
+  /** The attempt ended (its deadline, the caller's cancel): the request is aborted wherever it is. */
+  fired(): void {
+    this.#controller?.abort(this.abort.reason as Error);
+    this.done(() => this.reject(new ExchangeFailure(this.abort.reason, this.#answer !== undefined)));
+  }
+
+  done(fn: () => void): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.abort.exchange = undefined;
+    fn();
+  }
+
+  #tooLarge(c: Dispatcher.DispatchController): void {
+    this.done(() => this.resolve(this.#answer!));
+    c.abort(new Error('answer over the byte cap'));
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.#controller = c;
+    if (this.abort.reason !== undefined) c.abort(this.abort.reason as Error);
+  }
+
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    if (statusCode < 200) return; // 1xx: the answer is still to come
+    this.#answer = { statusCode, headers, raw: undefined };
+    const length = headers['content-length'];
+    if (Number(Array.isArray(length) ? length[0] : length) > this.cap) this.#tooLarge(c);
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#size += chunk.length;
+    if (this.#size > this.cap) this.#tooLarge(c);
+    else this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const answer = this.#answer;
+    if (answer) answer.raw = Buffer.concat(this.#chunks, this.#size);
+    if (this.#settled) return;
+    this.#settled = true;
+    this.abort.exchange = undefined;
+    if (answer) this.resolve(answer);
+    else this.reject(new ExchangeFailure(new Error('no answer'), false));
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.done(() => this.reject(new ExchangeFailure(err, this.#answer !== undefined)));
+  }
 }
 
 const SENT_CODES: Record<string, TransportFailure> = {
