@@ -13,7 +13,10 @@
 // is then measured in one run, on the same machine load.
 // Usage: npm run build && node bench/load-throughput.mjs [N] [CONCURRENCY] [LATENCY_MS] [ROUNDS]
 //        (defaults 3000 16 20 3; env N / CONCURRENCY / LATENCY_MS / ROUNDS work too; CPU_PROF=1 profiles the
-//        last round's pipeline child instead of counting it; CPU_PROF=<dir> also keeps its .cpuprofile there)
+//        last round's pipeline child instead of counting it; CPU_PROF=<dir> also keeps its .cpuprofile there;
+//        ALLOC_PROF=1 runs the last round's loads of both builds under V8's sampling heap profiler, collected
+//        objects included, and prints allocKbPerRequest — bytes allocated during the phase / requests — instead of
+//        counting their CPU)
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -38,6 +41,7 @@ async function main() {
   const baselines = [];
   const baseDistRuns = [];
   const probedRuns = [];
+  const allocKbPerRequest = {};
   let ledger;
   try {
     for (let round = 0; round < ROUNDS; round++) {
@@ -57,7 +61,9 @@ async function main() {
             const prof = profiled ? (keepProf ?? mkdtempSync(join(os.tmpdir(), 'care-etl-prof-'))) : undefined;
             const flags = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
             const dist = kind === 'base-dist' ? baseDist : join(fileURLToPath(new URL('..', import.meta.url)), 'dist');
-            const probe = kind === 'probed' ? 'probe' : 'bare';
+            // ALLOC_PROF: the last round's loads of both builds count what they allocate (their CPU is not counted).
+            const allocProfiled = process.env.ALLOC_PROF && (kind === 'pipeline' || kind === 'base-dist') && round === ROUNDS - 1;
+            const probe = kind === 'probed' ? 'probe' : allocProfiled ? 'alloc' : 'bare';
             const r = await runJsonChild(
               kind === 'baseline' ? [self, '--baseline', String(N), ...conn] : [...flags, self, '--load', fx.mapping, stateDir, dist, probe, ...conn],
             );
@@ -70,6 +76,10 @@ async function main() {
             }
             sandbox.stdin.write('stats\n');
             const stats = JSON.parse((await lines.next()).value);
+            if (allocProfiled) {
+              allocKbPerRequest[kind] = Math.round(r.allocatedBytes / stats.requests / 10.24) / 100;
+              continue;
+            }
             const serverCpuUsPerRequest = Math.round(stats.cpuUs / stats.requests);
             const cpuMsPerRequest = r.processCpuUs === undefined ? undefined : Math.round(r.processCpuUs / stats.requests) / 1000;
             const to = { pipeline: runs, 'base-dist': baseDistRuns, probed: probedRuns, baseline: baselines }[kind];
@@ -133,6 +143,7 @@ async function main() {
             baselineDistRuns: baseDistRuns,
           }
         : {}),
+      ...(process.env.ALLOC_PROF ? { allocKbPerRequest } : {}),
       ledger,
       runs,
       probedRuns,
@@ -163,7 +174,7 @@ async function sandboxChild(latencyMs) {
 /** Child: one load through runPipeline (of the build in `dist`); prints one JSON line. */
 async function loadChild(mappingFile, stateDir, dist, probeMode, baseUrl, apiKey, emrId, tenantId, concurrency) {
   const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline/run-pipeline.js')).href);
-  const probe = probeMode === 'probe' ? await probes() : phaseTimer();
+  const probe = probeMode === 'probe' ? await probes() : probeMode === 'alloc' ? await allocationSampler() : phaseTimer();
   const report = await runPipeline({
     mappingFile,
     connection: { baseUrl, apiKey, emrId, tenantId },
@@ -179,7 +190,7 @@ async function loadChild(mappingFile, stateDir, dist, probeMode, baseUrl, apiKey
   const t = report.totals;
   if (t.rejected || t.created !== t.read) throw new Error(`expected ${t.read} creates, got ${JSON.stringify(t)}`);
   const c = process.cpuUsage(); // the whole process, from its start: module loading included
-  return { created: t.created, runSeconds: report.durationMs / 1000, processCpuUs: c.user + c.system, ...probe.result(t.created) };
+  return { created: t.created, runSeconds: report.durationMs / 1000, processCpuUs: c.user + c.system, ...(await probe.result(t.created)) };
 }
 
 /** Child: N creates from a bare undici Agent + `concurrency` workers (no transform, no ledger): the control. */
@@ -294,6 +305,44 @@ function phaseTimer() {
     result(n) {
       const s = (t1 - t0) / 1000;
       return { seconds: Math.round(s * 1000) / 1000, createsPerSec: Math.round(n / s), clientCpuUsPerCreate: Math.round((cpu.user + cpu.system) / n) };
+    },
+  };
+}
+
+/**
+ * ALLOC_PROF: bytes allocated between start() and stop() — V8's sampling heap profiler (one sample per 512 bytes on
+ * average) with the objects collected by either GC kept, so the total is what was allocated, not what survived.
+ */
+async function allocationSampler() {
+  const { Session } = await import('node:inspector/promises');
+  const session = new Session();
+  session.connect();
+  const timer = phaseTimer();
+  let started;
+  let stopped;
+  return {
+    start() {
+      timer.start();
+      started = session.post('HeapProfiler.startSampling', {
+        samplingInterval: 512,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+    },
+    stop() {
+      timer.stop();
+      stopped = started.then(() => session.post('HeapProfiler.stopSampling'));
+    },
+    async result(n) {
+      const { profile } = await stopped;
+      let bytes = 0;
+      const walk = (node) => {
+        bytes += node.selfSize;
+        for (const c of node.children) walk(c);
+      };
+      walk(profile.head);
+      session.disconnect();
+      return { ...timer.result(n), allocatedBytes: bytes };
     },
   };
 }
