@@ -115,22 +115,43 @@ const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> => sleepT
  * attempt starts and a pending wait ends at once with the signal's reason (an AbortError): the caller
  * asked to stop. (An attempt that fails while the signal is already aborted throws its own error.)
  */
-export async function withRetry<T>(
+export function withRetry<T>(
   fn: (attempt: number) => Promise<T>,
   classify: (err: unknown, attempt: number) => RetryDecision,
   opts: RetryOptions = {},
+): Promise<T> {
+  // The first attempt without the loop's async frame: most calls succeed at once (the loader's every create).
+  const signal = opts.signal;
+  if (signal?.aborted) return Promise.reject(abortReason(signal));
+  let first: Promise<T>;
+  try {
+    first = Promise.resolve(fn(1));
+  } catch (e) {
+    first = Promise.reject(e);
+  }
+  return first.then(undefined, (err: unknown) => retryAfterFirst(err, fn, classify, opts));
+}
+
+/** `withRetry` once its first attempt failed with `firstError`. */
+async function retryAfterFirst<T>(
+  firstError: unknown,
+  fn: (attempt: number) => Promise<T>,
+  classify: (err: unknown, attempt: number) => RetryDecision,
+  opts: RetryOptions,
 ): Promise<T> {
   const attempts = Math.max(1, Math.floor(opts.attempts ?? RETRY_DEFAULTS.attempts));
   const sleep = opts.sleep ?? defaultSleep;
   const signal = opts.signal;
   const reasons: string[] = [];
+  let err = firstError;
   for (let attempt = 1; ; attempt++) {
-    if (signal?.aborted) throw abortReason(signal);
-    let err: unknown;
-    try {
-      return await fn(attempt);
-    } catch (e) {
-      err = e;
+    if (attempt > 1) {
+      if (signal?.aborted) throw abortReason(signal);
+      try {
+        return await fn(attempt);
+      } catch (e) {
+        err = e;
+      }
     }
     const decision = classify(err, attempt);
     if (!decision.retry || attempt >= attempts || signal?.aborted) {
