@@ -363,11 +363,10 @@ export class CareClient {
       signal,
     })) as Resource;
     let problem: string | undefined;
-    const typeAndId = `${type}/${answer.id}`;
     if (answer.resourceType !== type) problem = `it is a ${show(answer.resourceType)} resource, not a ${type}`;
     else if (answer.id === undefined) problem = 'it carries no id';
     else if (!isSafeId(answer.id)) problem = `its id ${show(answer.id)} is not a valid FHIR id (1 to 64 of A-Z a-z 0-9 - .)`;
-    else if (this.#createdIds.has(typeAndId)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
+    else if (this.#createdIds.has(`${type}/${answer.id}`)) problem = `its id ${show(answer.id)} was already returned for another ${type} created in this run`;
     if (problem) {
       throw new ProtocolError(`create ${type}: the server's answer cannot be believed: ${problem}; the create's outcome is unknown`, {
         operation: 'create',
@@ -375,7 +374,8 @@ export class CareClient {
         hint: 'The resource is looked up on the server (by its match rule) before anything is sent again; if it stays unknown, its intent stays pending for the next run. Report the answer to the service operator.',
       });
     }
-    this.#createdIds.add(typeAndId);
+    // Only once the id is known to be a safe string: a template of any other value can throw (`{ toString: 1 }`).
+    this.#createdIds.add(`${type}/${answer.id as string}`);
     return answer as StoredResource;
   }
 

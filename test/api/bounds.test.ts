@@ -195,7 +195,7 @@ describe('listings: page cap and no progress', () => {
 });
 
 describe('create answers are checked before they are believed', () => {
-  for (const answer of ['no-id', 'unsafe-id', 'wrong-type'] as const) {
+  for (const answer of ['no-id', 'unsafe-id', 'object-id', 'wrong-type'] as const) {
     it(`${answer}: an ambiguous ProtocolError (outcome unknown), no id returned`, async () => {
       server = await startHostileServer({ kind: 'create-answer', answer });
       const c = clientOf(server.url);

@@ -88,7 +88,8 @@ export async function deadPort(): Promise<number> {
  *   `empty` pages, the `same` resource on every page, or a `fresh` resource (new id) on every page.
  * - `create-answer`: a working store (creates stored under a safe id `h-<n>`, updates stored, lists of
  *   everything in one page), but every create is answered wrongly: `no-id`, `unsafe-id`
- *   (`../../x/1?a=b#c`), `wrong-type` (an OperationOutcome carrying the id), or `same-id` (always `same-1`).
+ *   (`../../x/1?a=b#c`), `object-id` (`{ "toString": 1 }`: no string can be made of it), `wrong-type` (an
+ *   OperationOutcome carrying the id), or `same-id` (always `same-1`).
  *   `listed`: lists show the stored resources under their true ids (`stored`, default), nothing (`none`), or
  *   under unsafe ids (`unsafe`).
  */
@@ -96,7 +97,7 @@ export type HostileMode =
   | { kind: 'slow-body'; byteEveryMs: number; padding?: number }
   | { kind: 'endless-body' }
   | { kind: 'endless-next'; entries: 'empty' | 'same' | 'fresh' }
-  | { kind: 'create-answer'; answer: 'no-id' | 'unsafe-id' | 'wrong-type' | 'same-id'; listed?: 'stored' | 'none' | 'unsafe' };
+  | { kind: 'create-answer'; answer: 'no-id' | 'unsafe-id' | 'object-id' | 'wrong-type' | 'same-id'; listed?: 'stored' | 'none' | 'unsafe' };
 
 export interface HostileModeServer extends HostileServer {
   /** POSTs received. */
@@ -209,6 +210,7 @@ export async function startHostileServer(mode: HostileMode): Promise<HostileMode
       const answer: Record<string, unknown> = { ...stored };
       if (mode.answer === 'no-id') delete answer.id;
       else if (mode.answer === 'unsafe-id') answer.id = UNSAFE_ID;
+      else if (mode.answer === 'object-id') answer.id = { toString: 1 };
       else if (mode.answer === 'wrong-type') answer.resourceType = 'OperationOutcome';
       else answer.id = 'same-1';
       return json(res, 200, answer);
