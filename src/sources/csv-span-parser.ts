@@ -197,18 +197,7 @@ export class CsvSpanParser extends Transform {
     if (!skipped && records.length === run.length) {
       for (let i = 0; i < run.length; i++) out.push({ record: records[i]!, bytes: run[i]!.end });
     } else {
-      parseSync(bytes, {
-        ...this.options,
-        bom: false,
-        on_skip: (err: CsvError | undefined) => {
-          if (err === undefined) return;
-          out.push(new SkippedRecord(err, offset));
-        },
-        on_record: (record: string[], context) => {
-          out.push({ record, bytes: offset + context.bytes });
-          return null;
-        },
-      });
+      this.parseEach(bytes, offset, out, false);
     }
     run.length = 0;
   }
@@ -223,24 +212,32 @@ export class CsvSpanParser extends Transform {
     const stackTraceLimit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     try {
-      parseSync(bytes, {
-        ...this.options,
-        bom: false,
-        on_skip: (err: CsvError | undefined) => {
-          if (err === undefined) return;
-          out.push(new SkippedRecord(err, offset));
-          throw FIRST_ERROR_SEEN; // csv-parse returns it from its parse: nothing more of this record is read
-        },
-        on_record: (record: string[], context) => {
-          out.push({ record, bytes: offset + context.bytes });
-          return null;
-        },
-      });
+      this.parseEach(bytes, offset, out, true);
     } catch (err) {
       if (err !== FIRST_ERROR_SEEN) throw err;
     } finally {
       Error.stackTraceLimit = stackTraceLimit;
     }
+  }
+
+  /**
+   * csv-parse on `bytes`, each record and each skip pushed to `out` with its offsets moved by `offset`;
+   * `stopAtFirstError`: the first skip throws FIRST_ERROR_SEEN (the caller catches it).
+   */
+  private parseEach(bytes: Buffer, offset: number, out: ParsedItem[], stopAtFirstError: boolean): void {
+    parseSync(bytes, {
+      ...this.options,
+      bom: false,
+      on_skip: (err: CsvError | undefined) => {
+        if (err === undefined) return;
+        out.push(new SkippedRecord(err, offset));
+        if (stopAtFirstError) throw FIRST_ERROR_SEEN; // csv-parse returns it from its parse: nothing more of this record is read
+      },
+      on_record: (record: string[], context) => {
+        out.push({ record, bytes: offset + context.bytes });
+        return null;
+      },
+    });
   }
 }
 
