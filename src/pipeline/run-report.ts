@@ -120,6 +120,8 @@ export interface PhaseVerification {
   /** Resources listed. */
   resources: number;
   durationMs: number;
+  /** Keys created after the listing started (before the phase's creates ended) and not in it: asked for by id. */
+  confirmedById?: number;
   /** Keys found duplicated, and missing (the lists below stop at 1,000). */
   duplicateCount: number;
   missingCount: number;

@@ -13,6 +13,7 @@ import { loadReject } from '../../transform/reject-record.js';
 import { validateResource } from '../../validate/resource-validator.js';
 import { guardEnding } from '../ending-settings.js';
 import { verifyPhase } from './verify.js';
+import { EarlyVerify } from './verify-early.js';
 import type { RunReport } from '../run-report.js';
 import { openLeasedLedger, runExitCode, type MappingPhase, type RunContext, type RunMode } from './run-context.js';
 
@@ -30,14 +31,19 @@ export const loadMode: RunMode = {
   begin: () => {},
   async mapping(phase, run) {
     const created = new CreatedKeys(matchRuleOf(phase.res));
-    await loadPhase(phase, run, created);
-    if (run.report.interrupted) {
+    const early = new EarlyVerify(phase, run, created);
+    try {
+      await loadPhase(phase, run, created, early);
+      if (run.report.interrupted) {
+        phase.phaseEnd();
+        return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
+      }
+      if (phase.sync) await settlePhase(phase, run, created, early);
       phase.phaseEnd();
-      return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
+      return run.report.stoppedEarly ? 'stop' : 'next';
+    } finally {
+      await early.drop(); // a listing started early and not read (the phase failed): stopped, settled
     }
-    if (phase.sync) await settlePhase(phase, run, created);
-    phase.phaseEnd();
-    return run.report.stoppedEarly ? 'stop' : 'next';
   },
   end(run) {
     if (!run.client) return; // a dry run sent nothing
@@ -83,7 +89,7 @@ async function applyOutcome(phase: MappingPhase, report: RunReport, item: Mapped
  * `run`: the phase's source read, transformed and validated; each resource sent (a dry run writes it), with at
  * most twice the concurrency queued. A failure that ends the run is raised once the requests in flight settled.
  */
-async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys): Promise<void> {
+async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys, early: EarlyVerify): Promise<void> {
   const { opts, report } = run;
   const { name, counts, loaded, sync } = phase;
   const selection = run.selection;
@@ -118,6 +124,8 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const handOff = async (item: MappedResource): Promise<void> => {
     try {
       await applyOutcome(phase, report, item, await sync!.sync(item), created);
+      // this item still counts as handed off (`inFlight`): done are the rows read less those handed off
+      early.onRow(counts.read, counts.read - inFlight.size + 1);
     } catch (error) {
       // The loader failed, or booking its outcome did (the rejects file): the run ends once the rest settled.
       fatal ??= { error };
@@ -168,6 +176,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
         break;
       }
     }
+    early.readEnded(counts.read);
   } catch (err) {
     // The source stops with an AbortError when interrupted: that is the end of the reading, not a failure.
     if (!interrupted() && !fatal) throw err;
@@ -186,6 +195,10 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
 class HandOffs {
   readonly #pending = new Set<Promise<void>>();
   #freed: (() => void) | undefined;
+
+  get size(): number {
+    return this.#pending.size;
+  }
 
   /** `work` never rejects (failures are booked inside it): `then` is its end, without `finally`'s extra promises. */
   add(work: Promise<void>): void {
@@ -219,14 +232,14 @@ function sharedMatchWarning(name: string, res: CompiledResource, shared: number)
 }
 
 /** After the rows: lost creates reconciled, then keys no longer in the export reported (`ignore`) or ended (`end`). */
-async function settlePhase(phase: MappingPhase, run: RunContext, created: CreatedKeys): Promise<void> {
+async function settlePhase(phase: MappingPhase, run: RunContext, created: CreatedKeys, early: EarlyVerify): Promise<void> {
   const { report } = run;
   const { name, res, counts } = phase;
   const sync = phase.sync!;
   const selection = run.selection;
   for await (const { item, outcome } of sync.reconcile()) await applyOutcome(phase, report, item, outcome, created);
   sync.flush(); // the next phase's `$ref`s read these server ids from the ledger
-  await verifyPhase(phase, run, created); // before onMissing: a key set back to pending is neither loaded nor gone
+  await verifyPhase(phase, run, created, early.take()); // before onMissing: a key set back to pending is neither loaded nor gone
   if (sync.sharedMatchValues) report.warnings.push(sharedMatchWarning(name, res, sync.sharedMatchValues));
   if (sync.foreignOrphans)
     report.warnings.push(

@@ -4,10 +4,12 @@
  * both ids; a key whose create was answered with an id the server lacks goes back to pending, for the next run to
  * reconcile (never created again here: that could duplicate it). Each finding is a reject of the key's row (exit 1).
  */
-import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
+import { ApiError } from '../../api/errors.js';
+import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKey, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
 import { isContentIdentity } from '../../load/identity.js';
 import { MatchDigest } from '../../load/match-digest.js';
-import { ServerIndexes } from '../../load/server-index.js';
+import { ServerIndexes, type ServerIndex } from '../../load/server-index.js';
+import type { WritableType } from '../../schemas/resource-types.js';
 import { loadReject } from '../../transform/reject-record.js';
 import type { PhaseVerification } from '../run-report.js';
 import type { MappingPhase, RunContext } from './run-context.js';
@@ -15,35 +17,89 @@ import type { MappingPhase, RunContext } from './run-context.js';
 /** Keys listed per finding kind in the report (the counts are complete). */
 const MAX_LISTED = 1000;
 
-export async function verifyPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys): Promise<void> {
-  const { opts, report, scope, indexes } = run;
-  if (!indexes || !scope || run.runId === undefined) return;
-  if (created.unchecked) report.warnings.push(`${phase.name}: ${created.unchecked} created key(s) could not be checked for copies made by another writer`);
-  if (!shouldVerify(opts.verifyAfterLoad ?? 'auto', created.keys.length, opts.sharedState ?? false)) return;
+/** A phase's verification listing, started while its creates run (verify-early.ts) or after them. */
+export interface VerifyListing {
+  listing: ServerIndexes;
+  index: Promise<ServerIndex>;
+  /** `created.keys` before this one were answered before the listing started: the listing holds them. */
+  before: number;
+  /** Stops the listing when the phase ends without reading it (the run interrupted, or failed). */
+  abort: AbortController;
+  /** Listed resources hashed: a key known by its content alone can be looked up. */
+  hashes: boolean;
+}
+
+/** Whether the phase's type is listed again: the policy, the state, and something created. */
+export function verifies(run: RunContext, created: number): boolean {
+  const { opts, indexes, scope } = run;
+  if (!indexes || !scope || run.runId === undefined) return false;
+  return shouldVerify(opts.verifyAfterLoad ?? 'auto', created, opts.sharedState ?? false);
+}
+
+/** The listing started now (in a slot of the run's window, as every listing); keys created from now on are the tail. */
+export function startVerifyListing(phase: MappingPhase, run: RunContext, created: CreatedKeys): VerifyListing {
+  const { opts } = run;
+  const indexes = run.indexes!;
   const { name, res } = phase;
   const type = res.def.type;
+  const abort = new AbortController();
+  // each listed resource hashed only if a created key is known by its content alone (issue 28 item 3)
+  const hashes = created.keys.some((k) => isContentIdentity(k.matchValue));
   // A listing of its own: the run's indexes (and `indexes` in the report) stay the lookups made before creating.
   const listing = new ServerIndexes(indexes.client, new Map([[type, new Map([[name, created.rule]])]]), {
     ...indexes.opts,
+    signal: AbortSignal.any([indexes.opts.signal, abort.signal].filter((s): s is AbortSignal => s !== undefined)),
     keepBodies: false,
-    // each listed resource hashed only if a created key is known by its content alone (issue 28 item 3)
-    hashes: created.keys.some((k) => isContentIdentity(k.matchValue)),
+    hashes,
     onBuild: (e) => opts.onEvent?.({ type: 'index', ...e, purpose: 'verify' }),
   });
-  const index = await listing.get(type, `the ${created.keys.length} ${name} key(s) this run created, checked for copies made by another writer`);
-  const findings = checkCreated(created.keys, {
-    listed: (id) => index.get(id) !== undefined,
+  const before = created.keys.length;
+  const index = listing.get(type, `the ${name} key(s) this run created, checked for copies made by another writer`);
+  index.catch(() => {}); // met when awaited (verifyPhase), or dropped with the phase (verify-early.ts)
+  return { listing, index, before, abort, hashes };
+}
+
+/**
+ * The phase's keys checked against its listing — started early (`started`) or now. Keys created after an early
+ * listing started and not in it are confirmed by id (GET, in the run's window): 404 → `created-id-missing`.
+ */
+export async function verifyPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys, started?: VerifyListing): Promise<void> {
+  const { report, scope } = run;
+  if (!run.indexes || !scope || run.runId === undefined) return;
+  const { name, res } = phase;
+  const type = res.def.type;
+  let verify = started ?? (verifies(run, created.keys.length) ? startVerifyListing(phase, run, created) : undefined);
+  if (verify && !verify.hashes && created.keys.slice(verify.before).some((k) => isContentIdentity(k.matchValue))) {
+    // A key created after an early listing started is known by its content alone, which that listing did not hash:
+    // listed again now, hashed, as without an early start.
+    verify.abort.abort();
+    await verify.index.catch(() => {});
+    verify = startVerifyListing(phase, run, created);
+  }
+  if (!verify) {
+    if (created.unchecked) report.warnings.push(uncheckedWarning(name, created.unchecked));
+    return;
+  }
+  const index = await verify.index;
+  const tail = created.keys.slice(verify.before).filter((k) => index.get(k.serverId) === undefined);
+  const byId = await confirmById(run, type, tail);
+  const unchecked = created.unchecked + byId.unchecked.size;
+  if (unchecked) report.warnings.push(uncheckedWarning(name, unchecked));
+  const keys = byId.unchecked.size ? created.keys.filter((k) => !byId.unchecked.has(k)) : created.keys;
+  const findings = checkCreated(keys, {
+    listed: (id) => index.get(id) !== undefined || byId.found.has(id),
     copies: (v) => index.lookup(name, v).map((r) => r.id),
     recorded: (id) => scope.keyOfServerId(type, id) !== undefined,
   });
-  const build = listing.builds[0]!;
+  const build = verify.listing.builds[0]!;
   const v: PhaseVerification = {
     mapping: name,
     resourceType: type,
-    checked: created.keys.length,
+    checked: keys.length,
     pages: build.pages,
     resources: build.resources,
     durationMs: build.durationMs,
+    ...(tail.length ? { confirmedById: tail.length } : {}),
     duplicateCount: 0,
     missingCount: 0,
     duplicates: [],
@@ -79,6 +135,34 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     report.warnings.push(
       `${name}: ${v.missingCount} create(s) were answered with an id the server does not list (created-id-missing): left pending for the next run`,
     );
+}
+
+function uncheckedWarning(name: string, n: number): string {
+  return `${name}: ${n} created key(s) could not be checked for copies made by another writer`;
+}
+
+/**
+ * Keys created after the listing started that it does not hold: asked for by id, each in a slot of the run's window
+ * (they fill it at the phase's end). Found → checked as listed; 404 → missing; any other failure (after the client's
+ * retries) → unchecked, said in a warning — never a silent pass. A cancelled run stops here.
+ */
+async function confirmById(run: RunContext, type: WritableType, keys: readonly CreatedKey[]): Promise<{ found: Set<string>; unchecked: Set<CreatedKey> }> {
+  const found = new Set<string>();
+  const unchecked = new Set<CreatedKey>();
+  const client = run.indexes!.client;
+  const signal = run.opts.signal;
+  await Promise.all(
+    keys.map(async (k) => {
+      try {
+        await run.limiter.run(() => client.get(type, k.serverId, signal), signal);
+        found.add(k.serverId);
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        if (!(err instanceof ApiError && err.status === 404)) unchecked.add(k);
+      }
+    }),
+  );
+  return { found, unchecked };
 }
 
 function record(v: PhaseVerification, f: Finding): void {

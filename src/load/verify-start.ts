@@ -1,0 +1,71 @@
+/**
+ * When a phase's verification listing (duplicate-check.ts) starts (issue 28 item 1): before the phase's creates end,
+ * so that its pages — one request at a time, `next` links only — are read while the creates still fill the window,
+ * ending about when they do. Too early costs a GET per key created after the listing passed its place (the run
+ * confirms those by id); too late leaves the listing alone at the end with one request in flight, as before: the
+ * estimates err late (rows counted high, the rate measured low).
+ */
+
+/** What a phase knows of its own progress when an answer comes. */
+export interface VerifyStartInput {
+  /** Rows the source holds: exact once it is read to its end, else an estimate (its lines); undefined: unknown. */
+  rowsTotal: number | undefined;
+  /** Rows whose outcome is known (answered, rejected, skipped). */
+  rowsDone: number;
+  /** Keys the phase created so far. */
+  created: number;
+  /** Rows done per second, recently; undefined until measured. */
+  rowsPerSec: number | undefined;
+  /** Resources of the type the server listed before the phase (its lookup listing). */
+  listedBefore: number;
+  /** Resources per listing page (`_count`; the server's own page when unknown). */
+  pageSize: number;
+  /** A full page's round trip, ms. */
+  pageMs: number;
+}
+
+/** Whether the listing starts now: the creates' time left is no longer than the listing's. */
+export function verifyStartDue(i: VerifyStartInput): boolean {
+  if (i.created === 0 || i.rowsTotal === undefined || !i.rowsPerSec || i.rowsPerSec <= 0) return false;
+  const rowsLeft = Math.max(0, i.rowsTotal - i.rowsDone);
+  // What the listing will page through: what is there, and the creates still to come at the phase's rate of creates.
+  const createdShare = i.rowsDone > 0 ? Math.min(1, i.created / i.rowsDone) : 1;
+  const resources = i.listedBefore + i.created + createdShare * rowsLeft;
+  const listingMs = Math.max(1, Math.ceil(resources / Math.max(1, i.pageSize))) * i.pageMs;
+  return (rowsLeft / i.rowsPerSec) * 1000 <= listingMs;
+}
+
+/** Client-side cost of a listed resource (the server's serialising, the client's parsing and indexing), ms: measured, 25 ms latency, pages of 1,000. */
+export const LISTED_RESOURCE_MS = 0.008;
+
+/** A full page's round trip from a listing this run made: its time per page, plus the resources a full page holds beyond those it held. */
+export function pageMsFrom(build: { pages: number; resources: number; durationMs: number }, pageSize: number): number {
+  if (build.pages === 0) return pageSize * LISTED_RESOURCE_MS;
+  const perPage = build.resources / build.pages;
+  return build.durationMs / build.pages + Math.max(0, pageSize - perPage) * LISTED_RESOURCE_MS;
+}
+
+/** Rows done per second over about the last second (older samples dropped): the phase's rate now, not its ramp. */
+export class RowRate {
+  readonly #samples: { t: number; rows: number }[] = [];
+  #head = 0;
+
+  constructor(readonly spanMs = 1000) {}
+
+  add(t: number, rows: number): void {
+    this.#samples.push({ t, rows });
+    while (this.#samples.length - this.#head > 2 && t - this.#samples[this.#head + 1]!.t >= this.spanMs) this.#head++;
+    if (this.#head > 1024) {
+      this.#samples.splice(0, this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** Undefined until two samples at least 8 rows and some time apart. */
+  get perSec(): number | undefined {
+    const first = this.#samples[this.#head];
+    const last = this.#samples[this.#samples.length - 1];
+    if (!first || !last || last.t <= first.t || last.rows - first.rows < 8) return undefined;
+    return ((last.rows - first.rows) * 1000) / (last.t - first.t);
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
+ * no longer than the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
+ * window, instead of alone at the phase's end. Keys created after it started are confirmed by id (verify.ts).
+ */
+import type { CreatedKeys } from '../../load/duplicate-check.js';
+import { DEFAULT_INDEX_PAGE_SIZE } from '../../load/server-index.js';
+import { LISTED_RESOURCE_MS, pageMsFrom, RowRate, verifyStartDue } from '../../load/verify-start.js';
+import { countSourceLines } from '../../sources/line-count.js';
+import type { MappingPhase, RunContext } from './run-context.js';
+import { startVerifyListing, verifies, type VerifyListing } from './verify.js';
+
+/** Bytes a source's reader may hold ahead of its rows (read, not parsed yet): the byte estimate counts them unread. */
+const READ_AHEAD_BYTES = 1024 * 1024;
+/** Rows between two looks at the clock (each look: one sample of the rate). */
+const EVERY_ROWS = 16;
+
+export class EarlyVerify {
+  #started?: VerifyListing;
+  #lines?: number;
+  #readRows?: number;
+  #rows = 0;
+  readonly #rate = new RowRate();
+  #on: boolean;
+
+  constructor(
+    readonly phase: MappingPhase,
+    readonly run: RunContext,
+    readonly created: CreatedKeys,
+  ) {
+    // `never`, a shared state under `auto`, a dry run: no listing, none started early.
+    this.#on = run.client !== undefined && !run.opts.dryRun && verifies(run, 1);
+    if (this.#on) countSourceLines(phase.source).then((n) => (this.#lines = n), () => {});
+  }
+
+  /** A row's outcome is known: `rowsRead` read so far, `rowsDone` of them done. */
+  onRow(rowsRead: number, rowsDone: number): void {
+    if (!this.#on || this.#started) return;
+    if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
+    const t = performance.now();
+    this.#rate.add(t, rowsDone);
+    const rowsPerSec = this.#rate.perSec;
+    const pageSize = this.run.opts.indexPageSize || DEFAULT_INDEX_PAGE_SIZE;
+    const due = verifyStartDue({
+      rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
+      rowsDone,
+      created: this.created.keys.length,
+      rowsPerSec,
+      listedBefore: this.run.indexes?.peek(this.phase.res.def.type)?.size ?? 0,
+      pageSize,
+      pageMs: this.#pageMs(pageSize, rowsPerSec),
+    });
+    if (due) this.#started = startVerifyListing(this.phase, this.run, this.created);
+  }
+
+  /** The source is read to its end: its rows are known. */
+  readEnded(rowsRead: number): void {
+    this.#readRows = rowsRead;
+  }
+
+  /** The listing started early, for the phase's end to read (once). */
+  take(): VerifyListing | undefined {
+    const s = this.#started;
+    this.#started = undefined;
+    this.#on = false;
+    return s;
+  }
+
+  /** The phase ended without reading it (interrupted, failed): the listing stopped and settled. */
+  async drop(): Promise<void> {
+    const s = this.take();
+    if (!s) return;
+    s.abort.abort();
+    await s.index.catch(() => {});
+  }
+
+  /** Rows of the source from its bytes: read ones over the bytes surely parsed (a large JSON document, say). */
+  #byBytes(rowsRead: number): number | undefined {
+    const { read, total } = this.phase.bytes;
+    const parsed = read - READ_AHEAD_BYTES;
+    return total === undefined || parsed <= 0 ? undefined : Math.ceil((rowsRead * total) / parsed);
+  }
+
+  /**
+   * A full page's round trip: from this run's last verification listing if there was one, else a request's round
+   * trip now (Little's law: requests in flight over rows done per second) and the listed resources' cost.
+   */
+  #pageMs(pageSize: number, rowsPerSec: number | undefined): number {
+    const last = this.run.report.verification?.at(-1);
+    if (last) return pageMsFrom(last, pageSize);
+    const rtt = rowsPerSec ? (this.run.limiter.inFlight * 1000) / rowsPerSec : 0;
+    return Math.max(1, rtt) + pageSize * LISTED_RESOURCE_MS;
+  }
+}
