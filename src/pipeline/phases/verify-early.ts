@@ -5,10 +5,10 @@
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
 import { DEFAULT_INDEX_PAGE_SIZE } from '../../load/server-index.js';
-import { LISTED_RESOURCE_MS, pageMsFrom, RowRate, verifyStartDue } from '../../load/verify-start.js';
+import { LISTED_RESOURCE_MS, RowRate, verifyStartDue } from '../../load/verify-start.js';
 import { countSourceLines } from '../../sources/line-count.js';
 import type { MappingPhase, RunContext } from './run-context.js';
-import { startVerifyListing, verifies, type VerifyListing } from './verify.js';
+import { dropListing, startVerifyListing, verifies, type VerifyListing } from './verify.js';
 
 /** Bytes a source's reader may hold ahead of its rows (read, not parsed yet): the byte estimate counts them unread. */
 const READ_AHEAD_BYTES = 1024 * 1024;
@@ -35,7 +35,8 @@ export class EarlyVerify {
 
   /** A row's outcome is known: `rowsRead` read so far, `rowsDone` of them done. */
   onRow(rowsRead: number, rowsDone: number): void {
-    if (!this.#on || this.#started) return;
+    if (this.#started) return this.#started.tail.feed();
+    if (!this.#on) return;
     if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
     const t = performance.now();
     this.#rate.add(t, rowsDone);
@@ -69,9 +70,7 @@ export class EarlyVerify {
   /** The phase ended without reading it (interrupted, failed): the listing stopped and settled. */
   async drop(): Promise<void> {
     const s = this.take();
-    if (!s) return;
-    s.abort.abort();
-    await s.index.catch(() => {});
+    if (s) await dropListing(s);
   }
 
   /** Rows of the source from its bytes: read ones over the bytes surely parsed (a large JSON document, say). */
@@ -82,12 +81,11 @@ export class EarlyVerify {
   }
 
   /**
-   * A full page's round trip: from this run's last verification listing if there was one, else a request's round
-   * trip now (Little's law: requests in flight over rows done per second) and the listed resources' cost.
+   * A full page's round trip: a request's round trip now (Little's law: requests in flight over rows done per
+   * second; low when rows need no request — late, never early) and the listed resources' cost. Not an earlier
+   * listing's pages: the run's first ones are read during the ramp, or alone, and look slower than they will be.
    */
   #pageMs(pageSize: number, rowsPerSec: number | undefined): number {
-    const last = this.run.report.verification?.at(-1);
-    if (last) return pageMsFrom(last, pageSize);
     const rtt = rowsPerSec ? (this.run.limiter.inFlight * 1000) / rowsPerSec : 0;
     return Math.max(1, rtt) + pageSize * LISTED_RESOURCE_MS;
   }

@@ -27,6 +27,8 @@ export interface VerifyListing {
   abort: AbortController;
   /** Listed resources hashed: a key known by its content alone can be looked up. */
   hashes: boolean;
+  /** The keys created after it started that it does not hold, asked for by id once it is read. */
+  tail: TailCheck;
 }
 
 /** Whether the phase's type is listed again: the policy, the state, and something created. */
@@ -55,8 +57,20 @@ export function startVerifyListing(phase: MappingPhase, run: RunContext, created
   });
   const before = created.keys.length;
   const index = listing.get(type, `the ${name} key(s) this run created, checked for copies made by another writer`);
-  index.catch(() => {}); // met when awaited (verifyPhase), or dropped with the phase (verify-early.ts)
-  return { listing, index, before, abort, hashes };
+  const tail = new TailCheck(run, type, created, before);
+  // As soon as it is read, the keys created since it started are asked for by id — alongside the phase's last creates.
+  index.then(
+    (ix) => tail.listed(ix),
+    () => {}, // met when awaited (verifyPhase), or dropped with the phase (verify-early.ts)
+  );
+  return { listing, index, before, abort, hashes, tail };
+}
+
+/** A listing not read: stopped, and its requests (pages, GETs by id) settled. */
+export async function dropListing(v: VerifyListing): Promise<void> {
+  v.abort.abort();
+  const index = await v.index.catch(() => undefined);
+  if (index) await v.tail.settled(index).catch(() => {});
 }
 
 /**
@@ -72,8 +86,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   if (verify && !verify.hashes && created.keys.slice(verify.before).some((k) => isContentIdentity(k.matchValue))) {
     // A key created after an early listing started is known by its content alone, which that listing did not hash:
     // listed again now, hashed, as without an early start.
-    verify.abort.abort();
-    await verify.index.catch(() => {});
+    await dropListing(verify);
     verify = startVerifyListing(phase, run, created);
   }
   if (!verify) {
@@ -81,8 +94,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     return;
   }
   const index = await verify.index;
-  const tail = created.keys.slice(verify.before).filter((k) => index.get(k.serverId) === undefined);
-  const byId = await confirmById(run, type, tail);
+  const byId = await verify.tail.settled(index);
   const unchecked = created.unchecked + byId.unchecked.size;
   if (unchecked) report.warnings.push(uncheckedWarning(name, unchecked));
   const keys = byId.unchecked.size ? created.keys.filter((k) => !byId.unchecked.has(k)) : created.keys;
@@ -99,7 +111,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     pages: build.pages,
     resources: build.resources,
     durationMs: build.durationMs,
-    ...(tail.length ? { confirmedById: tail.length } : {}),
+    ...(byId.asked ? { confirmedById: byId.asked } : {}),
     duplicateCount: 0,
     missingCount: 0,
     duplicates: [],
@@ -142,27 +154,67 @@ function uncheckedWarning(name: string, n: number): string {
 }
 
 /**
- * Keys created after the listing started that it does not hold: asked for by id, each in a slot of the run's window
- * (they fill it at the phase's end). Found → checked as listed; 404 → missing; any other failure (after the client's
- * retries) → unchecked, said in a warning — never a silent pass. A cancelled run stops here.
+ * Keys created after the listing started that it does not hold: asked for by id, each in a slot of the run's window,
+ * from the moment the listing is read (`feed`, after each row's outcome) — alongside the phase's last creates. Found →
+ * checked as listed; 404 → missing; any other failure (after the client's retries) → unchecked, said in a warning,
+ * never a silent pass. A cancelled run stops at `settled`.
  */
-async function confirmById(run: RunContext, type: WritableType, keys: readonly CreatedKey[]): Promise<{ found: Set<string>; unchecked: Set<CreatedKey> }> {
-  const found = new Set<string>();
-  const unchecked = new Set<CreatedKey>();
-  const client = run.indexes!.client;
-  const signal = run.opts.signal;
-  await Promise.all(
-    keys.map(async (k) => {
-      try {
-        await run.limiter.run(() => client.get(type, k.serverId, signal), signal);
-        found.add(k.serverId);
-      } catch (err) {
-        if (signal?.aborted) throw err;
-        if (!(err instanceof ApiError && err.status === 404)) unchecked.add(k);
-      }
-    }),
-  );
-  return { found, unchecked };
+export class TailCheck {
+  readonly found = new Set<string>();
+  readonly unchecked = new Set<CreatedKey>();
+  asked = 0;
+  #index?: ServerIndex;
+  #next: number;
+  readonly #pending: Promise<void>[] = [];
+  #cancelled?: { error: unknown };
+
+  constructor(
+    readonly run: RunContext,
+    readonly type: WritableType,
+    readonly created: CreatedKeys,
+    before: number,
+  ) {
+    this.#next = before;
+  }
+
+  /** The listing is read: the keys created since it started are asked for. */
+  listed(index: ServerIndex): void {
+    this.#index = index;
+    this.feed();
+  }
+
+  /** Keys created since the last call, once the listing is read. */
+  feed(): void {
+    const index = this.#index;
+    if (!index) return;
+    const keys = this.created.keys;
+    for (; this.#next < keys.length; this.#next++) {
+      const k = keys[this.#next]!;
+      if (index.get(k.serverId) === undefined) this.#pending.push(this.#ask(k));
+    }
+  }
+
+  /** Every key asked for and answered (or failed): what was found and what stays unchecked. */
+  async settled(index: ServerIndex): Promise<{ found: Set<string>; unchecked: Set<CreatedKey>; asked: number }> {
+    this.listed(index);
+    await Promise.all(this.#pending);
+    if (this.#cancelled) throw this.#cancelled.error;
+    return { found: this.found, unchecked: this.unchecked, asked: this.asked };
+  }
+
+  async #ask(k: CreatedKey): Promise<void> {
+    this.asked++;
+    const { limiter, opts } = this.run;
+    const client = this.run.indexes!.client;
+    const signal = opts.signal;
+    try {
+      await limiter.run(() => client.get(this.type, k.serverId, signal), signal);
+      this.found.add(k.serverId);
+    } catch (err) {
+      if (signal?.aborted) this.#cancelled ??= { error: err };
+      else if (!(err instanceof ApiError && err.status === 404)) this.unchecked.add(k);
+    }
+  }
 }
 
 function record(v: PhaseVerification, f: Finding): void {

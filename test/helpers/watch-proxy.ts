@@ -1,0 +1,61 @@
+/**
+ * A pass-through proxy on 127.0.0.1 that lets a test watch the requests a run sends, in the order they reach the
+ * server, and act before one is forwarded (another writer's create, a fault armed in a test server): `onRequest`
+ * is awaited first, then `delayMs` (a server farther away: a round trip worth measuring). Bodies are forwarded
+ * unchanged; answers are piped back as they come.
+ */
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface WatchedRequest {
+  method: string;
+  /** Path and query, as sent. */
+  path: string;
+  body: string;
+}
+
+export interface WatchProxy {
+  url: string;
+  /** Every request received, in order. */
+  readonly seen: WatchedRequest[];
+  close(): Promise<void>;
+}
+
+export async function startWatchProxy(
+  target: string,
+  opts: { onRequest?: (r: WatchedRequest) => void | Promise<void>; delayMs?: number } = {},
+): Promise<WatchProxy> {
+  const { onRequest, delayMs = 0 } = opts;
+  const t = new URL(target);
+  const agent = new Agent({ keepAlive: true });
+  const seen: WatchedRequest[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const watched = { method: req.method ?? 'GET', path: req.url ?? '/', body: body.toString('utf8') };
+      seen.push(watched);
+      const acted = Promise.resolve(onRequest?.(watched));
+      void (delayMs ? acted.then(() => new Promise((r) => setTimeout(r, delayMs))) : acted).then(() => {
+        const up = request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
+          res.writeHead(ur.statusCode!, ur.headers);
+          ur.pipe(res);
+        });
+        up.on('error', () => res.destroy());
+        up.end(body);
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}

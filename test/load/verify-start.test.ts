@@ -1,0 +1,55 @@
+/**
+ * Issue 28 item 1: when a phase's verification listing starts — the creates' time left against the listing's
+ * (src/load/verify-start.ts), and the recent rate of rows done it is estimated from.
+ */
+import { describe, expect, it } from 'vitest';
+import { RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/verify-start.js';
+
+/**
+ * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
+ * and starts when 3/4 of that is left (0.2475 s: 247 rows) — late rather than early.
+ */
+const base: VerifyStartInput = { rowsTotal: 10_000, rowsDone: 0, created: 0, rowsPerSec: 1000, listedBefore: 0, pageSize: 1000, pageMs: 33 };
+
+describe('verifyStartDue', () => {
+  it.each([
+    // [what, input, due]
+    ['nothing created yet', { rowsDone: 9990, created: 0 }, false],
+    ['the rows of the source unknown (a FIFO, a JSON document not read yet)', { rowsTotal: undefined, rowsDone: 9990, created: 9990 }, false],
+    ['no rate measured yet', { rowsPerSec: undefined, rowsDone: 9990, created: 9990 }, false],
+    ['a stalled phase (rate 0)', { rowsPerSec: 0, rowsDone: 9990, created: 9990 }, false],
+    ['half-way: 5 s of creates left, a 0.33 s listing', { rowsDone: 5000, created: 5000 }, false],
+    ['400 rows left (0.4 s): more than the listing’s 10 pages × 33 ms', { rowsDone: 9600, created: 9600 }, false],
+    ['330 rows left: as long as the listing, not yet (the estimates run early)', { rowsDone: 9670, created: 9670 }, false],
+    ['250 rows left: just above 3/4 of the listing', { rowsDone: 9750, created: 9750 }, false],
+    ['240 rows left: below 3/4 of the listing', { rowsDone: 9760, created: 9760 }, true],
+    ['every row done (the reading over, the last answers in)', { rowsDone: 10_000, created: 10_000 }, true],
+    ['more rows done than estimated (lines were fewer than records)', { rowsDone: 10_200, created: 10_200 }, true],
+    ['50,000 listed before the phase: 60 pages (1.98 s), 1.4 s of rows left', { listedBefore: 50_000, rowsDone: 8600, created: 8600 }, true],
+    ['the same 50,000, 1.6 s of rows left', { listedBefore: 50_000, rowsDone: 8400, created: 8400 }, false],
+    ['a re-run creating 1 in 100 rows: one page, 20 rows left', { rowsDone: 9980, created: 99 }, true],
+    ['a re-run creating 1 in 100 rows: one page, 33 rows left', { rowsDone: 9967, created: 99 }, false],
+    ['the server’s own page size unknown (0 → counted as 1)', { pageSize: 0, rowsTotal: 100, rowsDone: 40, created: 40, pageMs: 1 }, true],
+  ] as const)('%s → %s', (_what, over, due) => {
+    expect(verifyStartDue({ ...base, ...over })).toBe(due);
+  });
+});
+
+describe('RowRate', () => {
+  it('unknown until 8 rows and some time apart; then rows per second over about the last second', () => {
+    const r = new RowRate();
+    expect(r.perSec).toBeUndefined();
+    r.add(0, 0);
+    r.add(0, 16);
+    expect(r.perSec).toBeUndefined(); // no time passed
+    r.add(10, 4);
+    expect(r.perSec).toBeUndefined(); // 4 rows
+    r.add(100, 100);
+    expect(r.perSec).toBe(1000);
+    // a slow start (100 rows/s for 2 s) then 1,000 rows/s: the ramp is forgotten after a second
+    const ramp = new RowRate();
+    for (let t = 0; t <= 2000; t += 100) ramp.add(t, t / 10);
+    for (let t = 2100; t <= 4000; t += 100) ramp.add(t, 200 + (t - 2000));
+    expect(ramp.perSec).toBeCloseTo(1000, 0);
+  });
+});

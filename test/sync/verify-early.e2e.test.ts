@@ -1,0 +1,118 @@
+/**
+ * Issue 28 item 1: a phase's verification listing starts before its creates end, and the guarantee holds (second
+ * writer: docs/design/second-writer.md). In-process runs over HTTP through a proxy that shows the order requests
+ * reach the server (test/helpers/watch-proxy.ts, 5 ms per request); `indexPageSize: 2` makes the listing long (a page per two resources),
+ * so it starts while many rows are still unsent. Each test fails where the listing only starts after the creates.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import type { RunReport } from '../../src/pipeline/run-report.js';
+import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
+import { Ledger } from '../../src/state/ledger.js';
+import { startGatewayServer } from '../helpers/gateway-server.js';
+import { startWatchProxy, type WatchedRequest } from '../helpers/watch-proxy.js';
+import { identifierValue, listAll, makePatients, mrn, MRN_SYSTEM } from './helpers.js';
+
+const PATIENTS = 150;
+/** Each request's delay in the proxy: round trips of a few ms, a listing of 60 pages clearly longer than the creates' time left. */
+const DELAY_MS = 5;
+let sb: Sandbox;
+beforeAll(async () => {
+  sb = await startSandbox({ tenants: ['t-early-dup'], observationsPerPatient: 0 });
+});
+afterAll(async () => {
+  await sb.close();
+});
+
+const isList = (r: WatchedRequest, type: string) => r.method === 'GET' && (r.path === `/${type}` || r.path.startsWith(`/${type}?`));
+const isCreate = (r: WatchedRequest, type: string) => r.method === 'POST' && r.path === `/${type}`;
+/** The MRNs of the creates seen so far. */
+const createdMrns = (seen: readonly WatchedRequest[]) =>
+  seen.filter((r) => isCreate(r, 'Patient')).map((r) => (JSON.parse(r.body) as { identifier: { value: string }[] }).identifier[0]!.value);
+
+/** The first listing after a create: the verification's (the lookup listing and the preflight come before any create). */
+function onVerifyListing(act: (seen: readonly WatchedRequest[]) => Promise<void> | void) {
+  let done = false;
+  return (seen: () => readonly WatchedRequest[]) => async (r: WatchedRequest) => {
+    if (done || !isList(r, 'Patient') || !seen().some((x) => isCreate(x, 'Patient'))) return;
+    done = true;
+    await act(seen());
+  };
+}
+
+function runThrough(url: string, tenantId: string, mappingFile: string, apiKey = sb.credentials.apiKey, emrId = sb.credentials.emrId): Promise<RunReport> {
+  return runPipeline({ mappingFile, env: {}, connection: { baseUrl: url, apiKey, emrId, tenantId }, indexPageSize: 2 });
+}
+
+describe('a verification listing started before the phase’s creates end', () => {
+  it('overlaps the creates, and still names a copy another writer created during the phase (its key created after the listing started)', async () => {
+    const tenant = 't-early-dup';
+    const last = mrn(PATIENTS);
+    let unsentWhenListed: boolean | undefined;
+    let foreignId: string | undefined;
+    const headers = { 'content-type': 'application/json', 'Service-SubscriptionKey': sb.credentials.apiKey, 'Service-EmrId': sb.credentials.emrId, 'Service-TenantId': tenant };
+    const hook = onVerifyListing(async (seen) => {
+      unsentWhenListed = !createdMrns(seen).includes(last);
+      // Another writer (its own state) creates the last patient now, before this run has sent it.
+      const res = await fetch(`${sb.url}/Patient`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value: last }], active: true }),
+      });
+      foreignId = ((await res.json()) as { id: string }).id;
+    });
+    let seen: WatchedRequest[] = [];
+    const proxy = await startWatchProxy(sb.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS });
+    seen = proxy.seen as WatchedRequest[];
+    try {
+      const report = await runThrough(proxy.url, tenant, makePatients(PATIENTS, 'care-etl-early-dup-').mapping);
+      // The overlap: creates of the type reached the server after its verification listing did.
+      const firstVerifyList = seen.findIndex((r, i) => isList(r, 'Patient') && seen.slice(0, i).some((x) => isCreate(x, 'Patient')));
+      expect(firstVerifyList, 'a listing after the first create').toBeGreaterThan(0);
+      expect(seen.slice(firstVerifyList).filter((r) => isCreate(r, 'Patient')).length, 'creates after the listing started').toBeGreaterThan(0);
+      expect(unsentWhenListed, 'the last patient was not sent yet when the listing started').toBe(true);
+
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 1, missingCount: 0 });
+      expect(v!.duplicates[0]!.key).toBe(last);
+      expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
+      expect(report.mappings.patient!.rejected).toBe(1);
+      // Both copies are on the server: the run's and the other writer's.
+      expect((await listAll(sb, tenant, 'Patient')).filter((p) => identifierValue(p) === last)).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it('a create answered, after the listing started, with an id the server lacks is still created-id-missing (confirmed by id: 404)', async () => {
+    const gateway = await startGatewayServer({});
+    let armed = false;
+    const hook = onVerifyListing(() => {
+      gateway.answerIdOnce('Patient', 'ghost-early'); // the next create is stored under its own id, answered with this one
+      armed = true;
+    });
+    let seen: WatchedRequest[] = [];
+    const proxy = await startWatchProxy(gateway.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS });
+    seen = proxy.seen as WatchedRequest[];
+    const c = makePatients(PATIENTS, 'care-etl-early-ghost-');
+    try {
+      const report = await runThrough(proxy.url, 't-ghost', c.mapping, 'sk-early-ghost', 'emr');
+      expect(armed).toBe(true);
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }] });
+      expect(v!.confirmedById).toBeGreaterThanOrEqual(1);
+      expect(seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'), 'asked for by id').toBe(true);
+      expect(report.mappings.patient!.created).toBe(PATIENTS - 1);
+      const ledger = Ledger.open(c.state);
+      try {
+        const entry = ledger.scope(proxy.url, 't-ghost').get('patient', v!.missing[0]!.key);
+        expect(entry?.status).toBe('pending'); // the next run reconciles it by its match rule
+      } finally {
+        ledger.close();
+      }
+    } finally {
+      await proxy.close();
+      await gateway.close();
+    }
+  }, 30_000);
+});
