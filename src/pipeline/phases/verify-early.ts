@@ -30,13 +30,14 @@ export class EarlyVerify {
   ) {
     // `never`, a shared state under `auto`, a dry run: no listing, none started early.
     this.#on = run.client !== undefined && !run.opts.dryRun && verifies(run, 1);
-    if (this.#on) countSourceLines(phase.source).then((n) => (this.#lines = n), () => {});
   }
 
   /** A row's outcome is known: `rowsRead` read so far, `rowsDone` of them done. */
   onRow(rowsRead: number, rowsDone: number): void {
     if (this.#started) return this.#started.tail.feed();
     if (!this.#on) return;
+    // Lines counted from the first row done: the phase's first requests (and the listings before them) go first.
+    if (this.#rows === 0) countSourceLines(this.phase.source).then((n) => (this.#lines = n), () => {});
     if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
     const t = performance.now();
     this.#rate.add(t, rowsDone);
