@@ -50,7 +50,12 @@ describe('a verification listing started before the phase’s creates end', () =
     const last = mrn(PATIENTS);
     let unsentWhenListed: boolean | undefined;
     let foreignId: string | undefined;
-    const headers = { 'content-type': 'application/json', 'Service-SubscriptionKey': sb.credentials.apiKey, 'Service-EmrId': sb.credentials.emrId, 'Service-TenantId': tenant };
+    const headers = {
+      'content-type': 'application/json',
+      'Service-SubscriptionKey': sb.credentials.apiKey,
+      'Service-EmrId': sb.credentials.emrId,
+      'Service-TenantId': tenant,
+    };
     const hook = onVerifyListing(async (seen) => {
       unsentWhenListed = !createdMrns(seen).includes(last);
       // Another writer (its own state) creates the last patient now, before this run has sent it.
@@ -101,7 +106,10 @@ describe('a verification listing started before the phase’s creates end', () =
       const v = report.verification?.find((x) => x.mapping === 'patient');
       expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }] });
       expect(v!.confirmedById).toBeGreaterThanOrEqual(1);
-      expect(seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'), 'asked for by id').toBe(true);
+      expect(
+        seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'),
+        'asked for by id',
+      ).toBe(true);
       expect(report.mappings.patient!.created).toBe(PATIENTS - 1);
       const ledger = Ledger.open(c.state);
       try {

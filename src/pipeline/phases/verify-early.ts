@@ -1,6 +1,6 @@
 /**
  * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
- * no longer than the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
+ * down to ¾ of the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
  * window, instead of alone at the phase's end. Keys created after it started are confirmed by id (verify.ts).
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
@@ -37,7 +37,7 @@ export class EarlyVerify {
     if (this.#started) return this.#started.tail.feed();
     if (!this.#on) return;
     // Lines counted from the first row done: the phase's first requests (and the listings before them) go first.
-    if (this.#rows === 0) countSourceLines(this.phase.source).then((n) => (this.#lines = n), () => {});
+    if (this.#rows === 0) void this.#countLines();
     if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
     const t = performance.now();
     this.#rate.add(t, rowsDone);
@@ -72,6 +72,14 @@ export class EarlyVerify {
   async drop(): Promise<void> {
     const s = this.take();
     if (s) await dropListing(s);
+  }
+
+  async #countLines(): Promise<void> {
+    try {
+      this.#lines = await countSourceLines(this.phase.source);
+    } catch {
+      // unreadable now (it was read a moment ago): its bytes tell, or the end of its reading
+    }
   }
 
   /** Rows of the source from its bytes: read ones over the bytes surely parsed (a large JSON document, say). */
