@@ -30,7 +30,7 @@ export interface VerifyStartInput {
  * the first listings of a run (the ramp) made pages look slower than they are — measured with TIMELINE=1 in
  * bench/run-window.mjs: listings started at the full estimate ended 0.15 – 0.3 s before their creates.
  */
-export const LATE_BIAS = 0.75;
+const LATE_BIAS = 0.75;
 
 /** Whether the listing starts now: the creates' time left is down to (a share of) the listing's. */
 export function verifyStartDue(i: VerifyStartInput): boolean {

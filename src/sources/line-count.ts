@@ -11,7 +11,7 @@ import { resolveFormat } from './open-source.js';
 import type { SourceConfig } from './types.js';
 
 /** Larger files are left to the byte count, whose 64 KiB steps are a small share of them. */
-export const LINE_COUNT_MAX_BYTES = 256 * 1024 * 1024;
+const LINE_COUNT_MAX_BYTES = 256 * 1024 * 1024;
 
 export async function countSourceLines(cfg: SourceConfig, maxBytes = LINE_COUNT_MAX_BYTES): Promise<number | undefined> {
   if (resolveFormat(cfg) === 'json') return undefined;

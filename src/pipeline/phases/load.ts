@@ -124,8 +124,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
   const handOff = async (item: MappedResource): Promise<void> => {
     try {
       await applyOutcome(phase, report, item, await sync!.sync(item), created);
-      // this item still counts as handed off (`inFlight`): done are the rows read less those handed off
-      early.onRow(counts.read, counts.read - inFlight.size + 1);
+      early.onRow(counts.read, counts.read - inFlight.size + 1); // + this one, still in `inFlight`
     } catch (error) {
       // The loader failed, or booking its outcome did (the rejects file): the run ends once the rest settled.
       fatal ??= { error };

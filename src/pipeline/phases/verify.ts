@@ -159,7 +159,7 @@ function uncheckedWarning(name: string, n: number): string {
  * checked as listed; 404 → missing; any other failure (after the client's retries) → unchecked, said in a warning,
  * never a silent pass. A cancelled run stops at `settled`.
  */
-export class TailCheck {
+class TailCheck {
   readonly found = new Set<string>();
   readonly unchecked = new Set<CreatedKey>();
   asked = 0;
