@@ -148,7 +148,7 @@ export const flag = {
     helpGroup: 'SERVER',
     helpValue: '<when>',
     description:
-      'list each type this run created again at the end of its phase: keys another writer (a second runner with its own state) created too are rejected as duplicate-on-server naming both ids, creates answered with an id the server lacks go back to pending (exit 1). auto (default) = when the phase created something, unless a shared state holds the lease; always; never',
+      "list each type this run created again as its phase's creates end (started before, timed to end with them): keys another writer (a second runner with its own state) created too are rejected as duplicate-on-server naming both ids, creates answered with an id the server lacks go back to pending (exit 1). auto (default) = when the phase created something, unless a shared state holds the lease; always; never",
     options: [...VERIFY_POLICIES],
   }),
   'allow-ending': summarized(
