@@ -2,7 +2,8 @@
  * A pass-through proxy on 127.0.0.1 that lets a test watch the requests a run sends, in the order they reach the
  * server, and act before one is forwarded (another writer's create, a fault armed in a test server): `onRequest`
  * is awaited first, then `delayMs` (a server farther away: a round trip worth measuring). Bodies are forwarded
- * unchanged; answers are piped back as they come.
+ * unchanged; answers are piped back as they come — or, for a request `answer` gives one for, that answer instead
+ * (a gateway's refusal of one request).
  */
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,10 +22,13 @@ export interface WatchProxy {
   close(): Promise<void>;
 }
 
-export async function startWatchProxy(
-  target: string,
-  opts: { onRequest?: (r: WatchedRequest) => void | Promise<void>; delayMs?: number } = {},
-): Promise<WatchProxy> {
+export interface WatchProxyOptions {
+  onRequest?: (r: WatchedRequest) => void | Promise<void>;
+  delayMs?: number;
+  answer?: (r: WatchedRequest) => { status: number; body: string } | undefined;
+}
+
+export async function startWatchProxy(target: string, opts: WatchProxyOptions = {}): Promise<WatchProxy> {
   const { onRequest, delayMs = 0 } = opts;
   const t = new URL(target);
   const agent = new Agent({ keepAlive: true });
@@ -38,6 +42,11 @@ export async function startWatchProxy(
       seen.push(watched);
       const acted = Promise.resolve(onRequest?.(watched));
       void (delayMs ? acted.then(() => new Promise((r) => setTimeout(r, delayMs))) : acted).then(() => {
+        const own = opts.answer?.(watched);
+        if (own) {
+          res.writeHead(own.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(own.body) });
+          return res.end(own.body);
+        }
         const up = request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
           res.writeHead(ur.statusCode!, ur.headers);
           ur.pipe(res);

@@ -10,7 +10,7 @@ import type { RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { startGatewayServer } from '../helpers/gateway-server.js';
-import { startWatchProxy, type WatchedRequest } from '../helpers/watch-proxy.js';
+import { startWatchProxy, type WatchedRequest, type WatchProxyOptions } from '../helpers/watch-proxy.js';
 import { identifierValue, listAll, makePatients, mrn, MRN_SYSTEM } from './helpers.js';
 
 const PATIENTS = 150;
@@ -90,37 +90,54 @@ describe('a verification listing started before the phase’s creates end', () =
   }, 30_000);
 
   it('a create answered, after the listing started, with an id the server lacks is still created-id-missing (confirmed by id: 404)', async () => {
-    const gateway = await startGatewayServer({});
-    let armed = false;
-    const hook = onVerifyListing(() => {
-      gateway.answerIdOnce('Patient', 'ghost-early'); // the next create is stored under its own id, answered with this one
-      armed = true;
-    });
-    let seen: WatchedRequest[] = [];
-    const proxy = await startWatchProxy(gateway.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS });
-    seen = proxy.seen as WatchedRequest[];
-    const c = makePatients(PATIENTS, 'care-etl-early-ghost-');
+    const { report, seen, state, url } = await ghostRun();
+    const v = report.verification?.find((x) => x.mapping === 'patient');
+    expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }] });
+    expect(v!.confirmedById).toBeGreaterThanOrEqual(1);
+    expect(
+      seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'),
+      'asked for by id',
+    ).toBe(true);
+    expect(report.mappings.patient!.created).toBe(PATIENTS - 1);
+    const ledger = Ledger.open(state);
     try {
-      const report = await runThrough(proxy.url, 't-ghost', c.mapping, 'sk-early-ghost', 'emr');
-      expect(armed).toBe(true);
-      const v = report.verification?.find((x) => x.mapping === 'patient');
-      expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }] });
-      expect(v!.confirmedById).toBeGreaterThanOrEqual(1);
-      expect(
-        seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'),
-        'asked for by id',
-      ).toBe(true);
-      expect(report.mappings.patient!.created).toBe(PATIENTS - 1);
-      const ledger = Ledger.open(c.state);
-      try {
-        const entry = ledger.scope(proxy.url, 't-ghost').get('patient', v!.missing[0]!.key);
-        expect(entry?.status).toBe('pending'); // the next run reconciles it by its match rule
-      } finally {
-        ledger.close();
-      }
+      expect(ledger.scope(url, 't-ghost').get('patient', v!.missing[0]!.key)?.status).toBe('pending'); // the next run reconciles it
     } finally {
-      await proxy.close();
-      await gateway.close();
+      ledger.close();
     }
   }, 30_000);
+
+  it('the same key whose GET by id fails (403, not retried): unchecked, said in a warning — never a silent pass', async () => {
+    const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
+    const { report } = await ghostRun((r) => (r.method === 'GET' && r.path === '/Patient/ghost-early' ? { status: 403, body: refused } : undefined));
+    const v = report.verification?.find((x) => x.mapping === 'patient');
+    expect(v).toMatchObject({ checked: PATIENTS - 1, duplicateCount: 0, missingCount: 0 });
+    expect(report.warnings).toContain('patient: 1 created key(s) could not be checked for copies made by another writer');
+  }, 30_000);
 });
+
+/**
+ * A run against a store behind a gateway (test/helpers/gateway-server.ts) whose first create answered after the
+ * verification listing reached it is answered with `ghost-early`, an id it does not store.
+ */
+async function ghostRun(answer?: WatchProxyOptions['answer']) {
+  const gateway = await startGatewayServer({});
+  let armed = false;
+  const hook = onVerifyListing(() => {
+    gateway.answerIdOnce('Patient', 'ghost-early'); // the next create is stored under its own id, answered with this one
+    armed = true;
+  });
+  let seen: WatchedRequest[] = [];
+  const proxy = await startWatchProxy(gateway.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS, answer });
+  seen = proxy.seen as WatchedRequest[];
+  const c = makePatients(PATIENTS, 'care-etl-early-ghost-');
+  try {
+    const report = await runThrough(proxy.url, 't-ghost', c.mapping, 'sk-early-ghost', 'emr');
+    expect(armed).toBe(true);
+    expect(gateway.stored('Patient')).toHaveLength(PATIENTS);
+    return { report, seen, state: c.state, url: proxy.url };
+  } finally {
+    await proxy.close();
+    await gateway.close();
+  }
+}
