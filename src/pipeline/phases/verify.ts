@@ -93,7 +93,17 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     if (created.unchecked) report.warnings.push(uncheckedWarning(name, created.unchecked));
     return;
   }
-  const index = await verify.index;
+  let index: ServerIndex;
+  try {
+    index = await verify.index;
+  } catch (err) {
+    if (!started || run.opts.signal?.aborted) throw err;
+    // An early listing refused (a `total` that grew with this run's own creates, a page that failed): listed again
+    // now, after the creates, as without an early start — its failure then ends the run as it always did.
+    await dropListing(verify);
+    verify = startVerifyListing(phase, run, created);
+    index = await verify.index;
+  }
   const byId = await verify.tail.settled(index);
   const unchecked = created.unchecked + byId.unchecked.size;
   if (unchecked) report.warnings.push(uncheckedWarning(name, unchecked));
