@@ -127,7 +127,8 @@ describe('create answers that cannot be believed', () => {
     await expect(runAgainst({ kind: 'create-answer', answer: 'no-id', listed: 'unsafe' })).rejects.toMatchObject({
       name: 'ListingRefusedError',
       exitCode: 3,
-      message: expect.stringContaining('"../h-1"'),
+      // whichever type's listing is read first (h-1, h-2… number the creates of all types as they arrive)
+      message: expect.stringMatching(/"\.\.\/h-\d+"/),
     });
     const entries = withLedger(lastState!, server!, TENANT, (scope) => Object.fromEntries(Object.keys(TYPES).map((m) => [m, [...scope.entries(m)]])));
     expectNoUntrustedSynced(entries);
