@@ -150,12 +150,16 @@ async function runPair(build, dir, first, second) {
     ['first', first],
     ['second (same target)', second],
   ]) {
-    const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    // CPU_PROF=<dir>: the sandbox and each load child run under --cpu-prof, their profiles kept in <dir>.
+    const prof = process.env.CPU_PROF
+      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}`, `--cpu-prof-interval=${process.env.CPU_PROF_INTERVAL ?? 1000}`]
+      : [];
+    const sb = spawn(process.execPath, [...prof, self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
     const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
     try {
       const conn = JSON.parse((await lines.next()).value);
       port = conn.port;
-      const load = await runJsonChild([self, '--load', mapping, statePath, JSON.stringify(conn), build.dist]);
+      const load = await runJsonChild([...prof, self, '--load', mapping, statePath, JSON.stringify(conn), build.dist]);
       sb.stdin.write('stats\n');
       const stats = JSON.parse((await lines.next()).value);
       if (process.env.TIMELINE) {

@@ -185,7 +185,7 @@ export class ResourceSync {
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
           } finally {
-            this.#writeTurn(); // a slot frees: buffered intents may be needed now
+            this.#writeTurnAfterSends(); // a slot frees: buffered intents may be needed now
           }
         }, signal),
       classifyRetry,
@@ -739,6 +739,23 @@ export class ResourceSync {
     });
   }
 
+  /**
+   * `#writeTurn`, once the requests dispatched so far are written (after-sends.ts): a commit run in an answer's
+   * callback held up the request sent into the freed slot and every answer read after it in that loop turn (most
+   * commits ran there: issue 28, the window's "sent, not at server"); one run by the timer, the creates started in
+   * the loop turn before.
+   */
+  #writeTurnAfterSends(): void {
+    if (!this.#writesScheduled || this.#turnAfterSends) return;
+    this.#turnAfterSends = true;
+    afterSends(() => {
+      this.#turnAfterSends = false;
+      this.#writeTurn();
+    });
+  }
+
+  #turnAfterSends = false;
+
   #scheduleWrites(): void {
     if (this.#writesScheduled) return;
     this.#writesScheduled = true;
@@ -757,7 +774,7 @@ export class ResourceSync {
     if (this.#commitCanWait()) {
       this.#recheck ??= setTimeout(() => {
         this.#recheck = undefined;
-        this.#writeTurn();
+        this.#writeTurnAfterSends();
       }, WRITE_RECHECK_MS);
       return;
     }

@@ -501,6 +501,11 @@ export class Ledger {
 
   private readonly released = new Set<number>();
 
+  /** @internal Inside a transaction now (what is read may still be rolled back). */
+  get inTransaction(): boolean {
+    return this.db.inTransaction;
+  }
+
   /** @internal Inside a write transaction: throws if this process holds the scope's lease no longer. */
   checkFence(scopeId: number): void {
     const token = this.leases.get(scopeId);
@@ -639,6 +644,11 @@ const SYNCED_SQL = `INSERT INTO entries (scope_id, mapping, key, resource_type, 
     version_id = excluded.version_id, hash = excluded.hash, last_run_id = excluded.last_run_id,
     ended_at = NULL, reason = NULL, updated_at = excluded.updated_at`;
 
+/** Most `serverIdOf` answers a scope remembers (then it starts again: memory stays flat on any export). */
+const MAX_REMEMBERED_SERVER_IDS = 100_000;
+
+const serverIdKey = (mapping: string, key: string): string => `${mapping}\u0000${key}`;
+
 class LedgerScopeImpl implements LedgerScope {
   constructor(
     private readonly ledger: Ledger,
@@ -647,8 +657,13 @@ class LedgerScopeImpl implements LedgerScope {
     readonly tenantId: string,
   ) {}
 
-  /** A write of this scope: in a transaction that first checks the run's lease (the fence), if it holds one. */
-  private write(what: string, fn: () => void): void {
+  /**
+   * A write of this scope: in a transaction that first checks the run's lease (the fence), if it holds one. `touched`:
+   * the entries it may change (undefined: any) — their remembered server ids are dropped first (see `serverIds`).
+   */
+  private write(what: string, fn: () => void, touched?: readonly { mapping: string; key: string }[]): void {
+    if (touched === undefined) this.serverIds.clear();
+    else for (const t of touched) this.serverIds.delete(serverIdKey(t.mapping, t.key));
     this.ledger.guard(what, () =>
       this.ledger.rawTransaction(() => {
         this.ledger.checkFence(this.scopeId);
@@ -721,27 +736,39 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordIntent(e: IntentInput): void {
-    this.write(`recording the create intent of ${e.mapping}/${e.key}`, () => {
-      this.ledger.stmt(INTENT_SQL).run(...this.intentParams(e, this.ledger.nowIso()));
-    });
+    this.write(
+      `recording the create intent of ${e.mapping}/${e.key}`,
+      () => {
+        this.ledger.stmt(INTENT_SQL).run(...this.intentParams(e, this.ledger.nowIso()));
+      },
+      [e],
+    );
   }
 
   recordSynced(e: SyncedInput): void {
     this.noteIds([e]);
-    this.write(`recording ${e.mapping}/${e.key} as synced`, () => {
-      this.ledger.stmt(SYNCED_SQL).run(...this.syncedParams(e, this.ledger.nowIso()));
-    });
+    this.write(
+      `recording ${e.mapping}/${e.key} as synced`,
+      () => {
+        this.ledger.stmt(SYNCED_SQL).run(...this.syncedParams(e, this.ledger.nowIso()));
+      },
+      [e],
+    );
   }
 
   recordBatch(intents: readonly IntentInput[], synced: readonly SyncedInput[]): void {
     if (!intents.length && !synced.length) return;
     const at = this.ledger.nowIso();
     this.noteIds(synced);
-    this.write(`recording ${intents.length} create intents and ${synced.length} synced entries`, () => {
-      // Synced first: an intent is the later fact for its key (its POST is sent only once the intent is durable).
-      if (synced.length) this.ledger.stmt(SYNCED_SQL).runMany(synced.map((e) => this.syncedParams(e, at)));
-      if (intents.length) this.ledger.stmt(INTENT_SQL).runMany(intents.map((e) => this.intentParams(e, at)));
-    });
+    this.write(
+      `recording ${intents.length} create intents and ${synced.length} synced entries`,
+      () => {
+        // Synced first: an intent is the later fact for its key (its POST is sent only once the intent is durable).
+        if (synced.length) this.ledger.stmt(SYNCED_SQL).runMany(synced.map((e) => this.syncedParams(e, at)));
+        if (intents.length) this.ledger.stmt(INTENT_SQL).runMany(intents.map((e) => this.intentParams(e, at)));
+      },
+      intents.length ? [...synced, ...intents] : synced,
+    );
   }
 
   private intentParams(e: IntentInput, at: string): unknown[] {
@@ -782,10 +809,14 @@ class LedgerScopeImpl implements LedgerScope {
 
   markSeen(mapping: string, keys: readonly string[], runId: number): void {
     if (keys.length === 0) return;
-    this.write(`marking ${keys.length} keys of ${mapping} as seen`, () => {
-      const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
-      stmt.runMany(keys.map((key) => [runId, this.scopeId, mapping, key]));
-    });
+    this.write(
+      `marking ${keys.length} keys of ${mapping} as seen`,
+      () => {
+        const stmt = this.ledger.stmt('UPDATE entries SET last_run_id = ? WHERE scope_id = ? AND mapping = ? AND key = ?');
+        stmt.runMany(keys.map((key) => [runId, this.scopeId, mapping, key]));
+      },
+      [], // no server id changes
+    );
   }
 
   pending(mapping?: string): LedgerEntry[] {
@@ -844,11 +875,28 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   serverIdOf(mapping: string, key: string): string | undefined {
+    // Remembered only while no other process writes the scope (the lease) and nothing read can be rolled back.
+    const remember = this.ledger.leaseHeld(this.scopeId) && !this.ledger.inTransaction;
+    const k = serverIdKey(mapping, key);
+    const known = remember ? this.serverIds.get(k) : undefined;
+    if (known !== undefined) return known ?? undefined;
     const row = this.ledger.guard('looking up a server id', () =>
       this.ledger.stmt('SELECT server_id FROM entries WHERE scope_id = ? AND mapping = ? AND key = ?').get(this.scopeId, mapping, key),
     ) as { server_id: string | null } | undefined;
-    return row?.server_id ?? undefined;
+    const id = row?.server_id ?? undefined;
+    if (remember) {
+      if (this.serverIds.size >= MAX_REMEMBERED_SERVER_IDS) this.serverIds.clear();
+      this.serverIds.set(k, id ?? null);
+    }
+    return id;
   }
+
+  /**
+   * `serverIdOf`'s answers (null: no server id), asked by every `$ref` of every row — a statement each was two thirds
+   * of a care team's mapping (issue 28). A write drops the answers of the entries it may change before its statement
+   * runs (`write`): committed or rolled back, the next read asks the state again.
+   */
+  private readonly serverIds = new Map<string, string | null>();
 
   getWatermark(name: string): string | undefined {
     const row = this.ledger.guard('reading a watermark', () =>

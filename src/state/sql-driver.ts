@@ -24,6 +24,8 @@ export interface SqlDriver {
   exec(sql: string): void;
   /** Runs `fn` in one write transaction (SQLite: IMMEDIATE); nested calls become savepoints. */
   transaction<T>(fn: () => T): T;
+  /** Inside `transaction` now: what is read may still be rolled back. */
+  readonly inTransaction: boolean;
   /** The schema version this state holds (0: empty), and `fn` migrating it, under a lock no other process shares. */
   migrate(fn: (current: number, hasOtherTables: boolean) => number | undefined): void;
   /** A lock held by this connection until unlock or close (PostgreSQL advisory lock); undefined: no such lock here. */
@@ -84,6 +86,10 @@ export class SqliteDriver implements SqlDriver {
 
   transaction<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate();
+  }
+
+  get inTransaction(): boolean {
+    return this.db.inTransaction;
   }
 
   migrate(fn: (current: number, hasOtherTables: boolean) => number | undefined): void {

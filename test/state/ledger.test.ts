@@ -287,6 +287,40 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     }
   });
 
+  it('serverIdOf under the run lease (answered from memory): every write of the key is seen, a rolled-back one too', async () => {
+    const l = fresh();
+    const s = l.scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    const synced = (key: string, serverId: string) => ({ mapping: 'patients', key, resourceType: 'Patient', serverId, hash: 'h', runId: run });
+    const lease = await acquireLease(l, l.scopeIdOf(s));
+    try {
+      expect(s.serverIdOf('patients', 'A')).toBeUndefined(); // asked before it is loaded
+      s.recordBatch([], [synced('A', 'a1'), synced('B', 'b1')]);
+      expect([s.serverIdOf('patients', 'A'), s.serverIdOf('patients', 'B')]).toEqual(['a1', 'b1']);
+      // created again (its resource was gone): no id until the create's answer is recorded
+      s.recordBatch([{ mapping: 'patients', key: 'A', resourceType: 'Patient', hash: 'h', runId: run }], []);
+      expect([s.serverIdOf('patients', 'A'), s.serverIdOf('patients', 'B')]).toEqual([undefined, 'b1']);
+      s.recordSynced(synced('A', 'a2'));
+      expect(s.serverIdOf('patients', 'A')).toBe('a2');
+      s.forget('patients', 'B');
+      expect(s.serverIdOf('patients', 'B')).toBeUndefined();
+      s.recordIntent({ mapping: 'patients', key: 'B', resourceType: 'Patient', hash: 'h', runId: run });
+      s.markSeen('patients', ['A', 'B'], run);
+      expect([s.serverIdOf('patients', 'A'), s.serverIdOf('patients', 'B')]).toEqual(['a2', undefined]);
+      // A write rolled back: the id read inside it is not kept, nor is the one its write replaced.
+      expect(() =>
+        s.transaction(() => {
+          s.recordSynced(synced('B', 'b2'));
+          expect(s.serverIdOf('patients', 'B')).toBe('b2');
+          throw new Error('rolled back');
+        }),
+      ).toThrow('rolled back');
+      expect(s.serverIdOf('patients', 'B')).toBeUndefined();
+    } finally {
+      lease.release();
+    }
+  });
+
   it('finds the source key of a server id (for $sourceKey in exports)', () => {
     const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
 import { socketsForWindow } from '../../src/api/connection.js';
+import { Ledger } from '../../src/state/ledger.js';
 import { connectionOf, defaultAssignments, makeClinic, makePatients, patientsCsv, run, startRecordingProxy } from './helpers.js';
 
 const N = 60; // patients
@@ -20,7 +21,11 @@ const M = 6; // practitioners
 let sb: Sandbox;
 
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-window', 't-new', 't-remember', 't-other', 't-sends'], observationsPerPatient: 0, faults: { latencyMs: 15 } });
+  sb = await startSandbox({
+    tenants: ['t-window', 't-new', 't-remember', 't-other', 't-sends', 't-commits'],
+    observationsPerPatient: 0,
+    faults: { latencyMs: 15 },
+  });
 });
 afterAll(async () => {
   await sb.close();
@@ -157,5 +162,38 @@ describe('the window across phases', () => {
     }
     // Before: each answer was booked before the create sent in its place was written (0 ahead); now that one is out first.
     expect(ahead).toEqual([...Array<number>(19).fill(1), 0]);
+  });
+
+  it('commits the ledger writes a freed slot makes due only once the requests already sent are written', async () => {
+    const p = makePatients(120, 'care-etl-window-commits-');
+    /** Creates handed to undici and not yet written; per commit, how many there were when it began. */
+    const unwritten = new Set<unknown>();
+    const heldAtCommit: number[] = [];
+    const onCreate = (m: unknown) =>
+      void ((m as { request: { method: string } }).request.method === 'POST' && unwritten.add((m as { request: unknown }).request));
+    const onWrite = (m: unknown) => void unwritten.delete((m as { request: unknown }).request);
+    // Seen, not changed: the scope's batch commit notes how many creates it found held back.
+    const ledger = Ledger.open(':memory:');
+    const proto = Object.getPrototypeOf(ledger.scope('http://x.test', 't')) as { recordBatch: (...a: unknown[]) => void };
+    ledger.close();
+    const recordBatch = proto.recordBatch;
+    proto.recordBatch = function (this: unknown, ...a: unknown[]) {
+      heldAtCommit.push(unwritten.size);
+      recordBatch.apply(this, a);
+    };
+    subscribe('undici:request:create', onCreate);
+    subscribe('undici:client:sendHeaders', onWrite);
+    try {
+      const report = await run(sb, 't-commits', p.mapping, { concurrency: 8, statePath: p.state });
+      expect(report.totals).toMatchObject({ created: 120, rejected: 0 });
+    } finally {
+      proto.recordBatch = recordBatch;
+      unsubscribe('undici:request:create', onCreate);
+      unsubscribe('undici:client:sendHeaders', onWrite);
+    }
+    // Before: most commits ran in an answer's callback, holding up the creates sent in that loop turn (and the one
+    // sent into the freed slot right after it).
+    expect(heldAtCommit.length).toBeGreaterThan(5);
+    expect(heldAtCommit.filter((n) => n > 0)).toEqual([]);
   });
 });

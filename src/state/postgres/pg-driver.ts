@@ -79,6 +79,10 @@ export class PgDriver implements SqlDriver {
     this.send([{ text: ddlToPostgres(sql) }]);
   }
 
+  get inTransaction(): boolean {
+    return this.depth > 0;
+  }
+
   transaction<T>(fn: () => T): T {
     const level = this.depth;
     // Queued, not sent: it travels with the transaction's first statement (or is dropped if none comes).
