@@ -174,6 +174,7 @@ export class ResourceSync {
       () =>
         limiter.run(async () => {
           const sentAt = performance.now();
+          this.#inFlight++;
           try {
             const r = await fn(signal);
             limiter.onSuccess(performance.now() - sentAt);
@@ -185,6 +186,7 @@ export class ResourceSync {
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
           } finally {
+            this.#inFlight--;
             this.#writeTurn(); // a slot frees: buffered intents may be needed now
           }
         }, signal),
@@ -193,6 +195,13 @@ export class ResourceSync {
     );
     // The limiter sent the next request when this one's answer came; what the answer leads to waits until it is written.
     return afterSendsWith(answer);
+  }
+
+  #inFlight = 0;
+
+  /** This mapping's requests in flight now (the run's limiter counts every mapping's and the listings). */
+  get inFlight(): number {
+    return this.#inFlight;
   }
 
   /** `#call`'s retry options: the same for every request (built once). */
