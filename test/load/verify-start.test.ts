@@ -24,7 +24,11 @@ describe('verifyStartDue', () => {
     ['250 rows left: just above 3/4 of the listing', { rowsDone: 9750, created: 9750 }, false],
     ['240 rows left: below 3/4 of the listing', { rowsDone: 9760, created: 9760 }, true],
     ['every row done (the reading over, the last answers in)', { rowsDone: 10_000, created: 10_000 }, true],
-    ['an estimate below the rows already read: unknown (only the end of the reading is exact)', { rowsTotal: 9000, rowsRead: 9500, rowsDone: 9400, created: 9400 }, false],
+    [
+      'an estimate below the rows already read: unknown (only the end of the reading is exact)',
+      { rowsTotal: 9000, rowsRead: 9500, rowsDone: 9400, created: 9400 },
+      false,
+    ],
     ['the reading ended: its rows exact, every one done', { rowsTotal: 9500, rowsRead: 9500, rowsDone: 9500, created: 9500 }, true],
     ['50,000 listed before the phase: 60 pages (1.98 s), 1.4 s of rows left', { listedBefore: 50_000, rowsDone: 8600, created: 8600 }, true],
     ['the same 50,000, 1.6 s of rows left', { listedBefore: 50_000, rowsDone: 8400, created: 8400 }, false],

@@ -37,7 +37,7 @@ export function verifies(run: RunContext, created: number): boolean {
   return shouldVerify(opts.verifyAfterLoad ?? 'auto', created, opts.sharedState ?? false);
 }
 
-/** The listing started now (in a slot of the run's window, as every listing); keys created from now on are the tail. */
+/** The listing started now (in a slot of the run's window, as every listing); keys created from now on are checked by its re-read. */
 export function startVerifyListing(phase: MappingPhase, run: RunContext, created: CreatedKeys): VerifyListing {
   const { opts } = run;
   const indexes = run.indexes!;
@@ -163,7 +163,12 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
  * another writer added after the listing passed its place is in the re-read). Otherwise — another order, or an id
  * the server lacks — the caller lists the type again (as it does when the re-read fails: it throws).
  */
-async function confirmEarly(verify: VerifyListing, index: ServerIndex, created: CreatedKeys, name: string): Promise<{ reread?: IndexBuild; fallback?: Fallback }> {
+async function confirmEarly(
+  verify: VerifyListing,
+  index: ServerIndex,
+  created: CreatedKeys,
+  name: string,
+): Promise<{ reread?: IndexBuild; fallback?: Fallback }> {
   const since = created.keys.slice(verify.before);
   const reread = await verify.listing.reread(index, `the ${name} listing read again from its last page: what was added since it passed there`);
   return since.every((k) => index.get(k.serverId) !== undefined) ? { reread } : { fallback: 'not-append-ordered' };
