@@ -174,9 +174,8 @@ export class ResourceSync {
       () =>
         limiter.run(async () => {
           const sentAt = performance.now();
-          this.#inFlight++;
           try {
-            const r = await fn(signal);
+            const r = await this.#counted(fn, signal);
             limiter.onSuccess(performance.now() - sentAt);
             return r;
           } catch (err) {
@@ -186,7 +185,6 @@ export class ResourceSync {
             else if (err instanceof ApiError && (err.status === 502 || err.status === 503 || err.status === 504)) limiter.onUnavailable();
             throw err;
           } finally {
-            this.#inFlight--;
             this.#writeTurn(); // a slot frees: buffered intents may be needed now
           }
         }, signal),
@@ -202,6 +200,15 @@ export class ResourceSync {
   /** This mapping's requests in flight now (the run's limiter counts every mapping's and the listings). */
   get inFlight(): number {
     return this.#inFlight;
+  }
+
+  async #counted<T>(fn: (signal?: AbortSignal) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    this.#inFlight++;
+    try {
+      return await fn(signal);
+    } finally {
+      this.#inFlight--;
+    }
   }
 
   /** `#call`'s retry options: the same for every request (built once). */
