@@ -2,7 +2,9 @@
  * Issue 28 item 1: a phase's verification listing starts before its creates end, and the guarantee holds (second
  * writer: docs/design/second-writer.md). In-process runs over HTTP through a proxy that shows the order requests
  * reach the server (test/helpers/watch-proxy.ts, 5 ms per request); `indexPageSize: 2` makes the listing long (a page per two resources),
- * so it starts while many rows are still unsent. Each test fails where the listing only starts after the creates.
+ * so it starts while many rows are still unsent. After the creates the early listing is read again from its last page,
+ * and believed only if that shows every key created since it started (else the type is listed again): two writers in
+ * lockstep, a server listing newest first, an id the server lacks, a failed re-read; no early start where it cannot help.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
@@ -125,6 +127,41 @@ describe('a verification listing started before the phase’s creates end', () =
     expect(report.exitCode).toBe(1);
   }, 30_000);
 
+  it.each([
+    ['its pages carry a total (a listing read while it grows is refused)', { total: true, concurrency: undefined }],
+    ['a window of 2 (nothing can overlap)', { total: false, concurrency: 2 }],
+  ])(
+    'no early start when %s: the listing comes after the last create, and is believed',
+    async (_what, { total, concurrency }) => {
+      const server = await startListingServer({ listing: oldestFirst(total) });
+      const proxy = await startWatchProxy(server.url, { delayMs: DELAY_MS });
+      try {
+        const c = makePatients(PATIENTS, 'care-etl-early-none-');
+        const report = await runPipeline({
+          mappingFile: c.mapping,
+          env: {},
+          connection: { baseUrl: proxy.url, apiKey: 'k', emrId: 'e', tenantId: 't' },
+          indexPageSize: 2,
+          concurrency,
+        });
+        const seen = proxy.seen;
+        const lastCreate = seen.findLastIndex((r) => isCreate(r, 'Patient'));
+        const firstCreate = seen.findIndex((r) => isCreate(r, 'Patient'));
+        expect(
+          seen.slice(firstCreate, lastCreate).some((r) => isList(r, 'Patient')),
+          'a listing among the creates',
+        ).toBe(false);
+        const v = report.verification?.find((x) => x.mapping === 'patient');
+        expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 0, missingCount: 0 });
+        expect(v!.fallback).toBeUndefined();
+      } finally {
+        await proxy.close();
+        await server.close();
+      }
+    },
+    30_000,
+  );
+
   it('two writers in lockstep: a copy another writer adds after the early listing ended is found by the re-read (the key created last)', async () => {
     const tenant = 't-early-lockstep';
     const { report, foreignId, last } = await lockstepRun(sb.url, tenant, 'care-etl-early-lockstep-');
@@ -176,6 +213,17 @@ async function ghostRun(answer?: (r: WatchedRequest, armedAt: number) => ReturnT
     await proxy.close();
     await gateway.close();
   }
+}
+
+/** Oldest first, two per page, a cursor in each `next` link; `total` on every page when asked for. */
+function oldestFirst(withTotal: boolean) {
+  return (type: string, stored: Stored[], url: URL): string => {
+    const count = Number(url.searchParams.get('_count') ?? 2);
+    const after = Number(url.searchParams.get('_after') ?? 0);
+    const page = stored.slice(after, after + count);
+    const link = after + count < stored.length ? [{ relation: 'next', url: `/${type}?_count=${count}&_after=${after + count}` }] : [];
+    return bundleOf(page, { link, ...(withTotal ? { total: stored.length } : {}) });
+  };
 }
 
 /**
