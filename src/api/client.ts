@@ -45,6 +45,10 @@ export interface ListOptions {
   maxPages?: number;
   /** Consecutive pages bringing no new resource id before the listing is abandoned (default STALE_PAGE_LIMIT). */
   stalePageLimit?: number;
+  /** Start at this page (a URL an earlier listing requested, on the configured origin) instead of the first. */
+  from?: string;
+  /** Told the URL of each page as it is requested (before it is yielded). */
+  onPageUrl?: (url: string) => void;
 }
 
 /**
@@ -444,14 +448,17 @@ export class CareClient {
     const recent: Set<string>[] = [];
     let stale = 0;
     let read = 0;
-    let url: string | undefined = firstUrl(withCount);
+    if (opts.from !== undefined && new URL(opts.from).origin !== this.#origin)
+      throw new ProtocolError(`list ${type}: refusing to read a page on another origin (${new URL(opts.from).origin})`, { operation: 'list' });
+    let url: string | undefined = opts.from ?? firstUrl(withCount);
     while (url) {
       seen.add(url);
+      opts.onPageUrl?.(url);
       let bundle: Bundle<R>;
       try {
         bundle = (await this.#single({ operation: 'list', resourceType: type, method: 'GET', url, signal: opts.signal, retry: opts.retry })) as Bundle<R>;
       } catch (err) {
-        if (!(withCount && seen.size === 1 && err instanceof ApiError && err.status === 400)) throw err;
+        if (!(withCount && opts.from === undefined && seen.size === 1 && err instanceof ApiError && err.status === 400)) throw err;
         this.#countRejected = true;
         withCount = false;
         seen.clear();

@@ -196,8 +196,8 @@ function summaryTable(report: RunReport): { head: string[]; rows: (string | numb
 /** `--verify-after-load`: the listings after the creates in one line — what they cost, what they found. */
 function verificationLine(checks: NonNullable<RunReport['verification']>): string {
   const sum = (f: (v: (typeof checks)[number]) => number) => checks.reduce((n, v) => n + f(v), 0);
-  const [dup, missing, byId] = [sum((v) => v.duplicateCount), sum((v) => v.missingCount), sum((v) => v.confirmedById ?? 0)];
-  return `Checked ${sum((v) => v.checked)} created key(s) for another writer's copies: ${checks.length} listing(s), ${sum((v) => v.pages)} page(s)${byId ? `, ${byId} asked for by id` : ''}, ${(sum((v) => v.durationMs) / 1000).toFixed(1)} s — ${dup} duplicated, ${missing} missing${dup || missing ? ' (see the warnings and the rejects)' : ''}`;
+  const [dup, missing, again] = [sum((v) => v.duplicateCount), sum((v) => v.missingCount), sum((v) => v.reread?.pages ?? 0)];
+  return `Checked ${sum((v) => v.checked)} created key(s) for another writer's copies: ${checks.length} listing(s), ${sum((v) => v.pages)} page(s)${again ? ` + ${again} read again` : ''}, ${(sum((v) => v.durationMs) / 1000).toFixed(1)} s — ${dup} duplicated, ${missing} missing${dup || missing ? ' (see the warnings and the rejects)' : ''}`;
 }
 
 /** `--report FILE`: by extension, the page to hand over, Markdown for CI summaries, or the JSON report. */

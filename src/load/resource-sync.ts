@@ -175,7 +175,7 @@ export class ResourceSync {
         limiter.run(async () => {
           const sentAt = performance.now();
           try {
-            const r = await fn(signal);
+            const r = await this.#counted(fn, signal);
             limiter.onSuccess(performance.now() - sentAt);
             return r;
           } catch (err) {
@@ -193,6 +193,22 @@ export class ResourceSync {
     );
     // The limiter sent the next request when this one's answer came; what the answer leads to waits until it is written.
     return afterSendsWith(answer);
+  }
+
+  #inFlight = 0;
+
+  /** This mapping's requests in flight now (the run's limiter counts every mapping's and the listings). */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  async #counted<T>(fn: (signal?: AbortSignal) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    this.#inFlight++;
+    try {
+      return await fn(signal);
+    } finally {
+      this.#inFlight--;
+    }
   }
 
   /** `#call`'s retry options: the same for every request (built once). */

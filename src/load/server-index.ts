@@ -78,6 +78,10 @@ function directRule(res: CompiledResource): MatchRule['now'] {
 
 export class ServerIndex {
   pages = 0;
+  /** The URL its last page was read from (`ServerIndexes.reread` starts there). */
+  lastPageUrl?: string;
+  /** Its pages carried a `total` (a listing read while resources are added to it is then refused). */
+  carriedTotal = false;
   readonly #byId = new Map<string, IndexedResource>();
   /** mapping → match value → server ids. */
   readonly #byMatch = new Map<string, Map<string, string[]>>();
@@ -243,17 +247,39 @@ export class ServerIndexes {
   }
 
   #build(type: WritableType, reason: string): Promise<ServerIndex> {
-    return this.opts.slot ? this.opts.slot(() => this.#list(type, reason)) : this.#list(type, reason);
+    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies, hashes: this.opts.hashes });
+    const list = () => this.#list(index, reason).then(() => index);
+    return this.opts.slot ? this.opts.slot(list) : list();
   }
 
-  async #list(type: WritableType, reason: string): Promise<ServerIndex> {
+  /**
+   * A listing read again from its last page on, following `next` to the end (issue 28: what was appended since the
+   * listing passed that page): its pages checked as any listing's, resources already indexed skipped, new ones added
+   * to `index`. Its build counts the pages read and the resources added.
+   */
+  reread(index: ServerIndex, reason: string): Promise<IndexBuild> {
+    const from = index.lastPageUrl;
+    if (from === undefined) return Promise.reject(new Error(`care-etl: ${index.resourceType} was never listed: nothing to read again`));
+    const list = () => this.#list(index, reason, from);
+    return this.opts.slot ? this.opts.slot(list) : list();
+  }
+
+  async #list(index: ServerIndex, reason: string, from?: string): Promise<IndexBuild> {
+    const type = index.resourceType;
     const pageSize = this.opts.pageSize ?? DEFAULT_INDEX_PAGE_SIZE;
-    const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies, hashes: this.opts.hashes });
     const build: IndexBuild = { resourceType: type, reason, pages: 0, resources: 0, pageSize: pageSize > 0 ? pageSize : undefined, durationMs: 0 };
     this.opts.onBuild?.({ phase: 'start', build });
     const started = performance.now();
     const check = new ListingCheck(type);
-    const pages = this.client.pages(type, { pageSize: pageSize > 0 ? pageSize : undefined, retry: this.opts.retry ?? {}, signal: this.opts.signal });
+    const pages = this.client.pages(type, {
+      pageSize: pageSize > 0 ? pageSize : undefined,
+      retry: this.opts.retry ?? {},
+      signal: this.opts.signal,
+      from,
+      onPageUrl: (url) => (index.lastPageUrl = url),
+    });
+    const sizeBefore = index.size;
+    let read = 0;
     let ended = false;
     try {
       let next = pages.next();
@@ -267,27 +293,29 @@ export class ServerIndexes {
         next.catch(() => {});
         await afterSendsWith(undefined);
         index.pages++;
+        read++;
         for (const r of check.page(got.value)) {
           const adding = index.add(r);
           if (adding) await adding;
         }
       }
       ended = true;
-      check.end(index.size);
+      check.end(index.size); // a re-read's total counts what the first reading listed too
+      if (check.total !== undefined) index.carriedTotal = true;
     } catch (err) {
       throw refusedUnlessKnown(type, err);
     } finally {
       // Stopped early (a page refused, the run cancelled): the page asked for ahead is settled, never left running.
       if (!ended) await pages.return(undefined).catch(() => {});
     }
-    build.pages = index.pages;
-    build.resources = index.size;
+    build.pages = read;
+    build.resources = index.size - sizeBefore; // a re-read's: the resources it added
     if (!this.client.pageSizeAccepted) build.pageSize = undefined;
     build.durationMs = Math.round(performance.now() - started);
     this.builds.push(build);
     this.#done.set(type, index);
     this.opts.onBuild?.({ phase: 'end', build });
-    return index;
+    return build;
   }
 }
 
@@ -341,6 +369,11 @@ class ListingCheck {
   #total: number | undefined;
 
   constructor(readonly type: WritableType) {}
+
+  /** The `total` the pages sent, if any. */
+  get total(): number | undefined {
+    return this.#total;
+  }
 
   /** The resources of one page, or a ListingRefusedError naming what is wrong with it. */
   page(bundle: Bundle): (Resource & { id: string })[] {

@@ -1,15 +1,17 @@
 /**
  * When a phase's verification listing (duplicate-check.ts) starts (issue 28 item 1): before the phase's creates end,
  * so that its pages — one request at a time, `next` links only — are read while the creates still fill the window,
- * ending about when they do. Too early costs a GET per key created after the listing passed its place (the run
- * confirms those by id); too late leaves the listing alone at the end with one request in flight, as before: the
- * estimates err late (rows counted high, the rate measured low).
+ * ending about when they do. After the creates the listing is read again from its last page (verify.ts): too early
+ * makes that re-read longer (the pages added since), too late leaves the listing alone at the end with one request
+ * in flight, as before: the estimates err late (rows counted high, the rate measured low).
  */
 
 /** What a phase knows of its own progress when an answer comes. */
 export interface VerifyStartInput {
   /** Rows the source holds: exact once it is read to its end, else an estimate (its lines); undefined: unknown. */
   rowsTotal: number | undefined;
+  /** Rows read so far: an estimate below them is wrong (unknown), not "every row done". */
+  rowsRead: number;
   /** Rows whose outcome is known (answered, rejected, skipped). */
   rowsDone: number;
   /** Keys the phase created so far. */
@@ -34,7 +36,7 @@ const LATE_BIAS = 0.75;
 
 /** Whether the listing starts now: the creates' time left is down to (a share of) the listing's. */
 export function verifyStartDue(i: VerifyStartInput): boolean {
-  if (i.created === 0 || i.rowsTotal === undefined || !i.rowsPerSec || i.rowsPerSec <= 0) return false;
+  if (i.created === 0 || i.rowsTotal === undefined || i.rowsTotal < i.rowsRead || !i.rowsPerSec || i.rowsPerSec <= 0) return false;
   const rowsLeft = Math.max(0, i.rowsTotal - i.rowsDone);
   // What the listing will page through: what is there, and the creates still to come at the phase's rate of creates.
   const createdShare = i.rowsDone > 0 ? Math.min(1, i.created / i.rowsDone) : 1;

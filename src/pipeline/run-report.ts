@@ -120,8 +120,17 @@ export interface PhaseVerification {
   /** Resources listed. */
   resources: number;
   durationMs: number;
-  /** Keys created after the listing started (before the phase's creates ended) and not in it: asked for by id. */
-  confirmedById?: number;
+  /**
+   * A listing started before the phase's creates ended (issue 28), read again from its last page after them: the
+   * pages read and the resources they added (believed: it showed every key created after the listing started).
+   */
+  reread?: { pages: number; resources: number };
+  /**
+   * Why the early listing was not believed and the type was listed again after the creates (`pages`… are that
+   * listing's): it failed or was refused, its re-read failed, or the re-read lacked a key created after it started
+   * (the server does not list in the order resources are added, or lacks an id it answered with).
+   */
+  fallback?: 'early-listing-failed' | 'reread-failed' | 'not-append-ordered';
   /** Keys found duplicated, and missing (the lists below stop at 1,000). */
   duplicateCount: number;
   missingCount: number;

@@ -10,8 +10,11 @@ import { open, stat } from 'node:fs/promises';
 import { resolveFormat } from './open-source.js';
 import type { SourceConfig } from './types.js';
 
-/** Larger files are left to the byte count, whose 64 KiB steps are a small share of them. */
-const LINE_COUNT_MAX_BYTES = 256 * 1024 * 1024;
+/** Larger files are left to the byte count, whose 64 KiB steps are a negligible share of them. */
+const LINE_COUNT_MAX_BYTES = 16 * 1024 * 1024;
+
+const LF = 0x0a;
+const CR = 0x0d;
 
 export async function countSourceLines(cfg: SourceConfig, maxBytes = LINE_COUNT_MAX_BYTES): Promise<number | undefined> {
   if (resolveFormat(cfg) === 'json') return undefined;
@@ -20,16 +23,19 @@ export async function countSourceLines(cfg: SourceConfig, maxBytes = LINE_COUNT_
   const fh = await open(cfg.path, 'r');
   try {
     const buf = Buffer.allocUnsafe(1 << 20);
+    // Line breaks: LF, CRLF, and a lone CR (the CSV reader accepts CR-only files) — LFs and CRs, less the CRLFs.
     let lines = 0;
-    let last = 0x0a;
+    let last = LF;
     for (;;) {
       const { bytesRead } = await fh.read(buf, 0, buf.length, null);
       if (bytesRead === 0) break;
       const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
-      for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) lines++;
+      if (last === CR && chunk[0] === LF) lines--; // a CRLF across two reads
+      for (let i = chunk.indexOf(LF); i !== -1; i = chunk.indexOf(LF, i + 1)) lines++;
+      for (let i = chunk.indexOf(CR); i !== -1; i = chunk.indexOf(CR, i + 1)) if (chunk[i + 1] !== LF) lines++;
       last = chunk[bytesRead - 1]!;
     }
-    return last === 0x0a ? lines : lines + 1;
+    return last === LF || last === CR ? lines : lines + 1;
   } finally {
     await fh.close();
   }

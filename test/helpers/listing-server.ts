@@ -1,7 +1,7 @@
 /**
  * A working store on 127.0.0.1 whose listings and error answers a test scripts (issue 25): creates are stored
  * under ids the test chooses (`idOf`, e.g. `pat_1`), ids arrive percent-encoded in paths and are decoded, updates
- * are stored; `listing` turns a type's stored resources into the listing's body text (one page, or anything a
+ * are stored; `listing` turns a type's stored resources (and the request's URL: its page) into the listing's body text (one page, or anything a
  * hostile server sends); `createAnswer` may answer a create with an error instead (nothing stored then).
  */
 import { createServer, type Server } from 'node:http';
@@ -13,7 +13,7 @@ export interface ListingServerOptions {
   /** The id of the n-th resource created of a type (n from 1). */
   idOf?: (type: string, n: number) => string;
   /** The body of `GET /{type}` (default: one Bundle page of everything stored). */
-  listing?: (type: string, stored: Stored[]) => string;
+  listing?: (type: string, stored: Stored[], url: URL) => string;
   /** An error answer to a create (`{ status, body }`), or undefined to store it. */
   createAnswer?: (
     type: string,
@@ -66,7 +66,7 @@ export async function startListingServer(initial: ListingServerOptions = {}): Pr
       const [type, rawId, ...rest] = url.pathname.split('/').filter(Boolean);
       if (!type || rest.length > 0) return notFound();
       const id = rawId === undefined ? undefined : decodeURIComponent(rawId);
-      if (req.method === 'GET' && id === undefined) return send(200, (opts.listing ?? ((_t, s) => bundleOf(s)))(type, [...of(type).values()]));
+      if (req.method === 'GET' && id === undefined) return send(200, (opts.listing ?? ((_t, s) => bundleOf(s)))(type, [...of(type).values()], url));
       if (req.method === 'GET') {
         const r = of(type).get(id!);
         return r ? send(200, JSON.stringify(r)) : notFound();

@@ -9,7 +9,7 @@ import { RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/v
  * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
  * and starts when 3/4 of that is left (0.2475 s: 247 rows) — late rather than early.
  */
-const base: VerifyStartInput = { rowsTotal: 10_000, rowsDone: 0, created: 0, rowsPerSec: 1000, listedBefore: 0, pageSize: 1000, pageMs: 33 };
+const base: VerifyStartInput = { rowsTotal: 10_000, rowsRead: 0, rowsDone: 0, created: 0, rowsPerSec: 1000, listedBefore: 0, pageSize: 1000, pageMs: 33 };
 
 describe('verifyStartDue', () => {
   it.each([
@@ -24,7 +24,12 @@ describe('verifyStartDue', () => {
     ['250 rows left: just above 3/4 of the listing', { rowsDone: 9750, created: 9750 }, false],
     ['240 rows left: below 3/4 of the listing', { rowsDone: 9760, created: 9760 }, true],
     ['every row done (the reading over, the last answers in)', { rowsDone: 10_000, created: 10_000 }, true],
-    ['more rows done than estimated (lines were fewer than records)', { rowsDone: 10_200, created: 10_200 }, true],
+    [
+      'an estimate below the rows already read: unknown (only the end of the reading is exact)',
+      { rowsTotal: 9000, rowsRead: 9500, rowsDone: 9400, created: 9400 },
+      false,
+    ],
+    ['the reading ended: its rows exact, every one done', { rowsTotal: 9500, rowsRead: 9500, rowsDone: 9500, created: 9500 }, true],
     ['50,000 listed before the phase: 60 pages (1.98 s), 1.4 s of rows left', { listedBefore: 50_000, rowsDone: 8600, created: 8600 }, true],
     ['the same 50,000, 1.6 s of rows left', { listedBefore: 50_000, rowsDone: 8400, created: 8400 }, false],
     ['a re-run creating 1 in 100 rows: one page, 20 rows left', { rowsDone: 9980, created: 99 }, true],

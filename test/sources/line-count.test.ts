@@ -25,6 +25,15 @@ describe('countSourceLines', () => {
     expect(await countSourceLines(file('e.csv', ''))).toBe(0);
   });
 
+  it('CR-only and CRLF line breaks (the CSV reader accepts both): each a line, a CRLF once', async () => {
+    expect(await countSourceLines(file('cr.csv', 'ID,NAME\r1,a\r2,b\r'))).toBe(3);
+    expect(await countSourceLines(file('cr-open.csv', 'ID,NAME\r1,a\r2,b'))).toBe(3);
+    expect(await countSourceLines(file('crlf.csv', 'ID,NAME\r\n1,a\r\n2,b\r\n'))).toBe(3);
+    // a CRLF split by the 1 MiB reads: its CR the last byte of the first read
+    const head = 'x'.repeat((1 << 20) - 1) + '\r';
+    expect(await countSourceLines(file('crlf-split.csv', `${head}\n1\r\n2\r\n`))).toBe(3);
+  });
+
   it('across the 1 MiB reads', async () => {
     const rows = 'x'.repeat(99) + '\n';
     expect(await countSourceLines(file('big.csv', rows.repeat(30_000)))).toBe(30_000);

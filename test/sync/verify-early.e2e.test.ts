@@ -2,14 +2,17 @@
  * Issue 28 item 1: a phase's verification listing starts before its creates end, and the guarantee holds (second
  * writer: docs/design/second-writer.md). In-process runs over HTTP through a proxy that shows the order requests
  * reach the server (test/helpers/watch-proxy.ts, 5 ms per request); `indexPageSize: 2` makes the listing long (a page per two resources),
- * so it starts while many rows are still unsent. Each test fails where the listing only starts after the creates.
+ * so it starts while many rows are still unsent. After the creates the early listing is read again from its last page,
+ * and believed only if that shows every key created since it started (else the type is listed again): two writers in
+ * lockstep, a server listing newest first, an id the server lacks, a failed re-read; no early start where it cannot help.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
-import type { RunReport } from '../../src/pipeline/run-report.js';
+import type { RunEvent, RunReport } from '../../src/pipeline/run-report.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { startGatewayServer } from '../helpers/gateway-server.js';
+import { bundleOf, startListingServer, type Stored } from '../helpers/listing-server.js';
 import { startWatchProxy, type WatchedRequest, type WatchProxyOptions } from '../helpers/watch-proxy.js';
 import { identifierValue, listAll, makePatients, mrn, MRN_SYSTEM } from './helpers.js';
 
@@ -18,7 +21,7 @@ const PATIENTS = 150;
 const DELAY_MS = 5;
 let sb: Sandbox;
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-early-dup'], observationsPerPatient: 0 });
+  sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep'], observationsPerPatient: 0 });
 });
 afterAll(async () => {
   await sb.close();
@@ -40,8 +43,15 @@ function onVerifyListing(act: (seen: readonly WatchedRequest[]) => Promise<void>
   };
 }
 
-function runThrough(url: string, tenantId: string, mappingFile: string, apiKey = sb.credentials.apiKey, emrId = sb.credentials.emrId): Promise<RunReport> {
-  return runPipeline({ mappingFile, env: {}, connection: { baseUrl: url, apiKey, emrId, tenantId }, indexPageSize: 2 });
+function runThrough(
+  url: string,
+  tenantId: string,
+  mappingFile: string,
+  apiKey = sb.credentials.apiKey,
+  emrId = sb.credentials.emrId,
+  onEvent?: (e: RunEvent) => void,
+): Promise<RunReport> {
+  return runPipeline({ mappingFile, env: {}, connection: { baseUrl: url, apiKey, emrId, tenantId }, indexPageSize: 2, onEvent });
 }
 
 describe('a verification listing started before the phase’s creates end', () => {
@@ -89,15 +99,15 @@ describe('a verification listing started before the phase’s creates end', () =
     }
   }, 30_000);
 
-  it('a create answered, after the listing started, with an id the server lacks is still created-id-missing (confirmed by id: 404)', async () => {
+  it('a create answered, after the listing started, with an id the server lacks: not in the re-read, so listed again — still created-id-missing', async () => {
     const { report, seen, state, url } = await ghostRun();
     const v = report.verification?.find((x) => x.mapping === 'patient');
-    expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }] });
-    expect(v!.confirmedById).toBeGreaterThanOrEqual(1);
+    expect(v).toMatchObject({ duplicateCount: 0, missingCount: 1, missing: [{ serverId: 'ghost-early' }], fallback: 'not-append-ordered' });
+    expect(v!.reread).toBeUndefined();
     expect(
-      seen.some((r) => r.method === 'GET' && r.path === '/Patient/ghost-early'),
-      'asked for by id',
-    ).toBe(true);
+      seen.some((r) => r.method === 'GET' && r.path.startsWith('/Patient/')),
+      'no GET by id',
+    ).toBe(false);
     expect(report.mappings.patient!.created).toBe(PATIENTS - 1);
     const ledger = Ledger.open(state);
     try {
@@ -107,12 +117,73 @@ describe('a verification listing started before the phase’s creates end', () =
     }
   }, 30_000);
 
-  it('the same key whose GET by id fails (403, not retried): unchecked, said in a warning — never a silent pass', async () => {
+  it('the re-read refused (403, not retried): the type listed again after the creates — the missing id still found, exit not 0', async () => {
     const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
-    const { report } = await ghostRun((r) => (r.method === 'GET' && r.path === '/Patient/ghost-early' ? { status: 403, body: refused } : undefined));
+    let lists = 0;
+    // The early listing's request arms the ghost (armedAt: the listings seen by then); the next listing is its re-read.
+    const { report } = await ghostRun((r, armedAt) => (isList(r, 'Patient') && armedAt > 0 && ++lists === 2 ? { status: 403, body: refused } : undefined));
     const v = report.verification?.find((x) => x.mapping === 'patient');
-    expect(v).toMatchObject({ checked: PATIENTS - 1, duplicateCount: 0, missingCount: 0 });
-    expect(report.warnings).toContain('patient: 1 created key(s) could not be checked for copies made by another writer');
+    expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 0, missingCount: 1, fallback: 'reread-failed' });
+    expect(report.exitCode).toBe(1);
+  }, 30_000);
+
+  it.each([
+    ['its pages carry a total (a listing read while it grows is refused)', { total: true, concurrency: undefined }],
+    ['a window of 2 (nothing can overlap)', { total: false, concurrency: 2 }],
+  ])(
+    'no early start when %s: the listing comes after the last create, and is believed',
+    async (_what, { total, concurrency }) => {
+      const server = await startListingServer({ listing: oldestFirst(total) });
+      const proxy = await startWatchProxy(server.url, { delayMs: DELAY_MS });
+      try {
+        const c = makePatients(PATIENTS, 'care-etl-early-none-');
+        const report = await runPipeline({
+          mappingFile: c.mapping,
+          env: {},
+          connection: { baseUrl: proxy.url, apiKey: 'k', emrId: 'e', tenantId: 't' },
+          indexPageSize: 2,
+          concurrency,
+        });
+        const seen = proxy.seen;
+        const lastCreate = seen.findLastIndex((r) => isCreate(r, 'Patient'));
+        const firstCreate = seen.findIndex((r) => isCreate(r, 'Patient'));
+        expect(
+          seen.slice(firstCreate, lastCreate).some((r) => isList(r, 'Patient')),
+          'a listing among the creates',
+        ).toBe(false);
+        const v = report.verification?.find((x) => x.mapping === 'patient');
+        expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 0, missingCount: 0 });
+        expect(v!.fallback).toBeUndefined();
+      } finally {
+        await proxy.close();
+        await server.close();
+      }
+    },
+    30_000,
+  );
+
+  it('two writers in lockstep: a copy another writer adds after the early listing ended is found by the re-read (the key created last)', async () => {
+    const tenant = 't-early-lockstep';
+    const { report, foreignId, last } = await lockstepRun(sb.url, tenant, 'care-etl-early-lockstep-');
+    const v = report.verification?.find((x) => x.mapping === 'patient');
+    expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 1, missingCount: 0 });
+    expect(v!.fallback).toBeUndefined();
+    expect(v!.reread!.resources, 'the other writer’s copy, and this run’s keys created since').toBeGreaterThanOrEqual(2);
+    expect(v!.duplicates[0]).toMatchObject({ key: last });
+    expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
+  }, 30_000);
+
+  it('a server listing newest first: the re-read lacks keys created since the listing started, so the type is listed again — the copy still found', async () => {
+    const server = await startListingServer({ listing: newestFirst });
+    try {
+      const { report, foreignId, last } = await lockstepRun(server.url, 't-newest', 'care-etl-early-newest-');
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 1, missingCount: 0, fallback: 'not-append-ordered' });
+      expect(v!.duplicates[0]).toMatchObject({ key: last });
+      expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
+    } finally {
+      await server.close();
+    }
   }, 30_000);
 });
 
@@ -120,15 +191,17 @@ describe('a verification listing started before the phase’s creates end', () =
  * A run against a store behind a gateway (test/helpers/gateway-server.ts) whose first create answered after the
  * verification listing reached it is answered with `ghost-early`, an id it does not store.
  */
-async function ghostRun(answer?: WatchProxyOptions['answer']) {
+async function ghostRun(answer?: (r: WatchedRequest, armedAt: number) => ReturnType<NonNullable<WatchProxyOptions['answer']>>) {
   const gateway = await startGatewayServer({});
   let armed = false;
-  const hook = onVerifyListing(() => {
+  let armedAt = 0;
+  const hook = onVerifyListing((seen) => {
     gateway.answerIdOnce('Patient', 'ghost-early'); // the next create is stored under its own id, answered with this one
     armed = true;
+    armedAt = seen.filter((r) => isList(r, 'Patient')).length;
   });
   let seen: WatchedRequest[] = [];
-  const proxy = await startWatchProxy(gateway.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS, answer });
+  const proxy = await startWatchProxy(gateway.url, { onRequest: (r) => hook(() => seen)(r), delayMs: DELAY_MS, answer: answer && ((r) => answer(r, armedAt)) });
   seen = proxy.seen as WatchedRequest[];
   const c = makePatients(PATIENTS, 'care-etl-early-ghost-');
   try {
@@ -140,4 +213,67 @@ async function ghostRun(answer?: WatchProxyOptions['answer']) {
     await proxy.close();
     await gateway.close();
   }
+}
+
+/** Oldest first, two per page, a cursor in each `next` link; `total` on every page when asked for. */
+function oldestFirst(withTotal: boolean) {
+  return (type: string, stored: Stored[], url: URL): string => {
+    const count = Number(url.searchParams.get('_count') ?? 2);
+    const after = Number(url.searchParams.get('_after') ?? 0);
+    const page = stored.slice(after, after + count);
+    const link = after + count < stored.length ? [{ relation: 'next', url: `/${type}?_count=${count}&_after=${after + count}` }] : [];
+    return bundleOf(page, { link, ...(withTotal ? { total: stored.length } : {}) });
+  };
+}
+
+/**
+ * Two writers in lockstep (issue 24: the same export, two CI jobs): the run's create of the last patient is held at
+ * the proxy until its verification listing (started early) was read; then another writer creates that patient, and
+ * the run's create goes on — both copies added after the listing ended.
+ */
+async function lockstepRun(target: string, tenant: string, prefix: string) {
+  const last = mrn(PATIENTS);
+  let listed!: () => void;
+  const verifyListed = new Promise<void>((resolve) => (listed = resolve));
+  let foreignId: string | undefined;
+  const foreignCreate = async () => {
+    const res = await fetch(`${target}/Patient`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'Service-SubscriptionKey': sb.credentials.apiKey,
+        'Service-EmrId': sb.credentials.emrId,
+        'Service-TenantId': tenant,
+      },
+      body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value: last }], active: true }),
+    });
+    foreignId = ((await res.json()) as { id: string }).id;
+  };
+  const hold = async (r: WatchedRequest) => {
+    if (!isCreate(r, 'Patient') || !r.body.includes(`"${last}"`)) return;
+    await verifyListed;
+    await foreignCreate();
+  };
+  const proxy = await startWatchProxy(target, { onRequest: hold, delayMs: DELAY_MS });
+  const onEvent = (e: RunEvent) => {
+    if (e.type === 'index' && e.phase === 'end' && (e as { purpose?: string }).purpose === 'verify') listed();
+  };
+  try {
+    const report = await runThrough(proxy.url, tenant, makePatients(PATIENTS, prefix).mapping, undefined, undefined, onEvent);
+    expect(foreignId).toBeDefined();
+    return { report, foreignId: foreignId!, last };
+  } finally {
+    await proxy.close();
+  }
+}
+
+/** Newest first, two per page, a cursor (the position of the page's last resource) in each `next` link. */
+function newestFirst(type: string, stored: Stored[], url: URL): string {
+  const count = Number(url.searchParams.get('_count') ?? 2);
+  const before = Number(url.searchParams.get('_before') ?? stored.length);
+  const page: Stored[] = [];
+  for (let i = before - 1; i >= 0 && page.length < count; i--) page.push(stored[i]!);
+  const from = before - page.length;
+  const link = from > 0 ? [{ relation: 'next', url: `/${type}?_count=${count}&_before=${from}` }] : [];
+  return bundleOf(page, { link });
 }

@@ -1,7 +1,7 @@
 /**
  * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
  * down to ¾ of the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
- * window, instead of alone at the phase's end. Keys created after it started are confirmed by id (verify.ts).
+ * window, instead of alone at the phase's end. After the creates it is read again from its last page (verify.ts).
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
 import { DEFAULT_INDEX_PAGE_SIZE } from '../../load/server-index.js';
@@ -34,21 +34,24 @@ export class EarlyVerify {
 
   /** A row's outcome is known: `rowsRead` read so far, `rowsDone` of them done. */
   onRow(rowsRead: number, rowsDone: number): void {
-    if (this.#started) return this.#started.tail.feed();
-    if (!this.#on) return;
+    if (this.#started || !this.#on) return;
     // Lines counted from the first row done: the phase's first requests (and the listings before them) go first.
     if (this.#rows === 0) void this.#countLines();
     if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
     const t = performance.now();
     this.#rate.add(t, rowsDone);
     const rowsPerSec = this.#rate.perSec;
+    // A window of 2 leaves no room to overlap; a listing with a `total` is refused once our creates grow it.
+    const lookup = this.run.indexes?.peek(this.phase.res.def.type);
+    if (this.run.limiter.limit <= 2 || lookup?.carriedTotal) return;
     const pageSize = this.run.opts.indexPageSize || DEFAULT_INDEX_PAGE_SIZE;
     const due = verifyStartDue({
       rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
+      rowsRead,
       rowsDone,
       created: this.created.keys.length,
       rowsPerSec,
-      listedBefore: this.run.indexes?.peek(this.phase.res.def.type)?.size ?? 0,
+      listedBefore: lookup?.size ?? 0,
       pageSize,
       pageMs: this.#pageMs(pageSize, rowsPerSec),
     });
@@ -82,20 +85,24 @@ export class EarlyVerify {
     }
   }
 
-  /** Rows of the source from its bytes: read ones over the bytes surely parsed (a large JSON document, say). */
+  /**
+   * Rows of the source from its bytes: read ones over the bytes surely parsed. Every byte read before the reading
+   * ended (a JSON document is read whole, then parsed): no estimate.
+   */
   #byBytes(rowsRead: number): number | undefined {
     const { read, total } = this.phase.bytes;
     const parsed = read - READ_AHEAD_BYTES;
-    return total === undefined || parsed <= 0 ? undefined : Math.ceil((rowsRead * total) / parsed);
+    return total === undefined || parsed <= 0 || read >= total ? undefined : Math.ceil((rowsRead * total) / parsed);
   }
 
   /**
-   * A full page's round trip: a request's round trip now (Little's law: requests in flight over rows done per
-   * second; low when rows need no request — late, never early) and the listed resources' cost. Not an earlier
+   * A full page's round trip: a request's round trip now (Little's law: this phase's requests in flight over its
+   * rows done per second — not the run's, which counts the mappings alongside; low when rows need no request: late,
+   * never early) and the listed resources' cost. Not an earlier
    * listing's pages: the run's first ones are read during the ramp, or alone, and look slower than they will be.
    */
   #pageMs(pageSize: number, rowsPerSec: number | undefined): number {
-    const rtt = rowsPerSec ? (this.run.limiter.inFlight * 1000) / rowsPerSec : 0;
+    const rtt = rowsPerSec ? ((this.phase.sync?.inFlight ?? 0) * 1000) / rowsPerSec : 0;
     return Math.max(1, rtt) + pageSize * LISTED_RESOURCE_MS;
   }
 }

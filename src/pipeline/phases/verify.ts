@@ -4,12 +4,10 @@
  * both ids; a key whose create was answered with an id the server lacks goes back to pending, for the next run to
  * reconcile (never created again here: that could duplicate it). Each finding is a reject of the key's row (exit 1).
  */
-import { ApiError } from '../../api/errors.js';
-import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKey, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
+import { checkCreated, findingIssue, SECOND_WRITER_HINT, shouldVerify, type CreatedKeys, type Finding } from '../../load/duplicate-check.js';
 import { isContentIdentity } from '../../load/identity.js';
 import { MatchDigest } from '../../load/match-digest.js';
-import { ServerIndexes, type ServerIndex } from '../../load/server-index.js';
-import type { WritableType } from '../../schemas/resource-types.js';
+import { ServerIndexes, type IndexBuild, type ServerIndex } from '../../load/server-index.js';
 import { loadReject } from '../../transform/reject-record.js';
 import type { PhaseVerification } from '../run-report.js';
 import type { MappingPhase, RunContext } from './run-context.js';
@@ -27,9 +25,10 @@ export interface VerifyListing {
   abort: AbortController;
   /** Listed resources hashed: a key known by its content alone can be looked up. */
   hashes: boolean;
-  /** The keys created after it started that it does not hold, asked for by id once it is read. */
-  tail: TailCheck;
 }
+
+/** Why an early listing was not believed and the type listed again after the creates (the report's `fallback`). */
+type Fallback = NonNullable<PhaseVerification['fallback']>;
 
 /** Whether the phase's type is listed again: the policy, the state, and something created. */
 export function verifies(run: RunContext, created: number): boolean {
@@ -38,7 +37,7 @@ export function verifies(run: RunContext, created: number): boolean {
   return shouldVerify(opts.verifyAfterLoad ?? 'auto', created, opts.sharedState ?? false);
 }
 
-/** The listing started now (in a slot of the run's window, as every listing); keys created from now on are the tail. */
+/** The listing started now (in a slot of the run's window, as every listing); keys created from now on are checked by its re-read. */
 export function startVerifyListing(phase: MappingPhase, run: RunContext, created: CreatedKeys): VerifyListing {
   const { opts } = run;
   const indexes = run.indexes!;
@@ -57,25 +56,20 @@ export function startVerifyListing(phase: MappingPhase, run: RunContext, created
   });
   const before = created.keys.length;
   const index = listing.get(type, `the ${name} key(s) this run created, checked for copies made by another writer`);
-  const tail = new TailCheck(run, type, created, before);
-  // As soon as it is read, the keys created since it started are asked for by id — alongside the phase's last creates.
-  index.then(
-    (ix) => tail.listed(ix),
-    () => {}, // met when awaited (verifyPhase), or dropped with the phase (verify-early.ts)
-  );
-  return { listing, index, before, abort, hashes, tail };
+  index.catch(() => {}); // met when awaited (verifyPhase), or dropped with the phase (verify-early.ts)
+  return { listing, index, before, abort, hashes };
 }
 
-/** A listing not read: stopped, and its requests (pages, GETs by id) settled. */
+/** A listing not read: stopped, and its pages settled. */
 export async function dropListing(v: VerifyListing): Promise<void> {
   v.abort.abort();
-  const index = await v.index.catch(() => undefined);
-  if (index) await v.tail.settled(index).catch(() => {});
+  await v.index.catch(() => undefined);
 }
 
 /**
- * The phase's keys checked against its listing — started early (`started`) or now. Keys created after an early
- * listing started and not in it are confirmed by id (GET, in the run's window): 404 → `created-id-missing`.
+ * The phase's keys checked against its listing — started early (`started`) or now. An early listing is read again
+ * from its last page (`confirmEarly`); believed only if that shows every key created since it started, else the type
+ * is listed again now, as without an early start (docs/design/second-writer.md).
  */
 export async function verifyPhase(phase: MappingPhase, run: RunContext, created: CreatedKeys, started?: VerifyListing): Promise<void> {
   const { report, scope } = run;
@@ -89,28 +83,31 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     await dropListing(verify);
     verify = startVerifyListing(phase, run, created);
   }
-  if (!verify) {
-    if (created.unchecked) report.warnings.push(uncheckedWarning(name, created.unchecked));
-    return;
-  }
-  let index: ServerIndex;
+  if (created.unchecked) report.warnings.push(uncheckedWarning(name, created.unchecked));
+  if (!verify) return;
+  let index: ServerIndex | undefined;
+  let reread: IndexBuild | undefined;
+  let fallback: Fallback | undefined;
   try {
     index = await verify.index;
+    // Keys created after it started: it is read again from its last page (a listing started after them all is not).
+    if (verify.before < created.keys.length) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
   } catch (err) {
     if (!started || run.opts.signal?.aborted) throw err;
-    // An early listing refused (a `total` that grew with this run's own creates, a page that failed): listed again
-    // now, after the creates, as without an early start — its failure then ends the run as it always did.
+    // The early listing refused (a `total` that grew with this run's own creates, a page that failed), or its re-read.
+    fallback = index ? 'reread-failed' : 'early-listing-failed';
+  }
+  if (fallback || !index) {
+    // Listed again now, after the creates, as without an early start — its failure then ends the run as it always did.
     await dropListing(verify);
     verify = startVerifyListing(phase, run, created);
     index = await verify.index;
+    reread = undefined;
   }
-  const byId = await verify.tail.settled(index);
-  const unchecked = created.unchecked + byId.unchecked.size;
-  if (unchecked) report.warnings.push(uncheckedWarning(name, unchecked));
-  const keys = byId.unchecked.size ? created.keys.filter((k) => !byId.unchecked.has(k)) : created.keys;
+  const keys = created.keys;
   const findings = checkCreated(keys, {
-    listed: (id) => index.get(id) !== undefined || byId.found.has(id),
-    copies: (v) => index.lookup(name, v).map((r) => r.id),
+    listed: (id) => index!.get(id) !== undefined,
+    copies: (v) => index!.lookup(name, v).map((r) => r.id),
     recorded: (id) => scope.keyOfServerId(type, id) !== undefined,
   });
   const build = verify.listing.builds[0]!;
@@ -121,7 +118,8 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     pages: build.pages,
     resources: build.resources,
     durationMs: build.durationMs,
-    ...(byId.asked ? { confirmedById: byId.asked } : {}),
+    ...(reread ? { reread: { pages: reread.pages, resources: reread.resources } } : {}),
+    ...(fallback ? { fallback } : {}),
     duplicateCount: 0,
     missingCount: 0,
     duplicates: [],
@@ -159,72 +157,25 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     );
 }
 
-function uncheckedWarning(name: string, n: number): string {
-  return `${name}: ${n} created key(s) could not be checked for copies made by another writer`;
+/**
+ * An early listing's last page read again, and `next` followed to the end: the union is believed only if it lists
+ * every key created since the listing started (then the server lists in the order resources are added, and a copy
+ * another writer added after the listing passed its place is in the re-read). Otherwise — another order, or an id
+ * the server lacks — the caller lists the type again (as it does when the re-read fails: it throws).
+ */
+async function confirmEarly(
+  verify: VerifyListing,
+  index: ServerIndex,
+  created: CreatedKeys,
+  name: string,
+): Promise<{ reread?: IndexBuild; fallback?: Fallback }> {
+  const since = created.keys.slice(verify.before);
+  const reread = await verify.listing.reread(index, `the ${name} listing read again from its last page: what was added since it passed there`);
+  return since.every((k) => index.get(k.serverId) !== undefined) ? { reread } : { fallback: 'not-append-ordered' };
 }
 
-/**
- * Keys created after the listing started that it does not hold: asked for by id, each in a slot of the run's window,
- * from the moment the listing is read (`feed`, after each row's outcome) — alongside the phase's last creates. Found →
- * checked as listed; 404 → missing; any other failure (after the client's retries) → unchecked, said in a warning,
- * never a silent pass. A cancelled run stops at `settled`.
- */
-class TailCheck {
-  readonly found = new Set<string>();
-  readonly unchecked = new Set<CreatedKey>();
-  asked = 0;
-  #index?: ServerIndex;
-  #next: number;
-  readonly #pending: Promise<void>[] = [];
-  #cancelled?: { error: unknown };
-
-  constructor(
-    readonly run: RunContext,
-    readonly type: WritableType,
-    readonly created: CreatedKeys,
-    before: number,
-  ) {
-    this.#next = before;
-  }
-
-  /** The listing is read: the keys created since it started are asked for. */
-  listed(index: ServerIndex): void {
-    this.#index = index;
-    this.feed();
-  }
-
-  /** Keys created since the last call, once the listing is read. */
-  feed(): void {
-    const index = this.#index;
-    if (!index) return;
-    const keys = this.created.keys;
-    for (; this.#next < keys.length; this.#next++) {
-      const k = keys[this.#next]!;
-      if (index.get(k.serverId) === undefined) this.#pending.push(this.#ask(k));
-    }
-  }
-
-  /** Every key asked for and answered (or failed): what was found and what stays unchecked. */
-  async settled(index: ServerIndex): Promise<{ found: Set<string>; unchecked: Set<CreatedKey>; asked: number }> {
-    this.listed(index);
-    await Promise.all(this.#pending);
-    if (this.#cancelled) throw this.#cancelled.error;
-    return { found: this.found, unchecked: this.unchecked, asked: this.asked };
-  }
-
-  async #ask(k: CreatedKey): Promise<void> {
-    this.asked++;
-    const { limiter, opts } = this.run;
-    const client = this.run.indexes!.client;
-    const signal = opts.signal;
-    try {
-      await limiter.run(() => client.get(this.type, k.serverId, signal), signal);
-      this.found.add(k.serverId);
-    } catch (err) {
-      if (signal?.aborted) this.#cancelled ??= { error: err };
-      else if (!(err instanceof ApiError && err.status === 404)) this.unchecked.add(k);
-    }
-  }
+function uncheckedWarning(name: string, n: number): string {
+  return `${name}: ${n} created key(s) could not be checked for copies made by another writer`;
 }
 
 function record(v: PhaseVerification, f: Finding): void {
