@@ -93,7 +93,7 @@ export class ConcurrencyWindow {
     this.samples.push(rttMs);
     this.served.push(Math.max(0, rttMs - Math.max(0, stalledMs)));
     this.roundMaxInFlight = Math.max(this.roundMaxInFlight, inFlight);
-    if (this.samples.length < Math.max(MIN_ROUND_SAMPLES, this.limit)) return false;
+    if (this.samples.length < Math.max(MIN_ROUND_SAMPLES, this.roundSize())) return false;
     const measured = median(this.samples);
     const short = median(this.served);
     const busiest = this.roundMaxInFlight;
@@ -103,6 +103,14 @@ export class ConcurrencyWindow {
     const before = this.limit;
     this.adjust(short, measured, busiest, t);
     return this.limit > before;
+  }
+
+  /**
+   * Samples per round: one window's worth; in slow start half of it — the requests the last doubling added, started
+   * together while those from before kept the server at the new window, end first: one round trip per doubling.
+   */
+  private roundSize(): number {
+    return this.slowStart ? Math.ceil(this.limit / 2) : this.limit;
   }
 
   /** Decrease to at most `next` (never below min); a new round of growth starts. */

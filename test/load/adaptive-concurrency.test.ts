@@ -554,6 +554,27 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(paced.timersLeft).toBe(0);
   });
 
+  it("a run's limiter judges a round at the loop meter's next tick, not at the next answer: the slow start doubles per round trip", async () => {
+    // Requests of 25 ms that all start together end together: the next answer is a round trip after the round's last.
+    const lim = AdaptiveLimiter.forRun({ clock });
+    const startedAt: number[] = [];
+    const tasks = Array.from({ length: 200 }, () =>
+      lim.run(async () => {
+        const sent = Date.now();
+        startedAt.push(sent);
+        await new Promise((r) => setTimeout(r, 25));
+        lim.onSuccess(Date.now() - sent);
+      }),
+    );
+    const windowAt = (ms: number) => startedAt.filter((t) => t <= 1_000_000 + ms).length - startedAt.filter((t) => t <= 1_000_000 + ms - 25).length;
+    await vi.advanceTimersByTimeAsync(200);
+    // 4 at once, then 8 from the first answers' tick on (25 – 30 ms), 16 and 32 one round trip apart each.
+    expect([windowAt(0), windowAt(40), windowAt(70), windowAt(100)]).toEqual([4, 8, 16, 32]);
+    await vi.advanceTimersByTimeAsync(1000);
+    await Promise.all(tasks);
+    expect(lim.stats()).toMatchObject({ max: 32, growth: 'gradient' });
+  });
+
   it('halves on 503 (onUnavailable) and grows back while the latency stays flat', async () => {
     const lim = discovering(32, 32);
     lim.onUnavailable();

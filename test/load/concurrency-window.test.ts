@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { ConcurrencyWindow } from '../../src/load/concurrency-window.js';
+
+/**
+ * The slow start of capacity discovery on synthetic round trips: a window from 4 up to a ceiling of 32 fed requests of
+ * 25 ms that start as slots free up. Each step sends every sample of one request that ended; the table says how many
+ * samples of requests started after the last change it takes to double.
+ */
+describe('ConcurrencyWindow (gradient) slow start: one round trip per doubling', () => {
+  /** Requests in flight at the window (start times); each ends 25 ms after it started, refilled at once. */
+  function feed(w: ConcurrencyWindow, rttAt: (started: number) => number, until: (w: ConcurrencyWindow) => boolean) {
+    let t = 0;
+    let inFlight: number[] = Array.from({ length: w.limit }, () => 0);
+    const changes: { at: number; from: number; to: number; freshSamples: number }[] = [];
+    let changedAt = 0;
+    let fresh = 0;
+    while (!until(w) && t < 10_000) {
+      inFlight.sort((a, b) => a + rttAt(a) - (b + rttAt(b)));
+      const started = inFlight.shift()!;
+      t = started + rttAt(started);
+      const before = w.limit;
+      if (started >= changedAt) fresh++;
+      w.onRtt(t - started, inFlight.length + 1, t);
+      if (w.limit !== before) {
+        changes.push({ at: t, from: before, to: w.limit, freshSamples: fresh });
+        changedAt = t;
+        fresh = 0;
+      }
+      while (inFlight.length < w.limit) inFlight.push(t);
+    }
+    inFlight = [];
+    return changes;
+  }
+
+  it('doubles after half a window of fresh samples (the requests the last doubling added), from 4 to the ceiling', () => {
+    const w = new ConcurrencyWindow({ initial: 4, min: 1, max: 32, growth: 'gradient' });
+    const changes = feed(
+      w,
+      () => 25,
+      (x) => x.limit >= 32,
+    );
+    expect(changes.map(({ from, to, freshSamples }) => ({ from, to, freshSamples }))).toEqual([
+      { from: 4, to: 8, freshSamples: 4 }, // the first round: at least 4 samples (the baseline)
+      { from: 8, to: 16, freshSamples: 4 },
+      { from: 16, to: 32, freshSamples: 8 },
+    ]);
+    // One round trip per doubling after the first round: 32 at the fourth answer time.
+    expect(changes.map((c) => c.at)).toEqual([25, 50, 75]);
+  });
+
+  it('a half round that shows queueing ends the slow start: no doubling past a capacity of 12, full rounds after', () => {
+    const w = new ConcurrencyWindow({ initial: 4, min: 1, max: 64, growth: 'gradient' });
+    // A server of 12 at once × 25 ms: past 12 in flight the round trip grows with the queue (Little).
+    let load = 4;
+    const changes = feed(
+      w,
+      () => 25 * Math.max(1, load / 12),
+      (x) => ((load = x.limit), false),
+    );
+    expect(changes[0]).toMatchObject({ from: 4, to: 8 });
+    expect(changes[1]).toMatchObject({ from: 8, to: 16 });
+    // At 16 the round trips grew by a third: no doubling to 32, the window moves towards the capacity.
+    expect(changes[2]!.to).toBeLessThan(16);
+    expect(Math.max(...changes.map((c) => c.to))).toBe(16);
+    // Out of slow start a round is a whole window again.
+    for (const c of changes.slice(3)) expect(c.freshSamples).toBeGreaterThanOrEqual(c.from);
+  });
+
+  it('samples of requests started before the last change do not count towards the round', () => {
+    const w = new ConcurrencyWindow({ initial: 8, min: 1, max: 32, growth: 'gradient' });
+    for (let i = 0; i < 8; i++) w.onRtt(25, 8, 25 + i / 10); // the first round: 8 → 16 at t = 25.7
+    expect(w.limit).toBe(16);
+    for (let i = 0; i < 20; i++) w.onRtt(25, 16, 40 + i / 10); // started at 15 – 17: before the change
+    expect(w.limit).toBe(16);
+    for (let i = 0; i < 8; i++) w.onRtt(25, 16, 51 + i / 10); // started after it: half a window of 16
+    expect(w.limit).toBe(32);
+  });
+});
