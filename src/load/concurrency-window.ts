@@ -106,11 +106,12 @@ export class ConcurrencyWindow {
   }
 
   /**
-   * Samples per round: one window's worth; in slow start half of it — the requests the last doubling added, started
-   * together while those from before kept the server at the new window, end first: one round trip per doubling.
+   * Samples per round: one window's worth; in slow start below the ceiling half of it — the requests the last doubling
+   * added, started together while those from before kept the server at the new window, end first: one round trip per
+   * doubling. At the ceiling the rounds are whole again (nothing left to gain by judging early).
    */
   private roundSize(): number {
-    return this.slowStart ? Math.ceil(this.limit / 2) : this.limit;
+    return this.slowStart && this.limit < this.o.max ? Math.ceil(this.limit / 2) : this.limit;
   }
 
   /** Decrease to at most `next` (never below min); a new round of growth starts. */

@@ -75,4 +75,14 @@ describe('ConcurrencyWindow (gradient) slow start: one round trip per doubling',
     for (let i = 0; i < 8; i++) w.onRtt(25, 16, 51 + i / 10); // started after it: half a window of 16
     expect(w.limit).toBe(32);
   });
+
+  it('at the ceiling the rounds are whole windows again', () => {
+    const w = new ConcurrencyWindow({ initial: 32, min: 1, max: 32, growth: 'gradient' });
+    for (let i = 0; i < 31; i++) w.onRtt(25, 32, 25 + i / 10);
+    w.onRtt(60, 32, 30); // the 32nd sample: a round of 32 with one slow answer, flat
+    for (let i = 0; i < 16; i++) w.onRtt(50, 32, 80 + i / 10); // half a window of doubled round trips: no round yet
+    expect(w.limit).toBe(32);
+    for (let i = 0; i < 16; i++) w.onRtt(50, 32, 82 + i / 10); // the whole window: queueing, the window shrinks
+    expect(w.limit).toBeLessThan(32);
+  });
 });
