@@ -23,7 +23,7 @@ export interface LoopStalls {
   delayBefore(from: number, to: number): number;
   /** Work arrived (`true`) or everything settled (`false`): a meter measures only while busy. */
   setBusy?(busy: boolean): void;
-  /** Calls `listener` whenever `seenUntil` moved on (a meter's tick): samples held for it can be judged. */
+  /** Calls `listener` whenever `seenUntil` moved on (a meter's tick): samples held for it can be judged. One listener. */
   onSeen?(listener: () => void): void;
 }
 

@@ -352,7 +352,11 @@ async function preflight(client: CareClient, retry: RetryOptions | undefined, si
 
 /** Compiles the validator of every type the mapping writes (each is compiled once per process, on first use). */
 function compileValidators(compiled: CompiledMapping): void {
-  for (const res of compiled.resources.values()) getResourceValidator(res.def.type);
+  try {
+    for (const res of compiled.resources.values()) getResourceValidator(res.def.type);
+  } catch {
+    // Run on a loop turn of its own: a schema that does not compile fails where it is first used, as it did before.
+  }
 }
 
 async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: RunReport, setup: RunSetup): Promise<void> {
