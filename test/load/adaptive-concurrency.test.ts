@@ -465,6 +465,8 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(r.failed).toBe(0);
     // Doubling while the latency is flat: the capacity is reached within a second of simulated time (20 round trips).
     expect(Math.max(...r.limits.slice(0, 10))).toBeGreaterThanOrEqual(24);
+    // …and no doubling past it: 32 shows the queue (half-window slow-start rounds judged on their median went on to 64).
+    expect(r.stats.max).toBeLessThanOrEqual(36);
     expect(r.throughput(2000) / 480).toBeGreaterThanOrEqual(0.95);
     // Settled a small queue above the capacity: not stuck at the start, not running away to the ceiling.
     expect(r.stats.settled).toBeGreaterThanOrEqual(24);
