@@ -150,6 +150,11 @@ export class AdaptiveLimiter {
       recoveryMs: Math.max(1, opts.rateRecoveryMs ?? 8000),
     });
     this.loopStalls = opts.loopStalls;
+    // Samples held for the next tick are judged at that tick, not at the next success: while the window is small its
+    // requests end together, and the next success is a round trip away (each doubling of the slow start took two).
+    this.loopStalls?.onSeen?.(() => {
+      if (this.unseen.length > 0 && this.judgeSeen()) this.pump();
+    });
   }
 
   /** Current concurrency limit. */
@@ -230,9 +235,14 @@ export class AdaptiveLimiter {
    * response can be handled before the late tick): samples wait in `unseen` until then — a few milliseconds.
    */
   private onRtt(rttMs: number, t: number): boolean {
-    const stalls = this.loopStalls;
-    if (!stalls) return this.window.onRtt(rttMs, this._inFlight, t);
+    if (!this.loopStalls) return this.window.onRtt(rttMs, this._inFlight, t);
     this.unseen.push({ rttMs, t, inFlight: this._inFlight });
+    return this.judgeSeen();
+  }
+
+  /** Gives the window the held samples whose stalls are known now; returns whether it grew. */
+  private judgeSeen(): boolean {
+    const stalls = this.loopStalls!;
     let grew = false;
     let n = 0;
     for (const s of this.unseen) {

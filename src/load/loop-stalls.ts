@@ -23,6 +23,8 @@ export interface LoopStalls {
   delayBefore(from: number, to: number): number;
   /** Work arrived (`true`) or everything settled (`false`): a meter measures only while busy. */
   setBusy?(busy: boolean): void;
+  /** Calls `listener` whenever `seenUntil` moved on (a meter's tick): samples held for it can be judged. One listener. */
+  onSeen?(listener: () => void): void;
 }
 
 /** Stall intervals on the limiter's clock, in order; clock-free (every call takes its times). */
@@ -78,6 +80,7 @@ export class StallTimeline implements LoopStalls {
 export class LoopStallMeter implements LoopStalls {
   private readonly timeline = new StallTimeline();
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private seenListener: (() => void) | undefined;
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
@@ -96,11 +99,16 @@ export class LoopStallMeter implements LoopStalls {
     return this.timeline.delayBefore(from, to);
   }
 
+  onSeen(listener: () => void): void {
+    this.seenListener = listener;
+  }
+
   private tick(dueAt: number): void {
     this.timer = setTimeout(() => {
       const t = this.now();
       this.timeline.add(dueAt, t);
       this.tick(t + TICK_MS);
+      this.seenListener?.();
     }, TICK_MS);
     this.timer.unref?.();
   }

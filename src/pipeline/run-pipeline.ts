@@ -1,6 +1,8 @@
 import { join, resolve } from 'node:path';
 import { CareClient } from '../api/client.js';
 import { socketsForWindow, type ConnectionInput } from '../api/connection.js';
+import { afterNextRequestWritten } from '../api/request-written.js';
+import { getResourceValidator } from '../schemas/resource-schemas.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { compileMapping, RefError, type CompiledMapping, type CompiledResource } from '../mapping/compile-mapping.js';
 import type { SourceConfig } from '../sources/types.js';
@@ -115,7 +117,8 @@ async function execute(opts: RunOptions, mode: RunMode): Promise<RunReport> {
       report.target = { baseUrl: target.settings.baseUrl, tenantId: target.settings.tenantId, embedded: target.embedded, dataFile: target.dataFile };
       opts.onEvent?.({ type: 'target', ...report.target });
       client = new CareClient(target.settings, { retry: false, onResponse: opts.onRequest });
-      await preflight(client, opts.retry, opts.signal);
+      // The mapped types' schema validators compiled while the check's answer is awaited: the first create waited for it.
+      await preflight(client, opts.retry, opts.signal, () => compileValidators(compiled));
       const opened = await openRunState(mode, report, target, opts, stateLocation);
       ({ ledger, scope } = opened);
       disposeState = opened.dispose;
@@ -332,13 +335,27 @@ function countPending(scope: LedgerScope): number {
   }
 }
 
-/** One cheap request before anything is read: wrong credentials end the run with exit 2, nothing loaded. */
-async function preflight(client: CareClient, retry: RetryOptions | undefined, signal: AbortSignal | undefined): Promise<void> {
+/**
+ * One cheap request before anything is read: wrong credentials end the run with exit 2, nothing loaded. `whileWaiting`:
+ * CPU work run once the request is written, while its answer is awaited (skipped if the answer comes first).
+ */
+async function preflight(client: CareClient, retry: RetryOptions | undefined, signal: AbortSignal | undefined, whileWaiting: () => void): Promise<void> {
+  const cancel = afterNextRequestWritten(whileWaiting);
   const pages = client.pages('Patient', { pageSize: 1, retry: retry ?? {}, signal });
   try {
     await pages.next();
   } finally {
+    cancel();
     await pages.return(undefined);
+  }
+}
+
+/** Compiles the validator of every type the mapping writes (each is compiled once per process, on first use). */
+function compileValidators(compiled: CompiledMapping): void {
+  try {
+    for (const res of compiled.resources.values()) getResourceValidator(res.def.type);
+  } catch {
+    // Run on a loop turn of its own: a schema that does not compile fails where it is first used, as it did before.
   }
 }
 

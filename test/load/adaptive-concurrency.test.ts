@@ -465,6 +465,8 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(r.failed).toBe(0);
     // Doubling while the latency is flat: the capacity is reached within a second of simulated time (20 round trips).
     expect(Math.max(...r.limits.slice(0, 10))).toBeGreaterThanOrEqual(24);
+    // …and no doubling past it: 32 shows the queue (half-window slow-start rounds judged on their median went on to 64).
+    expect(r.stats.max).toBeLessThanOrEqual(36);
     expect(r.throughput(2000) / 480).toBeGreaterThanOrEqual(0.95);
     // Settled a small queue above the capacity: not stuck at the start, not running away to the ceiling.
     expect(r.stats.settled).toBeGreaterThanOrEqual(24);
@@ -552,6 +554,27 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     const paced = await discover({ capacity: () => Infinity, serviceMs: 20, rate: 100, tasks: 500, limiter: discovering(32) });
     expect(paced.rejected).toBeGreaterThan(0); // the pacer and the Retry-After pause were at work
     expect(paced.timersLeft).toBe(0);
+  });
+
+  it("a run's limiter judges a round at the loop meter's next tick, not at the next answer: the slow start doubles per round trip", async () => {
+    // Requests of 25 ms that all start together end together: the next answer is a round trip after the round's last.
+    const lim = AdaptiveLimiter.forRun({ clock });
+    const startedAt: number[] = [];
+    const tasks = Array.from({ length: 200 }, () =>
+      lim.run(async () => {
+        const sent = Date.now();
+        startedAt.push(sent);
+        await new Promise((r) => setTimeout(r, 25));
+        lim.onSuccess(Date.now() - sent);
+      }),
+    );
+    const windowAt = (ms: number) => startedAt.filter((t) => t <= 1_000_000 + ms).length - startedAt.filter((t) => t <= 1_000_000 + ms - 25).length;
+    await vi.advanceTimersByTimeAsync(200);
+    // 4 at once, then 8 from the first answers' tick on (25 – 30 ms), 16 and 32 one round trip apart each.
+    expect([windowAt(0), windowAt(40), windowAt(70), windowAt(100)]).toEqual([4, 8, 16, 32]);
+    await vi.advanceTimersByTimeAsync(1000);
+    await Promise.all(tasks);
+    expect(lim.stats()).toMatchObject({ max: 32, growth: 'gradient' });
   });
 
   it('halves on 503 (onUnavailable) and grows back while the latency stays flat', async () => {
