@@ -193,9 +193,9 @@ describe('the window across phases', () => {
     }
     // Before: most commits ran in an answer's callback, holding up the creates sent in that loop turn (and the one
     // sent into the freed slot right after it).
-    // Best effort, not a guarantee: a create whose intent must be committed before it goes (the limiter admitted it
-    // before its intent was durable) commits in place, whatever else was dispatched in that turn — rare, and more
-    // so on a quiet machine (a fresh-clone CI saw one commit of ~20 with 2 held). Before: 7-8 of ~20 every run.
+    // Best effort, not a guarantee: after-sends.ts runs the commit after the requests dispatched before its immediate
+    // ran; one dispatched by a later immediate of the same loop turn is not covered — rare (a loaded fresh-clone CI
+    // saw one commit of ~20 with 2 held). Before the change: 7-8 of ~20, every run.
     expect(heldAtCommit.length).toBeGreaterThan(5);
     expect(heldAtCommit.filter((n) => n > 0).length).toBeLessThanOrEqual(Math.floor(heldAtCommit.length / 5));
   });
