@@ -30,6 +30,35 @@ ${PATIENT_MAP.split('\n')
   .join('\n')}
 `;
 
+/** Patients, practitioners and care teams referring to both with `$ref` (run-window.mjs, slow-start.mjs). */
+export const THREE_TYPE_MAPPING = `version: 1
+sources:
+  patients: { path: patients.csv }
+  staff: { path: practitioners.csv }
+  teams: { path: teams.csv }
+lookups:
+  gender: { M: male, F: female, U: unknown }
+resources:
+${PATIENT_RESOURCE_YAML}  - name: practitioner
+    type: Practitioner
+    from: staff
+    key: NPI
+    map: |
+      { "identifier": [{ "system": "http://hl7.org/fhir/sid/us-npi", "value": NPI }], "active": true, "name": [{ "family": LAST, "given": [FIRST] }] }
+  - name: careteam
+    type: CareTeam
+    from: teams
+    key: TEAM
+    match: name
+    map: |
+      {
+        "status": "active",
+        "name": "Care team " & TEAM,
+        "subject": { "reference": $ref("patient", MRN) },
+        "participant": [{ "member": { "reference": $ref("practitioner", NPI) } }]
+      }
+`;
+
 export const MAPPING_YAML = `version: 1
 sources:
   patients: { path: patients.csv }

@@ -26,39 +26,11 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { HEADER, loadAvg, PATIENT_RESOURCE_YAML, patientRow, runJsonChild } from './_patients-fixture.mjs';
+import { HEADER, loadAvg, patientRow, runJsonChild, THREE_TYPE_MAPPING as MAPPING } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const LATENCY_MS = 25;
 const PRACTITIONERS = 50;
-
-const MAPPING = `version: 1
-sources:
-  patients: { path: patients.csv }
-  staff: { path: practitioners.csv }
-  teams: { path: teams.csv }
-lookups:
-  gender: { M: male, F: female, U: unknown }
-resources:
-${PATIENT_RESOURCE_YAML}  - name: practitioner
-    type: Practitioner
-    from: staff
-    key: NPI
-    map: |
-      { "identifier": [{ "system": "http://hl7.org/fhir/sid/us-npi", "value": NPI }], "active": true, "name": [{ "family": LAST, "given": [FIRST] }] }
-  - name: careteam
-    type: CareTeam
-    from: teams
-    key: TEAM
-    match: name
-    map: |
-      {
-        "status": "active",
-        "name": "Care team " & TEAM,
-        "subject": { "reference": $ref("patient", MRN) },
-        "participant": [{ "member": { "reference": $ref("practitioner", NPI) } }]
-      }
-`;
 
 /** `dir` with the mapping and its three sources: patients `from`…`from + n - 1`, two care teams each. */
 async function writeFixture(dir, from, n) {

@@ -13,39 +13,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { HEADER, loadAvg, median, PATIENT_RESOURCE_YAML, patientRow, runJsonChild, startSandboxProcess } from './_patients-fixture.mjs';
+import { HEADER, loadAvg, median, patientRow, runJsonChild, startSandboxProcess, THREE_TYPE_MAPPING as MAPPING } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const PRACTITIONERS = 50;
 const CEILING = 32; // AdaptiveLimiter.DEFAULT_MAX_CONCURRENCY
-
-const MAPPING = `version: 1
-sources:
-  patients: { path: patients.csv }
-  staff: { path: practitioners.csv }
-  teams: { path: teams.csv }
-lookups:
-  gender: { M: male, F: female, U: unknown }
-resources:
-${PATIENT_RESOURCE_YAML}  - name: practitioner
-    type: Practitioner
-    from: staff
-    key: NPI
-    map: |
-      { "identifier": [{ "system": "http://hl7.org/fhir/sid/us-npi", "value": NPI }], "active": true, "name": [{ "family": LAST, "given": [FIRST] }] }
-  - name: careteam
-    type: CareTeam
-    from: teams
-    key: TEAM
-    match: name
-    map: |
-      {
-        "status": "active",
-        "name": "Care team " & TEAM,
-        "subject": { "reference": $ref("patient", MRN) },
-        "participant": [{ "member": { "reference": $ref("practitioner", NPI) } }]
-      }
-`;
 
 function writeFixture(dir, n) {
   writeFileSync(join(dir, 'mapping.yaml'), MAPPING);
