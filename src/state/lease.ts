@@ -194,6 +194,9 @@ function hold(ledger: Ledger, scopeId: number, got: Acquired, opts: LeaseOptions
 
 function deadHere(row: LeaseRow): boolean {
   if (row.host !== hostname()) return false;
+  // This process's own pid, taken before it started: an earlier process that had the pid was killed (a container
+  // restarted under the same hostname numbers its processes alike) — asking the pid would find this process alive.
+  if (row.pid === process.pid) return Date.parse(row.since) < performance.timeOrigin;
   try {
     process.kill(row.pid, 0);
     return false;

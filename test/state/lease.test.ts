@@ -150,6 +150,14 @@ describe.each(BACKENDS)('run lease (%s)', (backend) => {
     expect(fresh.tookOverFrom?.pid).toBe(Number(gone));
   });
 
+  it('a lease of this host and pid taken before this process started (a restarted container reusing the pid) is taken over at once', async () => {
+    const a = connect();
+    await lease(a, 't1');
+    a.stmt('UPDATE leases SET since = ?').run(new Date(performance.timeOrigin - 3_600_000).toISOString());
+    const fresh = await lease(connect(), 't1');
+    expect(fresh.tookOverFrom?.pid).toBe(process.pid);
+  });
+
   it.runIf(backend === 'postgres')(
     'a holder whose connection closed without releasing (kill -9) leaves its lease free at once, fresh heartbeat or not',
     async () => {
