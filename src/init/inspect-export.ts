@@ -140,6 +140,17 @@ function dateLayout(values: string[]): string | undefined {
   return undefined;
 }
 
+/**
+ * A column named as dates (DOB, VISIT_DATE): its layout from the values. `03/04/1980` is day- or month-first: a day
+ * above 12 decides, and when every sampled value reads both ways the author is asked (a `$TODO`), never a guess —
+ * a wrong one swaps day and month of every date that also reads the other way, without a single reject.
+ */
+function namedDates(col: ColumnFacts, texts: string[]): void {
+  const byValues = texts.length && texts.every((v) => v.includes('/')) ? valueDates(texts) : undefined;
+  if (byValues && 'ambiguous' in byValues) col.dateAmbiguous = byValues.ambiguous;
+  else col.dateFormat = byValues?.format ?? dateLayout(texts);
+}
+
 function datesFromValues(col: ColumnFacts, texts: string[]): void {
   const found = valueDates(texts);
   if (!found) return;
@@ -255,7 +266,7 @@ export async function inspectExport(path: string, shown = basename(path)): Promi
       const distinct = new Set(texts);
       const pair = BOOLEAN_SPELLINGS.find(([t, f]) => [...distinct].every((v) => v === t || v === f));
       if (pair && !isSexColumn(name)) col.booleans = { true: pair[0], false: pair[1] };
-      if (isDateColumn(name)) col.dateFormat = dateLayout(texts);
+      if (isDateColumn(name)) namedDates(col, texts);
       else datesFromValues(col, texts);
       const commas = texts.filter(isFamilyCommaGiven).length;
       if (commas) col.commaNames = commas === texts.length ? 'all' : 'some';

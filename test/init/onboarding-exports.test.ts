@@ -91,6 +91,19 @@ describe('care-etl init on a full-name column', () => {
   });
 });
 
+describe('care-etl init on a column named as dates', () => {
+  it('DOB of slash dates: a day above 12 decides either way; every day ≤ 12: a $TODO naming both readings, not MM/DD/YYYY by default', async () => {
+    const monthFirst = exportDir({ 'patients.csv': 'MRN,DOB\n001,04/13/1981\n002,12/01/1990\n' });
+    expect((await generateStarterMapping({ from: ['patients.csv'], cwd: monthFirst })).text).toContain('$date(DOB, "MM/DD/YYYY")');
+    const dayFirst = exportDir({ 'patients.csv': 'MRN,DOB\n001,13/04/1981\n002,12/01/1990\n' });
+    expect((await generateStarterMapping({ from: ['patients.csv'], cwd: dayFirst })).text).toContain('$date(DOB, "DD/MM/YYYY")');
+    const both = exportDir({ 'patients.csv': 'MRN,DOB\n001,03/04/1980\n002,01/12/1990\n' });
+    const text = (await generateStarterMapping({ from: ['patients.csv'], cwd: both })).text;
+    expect(text).toContain('$date(DOB, $TODO("the date format of DOB: DD/MM/YYYY or MM/DD/YYYY? No sampled day is above 12, so its values read both ways"))');
+    expect(text).not.toContain('"MM/DD/YYYY"');
+  });
+});
+
 describe('care-etl init on dates under a column name it does not know', () => {
   it('GEBDAT of dd.mm.yyyy dates (a day above 12 decides): birthDate $date(GEBDAT, "DD.MM.YYYY"), and it maps', async () => {
     const csv = 'MRN;GEBDAT;AUFN;KASSE\n001;03.04.1980;1.2.2020;12345678\n002;13.04.1981;15.12.2021;20200101\n';
