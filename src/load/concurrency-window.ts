@@ -93,10 +93,9 @@ export class ConcurrencyWindow {
     this.samples.push(rttMs);
     this.served.push(Math.max(0, rttMs - Math.max(0, stalledMs)));
     this.roundMaxInFlight = Math.max(this.roundMaxInFlight, inFlight);
-    const halfRound = this.halfRounds();
-    if (this.samples.length < Math.max(MIN_ROUND_SAMPLES, halfRound ? Math.ceil(this.limit / 2) : this.limit)) return false;
+    if (this.samples.length < Math.max(MIN_ROUND_SAMPLES, this.limit)) return false;
     const measured = median(this.samples);
-    const short = halfRound ? meanButLargest(this.served) : median(this.served);
+    const short = median(this.served);
     const busiest = this.roundMaxInFlight;
     this.samples = [];
     this.served = [];
@@ -104,17 +103,6 @@ export class ConcurrencyWindow {
     const before = this.limit;
     this.adjust(short, measured, busiest, t);
     return this.limit > before;
-  }
-
-  /**
-   * A round is one window's worth of samples; in slow start below the ceiling half of it — the requests the last
-   * doubling added start together and end first, while those from before keep the server at the new window: one round
-   * trip per doubling. Such a round is judged on its mean (less its largest sample: one straggler): when the capacity
-   * is just under the window, fewer than half of those requests wait for a slot and its median would not see them
-   * (a capacity of 24 let the window double 32 → 64). At the ceiling the rounds are whole again.
-   */
-  private halfRounds(): boolean {
-    return this.slowStart && this.limit < this.o.max;
   }
 
   /** Decrease to at most `next` (never below min); a new round of growth starts. */
@@ -195,16 +183,6 @@ export class ConcurrencyWindow {
     if (this.busy && t > this.lastMark) this.timeAt.set(this.limit, (this.timeAt.get(this.limit) ?? 0) + (t - this.lastMark));
     this.lastMark = t;
   }
-}
-
-function meanButLargest(xs: number[]): number {
-  let sum = 0;
-  let largest = -Infinity;
-  for (const x of xs) {
-    sum += x;
-    largest = Math.max(largest, x);
-  }
-  return (sum - largest) / (xs.length - 1);
 }
 
 function median(xs: number[]): number {

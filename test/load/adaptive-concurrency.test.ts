@@ -465,7 +465,7 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(r.failed).toBe(0);
     // Doubling while the latency is flat: the capacity is reached within a second of simulated time (20 round trips).
     expect(Math.max(...r.limits.slice(0, 10))).toBeGreaterThanOrEqual(24);
-    // …and no doubling past it: 32 shows the queue (half-window slow-start rounds judged on their median went on to 64).
+    // …and no doubling past it: 32 shows the queue (session 32's half-window slow-start rounds went on to 64).
     expect(r.stats.max).toBeLessThanOrEqual(36);
     expect(r.throughput(2000) / 480).toBeGreaterThanOrEqual(0.95);
     // Settled a small queue above the capacity: not stuck at the start, not running away to the ceiling.
@@ -473,6 +473,15 @@ describe('AdaptiveLimiter capacity discovery (growth: gradient) against a simula
     expect(r.stats.settled).toBeLessThanOrEqual(36);
     expect(Math.max(...r.limits.slice(20))).toBeLessThanOrEqual(48);
     expect(r.medianRtt(2000)).toBeLessThanOrEqual(50 * 1.5);
+  });
+
+  it('does not double past a capacity just under the next window (16 under the default ceiling of 32)', async () => {
+    // The requests that wait for a slot end last: a round judged before they end sees no queue (session 32's
+    // half-window rounds reached 32 here; whole rounds stop near the capacity).
+    const r = await discover({ capacity: () => 16, serviceMs: 50, tasks: 3000, limiter: discovering(32) });
+    expect(r.failed).toBe(0);
+    expect(r.stats.max).toBeLessThanOrEqual(22);
+    expect(r.stats.settled).toBeGreaterThanOrEqual(16);
   });
 
   it('backs off when queueing inflates the latency (the capacity drops mid-run), and grows again when it returns', async () => {
