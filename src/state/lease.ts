@@ -165,7 +165,12 @@ function hold(ledger: Ledger, scopeId: number, got: Acquired, opts: LeaseOptions
   let lockMissing = got.lockMissing === true;
   const beat = setInterval(() => {
     try {
-      ledger.stmt('UPDATE leases SET heartbeat_at = ? WHERE scope_id = ? AND token = ? AND released = 0').run(now().toISOString(), scopeId, got.token);
+      const beating = ledger
+        .stmt('UPDATE leases SET heartbeat_at = ? WHERE scope_id = ? AND token = ? AND released = 0 RETURNING token')
+        .get(now().toISOString(), scopeId, got.token);
+      // Taken over (this process was frozen past the stale limit): what it remembers of the scope (`leaseHeld`) is
+      // no longer its own — read from the state again; the fence stops its next write.
+      if (beating === undefined) ledger.leaseReleased(scopeId);
       // Taken from a frozen holder: its advisory lock is ours once its connection goes, so a third run cannot take the row.
       if (lockMissing && ledger.tryLock(lockName(scopeId))) lockMissing = false;
     } catch {

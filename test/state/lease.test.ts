@@ -113,6 +113,16 @@ describe.each(BACKENDS)('run lease (%s)', (backend) => {
     expect(beat() > before).toBe(true);
   });
 
+  it('a holder whose lease was taken over learns it at its next heartbeat: it stops trusting what it remembers of the scope', async () => {
+    const a = connect();
+    await lease(a, 't1', { heartbeatMs: 20 });
+    const scopeId = a.scopeIdOf(a.scope(BASE, 't1'));
+    expect(a.leaseHeld(scopeId)).toBe(true);
+    connect().stmt('UPDATE leases SET token = token + 1').run(); // another run's takeover, as the row shows it
+    for (let i = 0; i < 200 && a.leaseHeld(scopeId); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(a.leaseHeld(scopeId)).toBe(false);
+  });
+
   it('takes over a lease whose heartbeat is older than the stale limit, and fences the old holder off its next write', async () => {
     const t0 = Date.parse('2026-11-25T17:00:00Z');
     const a = connect(() => new Date(t0));
