@@ -4,7 +4,6 @@
  * key's intent is already committed in the state file. A loopback proxy in front of the sandbox reads the state
  * through its own SQLite connection (committed data only) as each POST /Patient arrives, before forwarding it.
  */
-import { createServer, request, Agent } from 'node:http';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CareEtlError, ExitCode } from '../../src/core/issues.js';
@@ -12,6 +11,7 @@ import { MatchDigest } from '../../src/load/match-digest.js';
 import { Ledger } from '../../src/state/ledger.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { runPipeline } from '../../src/pipeline/run-pipeline.js';
+import { startWatchProxy } from '../helpers/watch-proxy.js';
 import { connectionOf, identifierValue, listAll, makePatients, MRN_SYSTEM } from './helpers.js';
 
 const N = 150;
@@ -25,43 +25,27 @@ afterAll(async () => {
   await sb.close();
 });
 
-/** A proxy that, per POST /Patient, looks the key's entry up in the state file and notes what it found. */
+/** A proxy that, per POST /Patient, looks the key's entry up in the state file and notes what it found (before forwarding it). */
 async function startCheckingProxy(statePath: string): Promise<{ url: string; seen: Map<string, string>; close(): Promise<void> }> {
-  const target = new URL(sb.url);
-  const agent = new Agent({ keepAlive: true });
   const digest = new MatchDigest(); // these runs have no CARE_STATE_SECRET: unkeyed digests
   const seen = new Map<string, string>(); // MRN → the entry's status when its POST arrived
   let db: Database.Database | undefined;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      if (req.method === 'POST' && req.url === '/Patient') {
-        const mrn = identifierValue(JSON.parse(body.toString('utf8')));
-        db ??= new Database(statePath, { readonly: true, fileMustExist: true });
-        const row = db.prepare('SELECT status FROM entries WHERE match_value = ?').get(digest.of(`${MRN_SYSTEM}|${mrn}`)) as { status: string } | undefined;
-        seen.set(mrn, row?.status ?? 'absent');
-      }
-      const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
-        res.writeHead(ur.statusCode!, ur.headers);
-        ur.pipe(res);
-      });
-      up.on('error', () => res.destroy());
-      up.end(body);
-    });
+  const proxy = await startWatchProxy(sb.url, {
+    onRequest(r) {
+      if (r.method !== 'POST' || r.path !== '/Patient') return;
+      const mrn = identifierValue(JSON.parse(r.body));
+      db ??= new Database(statePath, { readonly: true, fileMustExist: true });
+      const row = db.prepare('SELECT status FROM entries WHERE match_value = ?').get(digest.of(`${MRN_SYSTEM}|${mrn}`)) as { status: string } | undefined;
+      seen.set(mrn, row?.status ?? 'absent');
+    },
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    url: proxy.url,
     seen,
-    close: () =>
-      new Promise<void>((r) => {
-        db?.close();
-        server.close(() => r());
-        server.closeAllConnections();
-        agent.destroy();
-      }),
+    close: async () => {
+      db?.close();
+      await proxy.close();
+    },
   };
 }
 
