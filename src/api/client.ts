@@ -128,7 +128,7 @@ function exchange(dispatcher: Dispatcher, opts: Dispatcher.DispatchOptions, cap:
     try {
       dispatcher.dispatch(opts, handler);
     } catch (err) {
-      handler.done(() => reject(new ExchangeFailure(err, false)));
+      if (handler.settle()) reject(new ExchangeFailure(err, false));
     }
   });
 }
@@ -153,18 +153,19 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   /** The attempt ended (its deadline, the caller's cancel): the request is aborted wherever it is. */
   fired(): void {
     this.#controller?.abort(this.abort.reason as Error);
-    this.done(() => this.reject(new ExchangeFailure(this.abort.reason, this.#answer !== undefined)));
+    if (this.settle()) this.reject(new ExchangeFailure(this.abort.reason, this.#answer !== undefined));
   }
 
-  done(fn: () => void): void {
-    if (this.#settled) return;
+  /** True the first time only: the exchange settles now (it stops listening to its attempt's end). */
+  settle(): boolean {
+    if (this.#settled) return false;
     this.#settled = true;
     this.abort.exchange = undefined;
-    fn();
+    return true;
   }
 
   #tooLarge(c: Dispatcher.DispatchController): void {
-    this.done(() => this.resolve(this.#answer!));
+    if (this.settle()) this.resolve(this.#answer!);
     c.abort(new Error('answer over the byte cap'));
   }
 
@@ -190,15 +191,13 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     const answer = this.#answer;
     if (answer) answer.raw = Buffer.concat(this.#chunks, this.#size);
-    if (this.#settled) return;
-    this.#settled = true;
-    this.abort.exchange = undefined;
+    if (!this.settle()) return;
     if (answer) this.resolve(answer);
     else this.reject(new ExchangeFailure(new Error('no answer'), false));
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.done(() => this.reject(new ExchangeFailure(err, this.#answer !== undefined)));
+    if (this.settle()) this.reject(new ExchangeFailure(err, this.#answer !== undefined));
   }
 }
 
