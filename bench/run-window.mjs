@@ -210,7 +210,7 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
     mappingFile,
     connection: { baseUrl, apiKey, emrId, tenantId },
     statePath,
-    rejectsFile: join(mkdtempSync(join(os.tmpdir(), 'care-etl-bench-window-rejects-')), 'rejects.ndjson'),
+    rejectsFile: join(mkdtempSync(join(dirname(statePath), 'rejects-')), 'rejects.ndjson'), // under the bench's root: removed with it
     env: {},
     onEvent(e) {
       if (e.type === 'progress' && firstWindow === undefined && e.limit !== undefined) firstWindow = e.limit;
