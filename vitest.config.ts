@@ -36,5 +36,7 @@ export default defineConfig({
     // per kind, which vitest ran one after the other), longest first.
     isolate: false,
     sequence: { sequencer: LongestFirst },
+    // One temporary root per run, removed at its end (test/helpers/temp-root.ts).
+    globalSetup: ['test/helpers/temp-root.ts'],
   },
 });
