@@ -63,6 +63,7 @@ try {
     if (Atomics.load(ctl, ${STOP}) !== 0) break;
     if (fs.readSync(fd, header, 0, 100, 0) < 100 || u32(16) - u32(96) < stepFrames) continue;
     db.pragma('wal_checkpoint(PASSIVE)');
+    db.pragma('wal_checkpoint(PASSIVE)'); // the frames committed meanwhile: fewer left to the ledger's top-up
     Atomics.add(ctl, ${CHECKPOINTS}, 1);
     Atomics.store(ctl, ${TOP_UP}, 1);
   }
