@@ -7,7 +7,7 @@
  * run never restarts and grows without bound. What is durable when does not change: commits still go to the WAL
  * only, and the worker's checkpoints sync as the ledger's (`synchronous`). Started once the WAL passes `startBytes`
  * (a short command never pays for a thread); any failure of the worker gives SQLite's automatic checkpoint back.
- * Design notes: docs/design/wal-checkpoint.md.
+ * Design notes: docs/design/ledger.md (Durability).
  */
 import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
