@@ -76,8 +76,8 @@ export class SqliteDriver implements SqlDriver {
       throw err;
     }
     // No second connection to a memory database or to a file held in exclusive mode: SQLite checkpoints as before.
-    const worker = opts.memory || opts.exclusive || opts.walCheckpoint === false;
-    return new SqliteDriver(db, worker ? undefined : new WalCheckpointer(db, path, opts.synchronous, AUTO_CHECKPOINT_PAGES, opts.walCheckpoint || {}));
+    const sqliteOnly = opts.memory || opts.exclusive || opts.walCheckpoint === false;
+    return new SqliteDriver(db, sqliteOnly ? undefined : new WalCheckpointer(db, path, opts.synchronous, AUTO_CHECKPOINT_PAGES, opts.walCheckpoint || {}));
   }
 
   prepare(sql: string): SqlStatement {

@@ -3,7 +3,7 @@
  * commit that crosses its threshold, on the main thread: ~55 ms with the run's requests waiting. Here a worker thread
  * with its own connection copies the WAL back (`wal_checkpoint(PASSIVE)`: never waits for, nor blocks, the writer)
  * each time `stepBytes` of it are not yet copied; the ledger's connection then tops it up (the few frames committed
- * meanwhile, ~3 ms) so that its next write starts the WAL again from its beginning — without that the WAL of a busy
+ * meanwhile: a few ms) so that its next write starts the WAL again from its beginning — without that the WAL of a busy
  * run never restarts and grows without bound. What is durable when does not change: commits still go to the WAL
  * only, and the worker's checkpoints sync as the ledger's (`synchronous`). Started once the WAL passes `startBytes`
  * (a short command never pays for a thread); any failure of the worker gives SQLite's automatic checkpoint back.
