@@ -127,6 +127,11 @@ export class WalCheckpointer {
     return this.phase;
   }
 
+  /** The worker has closed its connection and ended (after close). */
+  get workerClosed(): boolean {
+    return Atomics.load(this.control, STATE) === CLOSED;
+  }
+
   /** Stops the worker and waits (≤ 5 s) until its connection is closed: the ledger's close then removes the WAL. */
   close(): void {
     const worker = this.worker;
