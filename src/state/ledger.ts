@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import { simulatedFull, storageFailureHint } from '../core/secure-fs.js';
 import { SqliteDriver, type SqlDialect, type SqlDriver, type SqlStatement } from './sql-driver.js';
+import type { WalCheckpointOptions } from './wal-checkpointer.js';
 import { PgDriver } from './postgres/pg-driver.js';
 import { BridgeError } from './postgres/sync-bridge.js';
 import { isPostgresLocation, parsePostgresLocation } from './state-location.js';
@@ -156,6 +157,8 @@ export interface LedgerOptions {
   busyTimeoutMs?: number;
   /** Clock for `updatedAt` / run timestamps (tests). */
   now?: () => Date;
+  /** SQLite file: the WAL's checkpoints in a worker thread (default on; false: SQLite's automatic checkpoint only). */
+  walCheckpoint?: WalCheckpointOptions | false;
 }
 
 const SCHEMA_VERSION = 3;
@@ -376,7 +379,13 @@ export class Ledger {
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000));
     let db: SqlDriver | undefined;
     try {
-      db = SqliteDriver.open(path, { memory, exclusive: opts.exclusive ?? false, busyTimeoutMs, synchronous: opts.synchronous ?? 'NORMAL' });
+      db = SqliteDriver.open(path, {
+        memory,
+        exclusive: opts.exclusive ?? false,
+        busyTimeoutMs,
+        synchronous: opts.synchronous ?? 'NORMAL',
+        walCheckpoint: opts.walCheckpoint,
+      });
       migrate(db);
       if (!memory && simulatedFull(path) && db instanceof SqliteDriver) db.capAtCurrentSize(); // test seam: a full disk
       if (!memory) for (const side of ['-wal', '-shm', '-journal']) chmodIfOwned(path + side);

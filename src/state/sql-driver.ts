@@ -5,6 +5,7 @@
  * translates what its engine needs (postgres/dialect.ts).
  */
 import Database from 'better-sqlite3';
+import { WalCheckpointer, type WalCheckpointOptions } from './wal-checkpointer.js';
 
 export interface SqlStatement {
   /** No result: inside a transaction PostgreSQL sends it with the next statement or the COMMIT (its error surfaces there). */
@@ -39,11 +40,22 @@ export interface SqliteDriverOptions {
   exclusive: boolean;
   busyTimeoutMs: number;
   synchronous: 'NORMAL' | 'FULL';
+  /** The WAL's checkpoints in a worker thread (wal-checkpointer.ts); false: SQLite's automatic checkpoint only. */
+  walCheckpoint?: WalCheckpointOptions | false;
 }
+
+// A checkpoint every 16,384 pages (64 MiB of WAL) instead of 1,000: a run rewrites the same index pages commit after
+// commit, and each checkpoint copied them back and synced the file (~7 % of the loader's CPU per request,
+// bench/load-throughput.mjs). Kept until the checkpoint worker runs, and whenever it cannot.
+const AUTO_CHECKPOINT_PAGES = 16384;
 
 export class SqliteDriver implements SqlDriver {
   readonly dialect = 'sqlite';
-  private constructor(private readonly db: Database.Database) {}
+  private constructor(
+    private readonly db: Database.Database,
+    /** @internal Tests read its state. */
+    readonly checkpointer: WalCheckpointer | undefined,
+  ) {}
 
   static open(path: string, opts: SqliteDriverOptions): SqliteDriver {
     const db = new Database(path);
@@ -55,37 +67,44 @@ export class SqliteDriver implements SqlDriver {
         if (String(mode).toLowerCase() !== 'wal') throw new Error(`cannot switch to WAL journal mode (got ${String(mode)})`);
       }
       db.pragma(`synchronous = ${opts.synchronous}`);
-      // A checkpoint every 16,384 pages (64 MiB of WAL) instead of 1,000: a run rewrites the same index pages commit
-      // after commit, and each checkpoint copied them back and synced the file (~7 % of the loader's CPU per request,
-      // bench/load-throughput.mjs). SQLite still checkpoints and removes the WAL when the ledger closes.
-      db.pragma('wal_autocheckpoint = 16384');
+      // SQLite still checkpoints and removes the WAL when the ledger closes.
+      db.pragma(`wal_autocheckpoint = ${AUTO_CHECKPOINT_PAGES}`);
       // A write lock once now: a file nobody can write fails at open, not at the first write.
       db.exec('BEGIN IMMEDIATE; COMMIT;');
     } catch (err) {
       db.close();
       throw err;
     }
-    return new SqliteDriver(db);
+    // No second connection to a memory database or to a file held in exclusive mode: SQLite checkpoints as before.
+    const sqliteOnly = opts.memory || opts.exclusive || opts.walCheckpoint === false;
+    return new SqliteDriver(db, sqliteOnly ? undefined : new WalCheckpointer(db, path, opts.synchronous, AUTO_CHECKPOINT_PAGES, opts.walCheckpoint || {}));
   }
 
   prepare(sql: string): SqlStatement {
     const s = this.db.prepare(sql);
     return {
-      run: (...p) => void s.run(...p),
+      run: (...p) => {
+        s.run(...p);
+        this.written();
+      },
       get: (...p) => s.get(...p),
       all: (...p) => s.all(...p),
       runMany: (lists) => {
         for (const p of lists) s.run(...p);
+        this.written();
       },
     };
   }
 
   exec(sql: string): void {
     this.db.exec(sql);
+    this.written();
   }
 
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    const result = this.db.transaction(fn).immediate();
+    this.written();
+    return result;
   }
 
   get inTransaction(): boolean {
@@ -115,6 +134,12 @@ export class SqliteDriver implements SqlDriver {
   unlock(): void {}
 
   close(): void {
+    this.checkpointer?.close(); // its connection first: this last one then checkpoints and removes the WAL
     this.db.close();
+  }
+
+  /** After a write: once committed (outside any transaction), the checkpointer's turn. */
+  private written(): void {
+    if (this.checkpointer && !this.db.inTransaction) this.checkpointer.afterCommit();
   }
 }

@@ -415,6 +415,7 @@ describe('Ledger file', () => {
     for (const rel of [
       'src/state/ledger.ts',
       'src/state/sql-driver.ts',
+      'src/state/wal-checkpointer.ts',
       'src/state/state-location.ts',
       'src/state/postgres/pg-driver.ts',
       'src/state/postgres/dialect.ts',
