@@ -66,7 +66,12 @@ export class SourcesAhead {
     this.#createsEnded.add(mapping);
     for (const [name, before] of this.prerequisites) {
       if (this.#ahead.has(name) || this.#createsEnded.has(name) || !before.includes(mapping)) continue;
-      if (before.every((b) => this.#createsEnded.has(b))) this.#ahead.set(name, new SourceAhead(this.sourceOf(name), this.signal));
+      if (!before.every((b) => this.#createsEnded.has(b))) continue;
+      try {
+        this.#ahead.set(name, new SourceAhead(this.sourceOf(name), this.signal));
+      } catch {
+        // not opened ahead (the run stopping, a source it cannot open): the phase opens it when it starts, and meets that
+      }
     }
   }
 
