@@ -17,7 +17,8 @@
 //   (ramp, listings only, loads alongside a listing, loads only) and split into window below settled / not filled by
 //   the client / sent but not (yet, or no longer) at the server; each request's hops matched by connection (queued in
 //   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
-//   utilisation, and the client's CPU time from a request's creation to its write.
+//   utilisation, and the client's CPU time from a request's creation to its write; at each phase boundary (a load
+//   starting after the first ones: care teams after patients), how long the server held under a quarter of the window.
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -302,10 +303,12 @@ async function clientTimeline() {
       const what =
         e.type === 'index' ? `${e.purpose ?? 'lookup'} listing ${e.build.resourceType}` : e.type.startsWith('phase-') ? `load ${e.mapping}` : undefined;
       if (!what) return;
-      if (e.phase === 'start' || e.type === 'phase-start') open.set(what, epoch());
-      else if (open.has(what)) {
-        spans.push({ what, from: Math.round(open.get(what)), to: Math.round(epoch()) });
-        open.delete(what);
+      // A listing by its build (a re-read may run alongside the listing it reads again: two spans of one name).
+      const id = e.type === 'index' ? e.build : what;
+      if (e.phase === 'start' || e.type === 'phase-start') open.set(id, epoch());
+      else if (open.has(id)) {
+        spans.push({ what, from: Math.round(open.get(id)), to: Math.round(epoch()) });
+        open.delete(id);
       }
     },
     done() {
@@ -387,6 +390,22 @@ function breakdown(server, load, stats) {
   const spans = c.spans.map(
     (x) => `  ${x.what}: ${((x.from - server.startEpochMs) / 1000).toFixed(2)} → ${((x.to - server.startEpochMs) / 1000).toFixed(2)} s`,
   );
+  // Phase boundaries: around each load that starts after the run's first ones (care teams after patients), the time
+  // the server held under a quarter of the window, from its 10 ms buckets (each request's span at the server).
+  const atServer = Object.values(server.hops)
+    .flat()
+    .filter((r) => r.length >= 2);
+  const served = (from) => atServer.reduce((a, r) => a + Math.max(0, Math.min(from + 10, r[1]) - Math.max(from, r[0])), 0) / 10;
+  const firstLoad = Math.min(...c.spans.filter((x) => x.what.startsWith('load')).map((x) => x.from));
+  const boundaries = c.spans
+    .filter((x) => x.what.startsWith('load') && x.from > firstLoad + 100)
+    .map((x) => {
+      let from = x.from;
+      let to = x.from;
+      while (from > x.from - 1000 && served(from - 10) < settled / 4) from -= 10;
+      while (to < x.from + 1000 && served(to) < settled / 4) to += 10;
+      return `  ${x.what} starts: the server under ${settled / 4} in flight for ${to - from} ms (${from - x.from} → +${to - x.from} ms around its start, 10 ms buckets)`;
+    });
   return [
     ...rows,
     `per request (${d.atServer.length} matched by connection, ${Object.keys(c.hops).length} sockets):`,
@@ -395,6 +414,8 @@ function breakdown(server, load, stats) {
     ...lines,
     'spans (s from the first request):',
     ...spans,
+    'phase boundaries:',
+    ...boundaries,
   ].join('\n');
 }
 

@@ -213,6 +213,8 @@ export class ServerIndexes {
   readonly builds: IndexBuild[] = [];
   readonly #cache = new Map<WritableType, Promise<ServerIndex>>();
   readonly #done = new Map<WritableType, ServerIndex>();
+  /** The index of each listing still being read (its pages so far). */
+  readonly #reading = new Map<WritableType, ServerIndex>();
 
   constructor(
     readonly client: CareClient,
@@ -238,6 +240,11 @@ export class ServerIndexes {
     return this.#done.get(type);
   }
 
+  /** The index of a listing of `type` still being read: its pages so far, and the page it reads (`lastPageUrl`). */
+  reading(type: WritableType): ServerIndex | undefined {
+    return this.#reading.get(type);
+  }
+
   /** A new listing (resources created since the last one are needed: creates whose answer was lost). */
   refresh(type: WritableType, reason: string): Promise<ServerIndex> {
     const p = this.#build(type, reason);
@@ -248,7 +255,15 @@ export class ServerIndexes {
 
   #build(type: WritableType, reason: string): Promise<ServerIndex> {
     const index = new ServerIndex(type, this.rulesByType.get(type) ?? new Map(), { keepBodies: this.opts.keepBodies, hashes: this.opts.hashes });
-    const list = () => this.#list(index, reason).then(() => index);
+    const list = async () => {
+      this.#reading.set(type, index);
+      try {
+        await this.#list(index, reason);
+        return index;
+      } finally {
+        if (this.#reading.get(type) === index) this.#reading.delete(type);
+      }
+    };
     return this.opts.slot ? this.opts.slot(list) : list();
   }
 
@@ -278,8 +293,8 @@ export class ServerIndexes {
       from,
       onPageUrl: (url) => (index.lastPageUrl = url),
     });
-    const sizeBefore = index.size;
     let read = 0;
+    let added = 0;
     let ended = false;
     try {
       let next = pages.next();
@@ -295,7 +310,9 @@ export class ServerIndexes {
         index.pages++;
         read++;
         for (const r of check.page(got.value)) {
+          const size = index.size;
           const adding = index.add(r);
+          if (index.size > size) added++; // not `size` afterwards: a re-read may run alongside the listing it reads again
           if (adding) await adding;
         }
       }
@@ -309,7 +326,7 @@ export class ServerIndexes {
       if (!ended) await pages.return(undefined).catch(() => {});
     }
     build.pages = read;
-    build.resources = index.size - sizeBefore; // a re-read's: the resources it added
+    build.resources = added; // a re-read's: the resources it added
     if (!this.client.pageSizeAccepted) build.pageSize = undefined;
     build.durationMs = Math.round(performance.now() - started);
     this.builds.push(build);

@@ -32,6 +32,7 @@ import { planMode } from './phases/plan.js';
 import { checkMode, rebuildMode } from './phases/inspect.js';
 import { checkedRejectThreshold } from './reject-threshold.js';
 import { listingsOnNewKeys, phasePrerequisites, runScheduled, startListings } from './phase-schedule.js';
+import { SourcesAhead } from './source-ahead.js';
 import { rememberedWindow } from './remembered-window.js';
 import { defaultReconcile } from '../mapping/mapping-defaults.js';
 import { DryRunFiles } from './dry-run-files.js';
@@ -387,7 +388,14 @@ async function runPhases(compiled: CompiledMapping, opts: PhaseOptions, report: 
     // A failure of one mapping stops those running alongside (as a sequential run would not have started them).
     const halt = new AbortController();
     run.halt = halt.signal;
-    await runScheduled(compiled.order, phasePrerequisites(compiled), runOne, halt);
+    const prerequisites = phasePrerequisites(compiled);
+    const sourceOf = (name: string) => compiled.mapping.sources[compiled.resources.get(name)!.def.from]!;
+    run.sourcesAhead = new SourcesAhead(prerequisites, sourceOf, opts.signal ? AbortSignal.any([opts.signal, halt.signal]) : halt.signal);
+    try {
+      await runScheduled(compiled.order, prerequisites, runOne, halt);
+    } finally {
+      await run.sourcesAhead.close(); // the sources of mappings that never started (a stop, a failure)
+    }
   } else {
     for (const name of compiled.order) if ((await runOne(name)) === 'stop') break;
   }

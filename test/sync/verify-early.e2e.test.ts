@@ -21,7 +21,7 @@ const PATIENTS = 150;
 const DELAY_MS = 5;
 let sb: Sandbox;
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep'], observationsPerPatient: 0 });
+  sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep', 't-early-alongside'], observationsPerPatient: 0 });
 });
 afterAll(async () => {
   await sb.close();
@@ -171,6 +171,58 @@ describe('a verification listing started before the phase’s creates end', () =
     expect(v!.reread!.resources, 'the other writer’s copy, and this run’s keys created since').toBeGreaterThanOrEqual(2);
     expect(v!.duplicates[0]).toMatchObject({ key: last });
     expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
+  }, 30_000);
+
+  it('the creates end while the early listing still reads a page: its re-read starts then, from that page, alongside — a copy added then still found', async () => {
+    const tenant = 't-early-alongside';
+    const first = mrn(1);
+    // The early listing's first page is held at the proxy until the same page is asked for again (its re-read), or
+    // 5 s: the creates end meanwhile. When the re-read comes, another writer creates a copy of the first patient.
+    let held: string | undefined;
+    let release!: (by: 'reread' | 'timeout') => void;
+    const released = new Promise<'reread' | 'timeout'>((resolve) => (release = resolve));
+    let foreignId: string | undefined;
+    let seen: WatchedRequest[] = [];
+    const onRequest = async (r: WatchedRequest) => {
+      if (!isList(r, 'Patient') || !seen.some((x) => isCreate(x, 'Patient'))) return;
+      if (held === undefined) {
+        held = r.path;
+        const timer = setTimeout(() => release('timeout'), 5000);
+        await released;
+        clearTimeout(timer);
+      } else if (r.path === held) {
+        const res = await fetch(`${sb.url}/Patient`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'Service-SubscriptionKey': sb.credentials.apiKey,
+            'Service-EmrId': sb.credentials.emrId,
+            'Service-TenantId': tenant,
+          },
+          body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value: first }], active: true }),
+        });
+        foreignId = ((await res.json()) as { id: string }).id;
+        release('reread');
+      }
+    };
+    const proxy = await startWatchProxy(sb.url, { onRequest, delayMs: DELAY_MS });
+    seen = proxy.seen as WatchedRequest[];
+    try {
+      const report = await runThrough(proxy.url, tenant, makePatients(PATIENTS, 'care-etl-early-alongside-').mapping);
+      expect(await released, 'the held page released by its re-read, not by the time-out').toBe('reread');
+      const heldAt = seen.findIndex((r) => r.path === held);
+      expect(seen.slice(heldAt).filter((r) => isCreate(r, 'Patient')).length, 'creates after the held page').toBeGreaterThan(0);
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 1, missingCount: 0 });
+      expect(v!.fallback).toBeUndefined();
+      // Both readings together: every patient of this run and the other writer's copy (each resource counted by the reading that added it).
+      expect(v!.resources + v!.reread!.resources).toBe(PATIENTS + 1);
+      expect(v!.duplicates[0]).toMatchObject({ key: first });
+      expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
+      expect(report.mappings.patient).toMatchObject({ created: PATIENTS, rejected: 1 });
+    } finally {
+      await proxy.close();
+    }
   }, 30_000);
 
   it('a server listing newest first: the re-read lacks keys created since the listing started, so the type is listed again — the copy still found', async () => {

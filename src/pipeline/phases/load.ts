@@ -38,11 +38,13 @@ export const loadMode: RunMode = {
         phase.phaseEnd();
         return 'stop'; // creates whose answer is unknown stay recorded as intents: the next run settles them first
       }
+      run.sourcesAhead?.createsEnded(phase.name); // the mappings waiting for this one's check open their sources
       if (phase.sync) await settlePhase(phase, run, created, early);
       phase.phaseEnd();
       return run.report.stoppedEarly ? 'stop' : 'next';
     } finally {
       await early.drop(); // a listing started early and not read (the phase failed): stopped, settled
+      await phase.ahead?.close(); // read to its end, or not read (the phase failed before): its file closed
     }
   },
   end(run) {
@@ -132,7 +134,7 @@ async function loadPhase(phase: MappingPhase, run: RunContext, created: CreatedK
     }
   };
   try {
-    for await (const item of transformSource(phase.res, openSource(phase.source, { signal, bytes: phase.bytes }), {
+    for await (const item of transformSource(phase.res, phase.ahead?.take(signal) ?? openSource(phase.source, { signal, bytes: phase.bytes }), {
       ctx: run.ctx,
       validate: validateResource,
       onRead: () => counts.read++,

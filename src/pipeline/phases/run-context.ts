@@ -22,6 +22,7 @@ import type { RejectRecord } from '../../transform/reject-record.js';
 import { resolveAllowEnding, type EndingSetting } from '../ending-settings.js';
 import type { DryRunFiles } from '../dry-run-files.js';
 import type { RejectSelection, RejectsWriter } from '../rejects.js';
+import type { SourceAhead, SourcesAhead } from '../source-ahead.js';
 import type { PhaseOptions } from '../run-options.js';
 import { parseRejectThreshold, withinRejectThreshold, withinThresholdWarning } from '../reject-threshold.js';
 import type { MappingCounts, RunReport } from '../run-report.js';
@@ -108,6 +109,8 @@ export interface RunContext extends RunSetup {
   onNewKeys?: (mapping: string) => void;
   /** Aborted when a mapping running alongside failed: this one stops reading and fails too (phase-schedule.ts). */
   halt?: AbortSignal;
+  /** Sources opened while the mappings they wait for are checked (source-ahead.ts). */
+  sourcesAhead?: SourcesAhead;
 }
 
 /** One mapping of the run: its source, counters and loader, and the callbacks its rows report through. */
@@ -123,6 +126,8 @@ export interface MappingPhase {
   keylessRejects: number;
   /** Bytes read of this phase's source (the file stream's own counter: read per event, nothing per row). */
   bytes: SourceBytes;
+  /** Its source, opened and its first record read before the phase started (source-ahead.ts). */
+  ahead?: SourceAhead;
   policy: ReconcilePolicy;
   /** `onMissing: end`: the ending guard's allowance and the mapping's loaded resources when the phase starts. */
   ending?: EndingSetting;
@@ -187,7 +192,8 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
   const loaded = opts.dryRun ? new KeyIndex() : undefined;
   if (loaded) run.loadedKeys.set(name, loaded);
   opts.onEvent?.({ type: 'phase-start', mapping: name, resourceType: res.def.type });
-  const bytes = new SourceBytes();
+  const ahead = run.sourcesAhead?.take(name);
+  const bytes = ahead?.bytes ?? new SourceBytes();
   const policy: ReconcilePolicy = opts.reconcile ?? res.def.reconcile ?? defaultReconcile();
   const phase: MappingPhase = {
     name,
@@ -198,6 +204,7 @@ export function openMappingPhase(name: string, run: RunContext): MappingPhase {
     loaded,
     keylessRejects: 0,
     bytes,
+    ahead,
     policy,
     ending: res.def.onMissing === 'end' && run.scope ? resolveAllowEnding(opts.allowEnding, res.def, run.scope.loadedCount(name)) : undefined,
     sync: run.client

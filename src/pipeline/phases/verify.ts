@@ -25,6 +25,8 @@ export interface VerifyListing {
   abort: AbortController;
   /** Listed resources hashed: a key known by its content alone can be looked up. */
   hashes: boolean;
+  /** Its re-read, when started while it was still being read (`rereadAlongside`). */
+  reread?: Promise<IndexBuild>;
 }
 
 /** Why an early listing was not believed and the type listed again after the creates (the report's `fallback`). */
@@ -63,7 +65,7 @@ export function startVerifyListing(phase: MappingPhase, run: RunContext, created
 /** A listing not read: stopped, and its pages settled. */
 export async function dropListing(v: VerifyListing): Promise<void> {
   v.abort.abort();
-  await v.index.catch(() => undefined);
+  await Promise.all([v.index.catch(() => undefined), v.reread?.catch(() => undefined)]);
 }
 
 /**
@@ -88,10 +90,12 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   let index: ServerIndex | undefined;
   let reread: IndexBuild | undefined;
   let fallback: Fallback | undefined;
+  // Keys created after it started: it is read again from its last page (a listing started after them all is not).
+  const rereads = verify.before < created.keys.length;
+  if (rereads) rereadAlongside(verify, name);
   try {
     index = await verify.index;
-    // Keys created after it started: it is read again from its last page (a listing started after them all is not).
-    if (verify.before < created.keys.length) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
+    if (rereads) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
   } catch (err) {
     if (!started || run.opts.signal?.aborted) throw err;
     // The early listing refused (a `total` that grew with this run's own creates, a page that failed), or its re-read.
@@ -110,7 +114,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     copies: (v) => index!.lookup(name, v).map((r) => r.id),
     recorded: (id) => scope.keyOfServerId(type, id) !== undefined,
   });
-  const build = verify.listing.builds[0]!;
+  const build = verify.listing.builds.find((b) => b !== reread)!; // a re-read alongside may end first
   const v: PhaseVerification = {
     mapping: name,
     resourceType: type,
@@ -170,9 +174,24 @@ async function confirmEarly(
   name: string,
 ): Promise<{ reread?: IndexBuild; fallback?: Fallback }> {
   const since = created.keys.slice(verify.before);
-  const reread = await verify.listing.reread(index, `the ${name} listing read again from its last page: what was added since it passed there`);
+  const reread = await (verify.reread ?? verify.listing.reread(index, rereadReason(name)));
   return since.every((k) => index.get(k.serverId) !== undefined) ? { reread } : { fallback: 'not-append-ordered' };
 }
+
+/**
+ * The creates and their reconcile are over but the early listing is still being read (its last page in flight):
+ * its re-read starts now, from the page it is reading, rather than after it — the pages it read before that one
+ * and the re-read from it, asked for after the creates, cover what a listing started now would
+ * (docs/design/second-writer.md). Not before the listing asked for a page: then there is nothing to start from.
+ */
+function rereadAlongside(verify: VerifyListing, name: string): void {
+  const reading = verify.listing.reading(verify.listing.rulesByType.keys().next().value!);
+  if (reading?.lastPageUrl === undefined) return;
+  verify.reread = verify.listing.reread(reading, rereadReason(name));
+  verify.reread.catch(() => {}); // met when awaited (confirmEarly), or settled with the listing (dropListing)
+}
+
+const rereadReason = (name: string) => `the ${name} listing read again from its last page: what was added since it passed there`;
 
 function uncheckedWarning(name: string, n: number): string {
   return `${name}: ${n} created key(s) could not be checked for copies made by another writer`;
