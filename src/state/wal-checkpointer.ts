@@ -2,7 +2,7 @@
  * The SQLite state's WAL checkpoints off the event loop (issue 28). SQLite's automatic checkpoint runs inside the
  * commit that crosses its threshold, on the main thread: ~55 ms with the run's requests waiting. Here a worker thread
  * with its own connection copies the WAL back (`wal_checkpoint(PASSIVE)`: never waits for, nor blocks, the writer)
- * each time `stepBytes` of it are not yet copied; the ledger's connection then tops it up (the few frames committed
+ * once the WAL file reaches `stepBytes` and each time it grows again; the ledger's connection then tops it up (the few frames committed
  * meanwhile: a few ms) so that its next write starts the WAL again from its beginning — without that the WAL of a busy
  * run never restarts and grows without bound. What is durable when does not change: commits still go to the WAL
  * only, and the worker's checkpoints sync as the ledger's (`synchronous`). Started once the WAL passes `startBytes`
@@ -11,16 +11,15 @@
  */
 import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { endianness } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 
 export interface WalCheckpointOptions {
   /** The worker starts once the WAL file holds this many bytes (default 4 MiB). */
   startBytes?: number;
-  /** A checkpoint each time this many bytes of WAL are not yet copied back (default 16 MiB). */
+  /** A checkpoint once the WAL file holds this many bytes, then each time it grows again (default 16 MiB). */
   stepBytes?: number;
-  /** How often the worker reads the WAL's frame counts (default 50 ms). */
+  /** How often the worker looks at the WAL file's size (default 50 ms). */
   intervalMs?: number;
   /** @internal The module the worker loads SQLite from (tests: one that cannot load). */
   sqliteModule?: string;
@@ -35,43 +34,47 @@ const STARTING = 0;
 const RUNNING = 1;
 const FAILED = 2;
 const CLOSED = 3;
-const STOP_WAIT_MS = 5000;
+const STOP_WAIT_MS = 1000;
 const START_CHECK_EVERY = 128; // writes between two looks at the WAL's size before the worker runs
 
 // Plain CommonJS run by the worker (`eval`: the same code under vitest and from dist/). It blocks on Atomics.wait
-// between looks (its own thread). Frames in the WAL and frames copied back are read from the wal-index header
-// (https://www.sqlite.org/walformat.html: mxFrame at byte 16, nBackfill at byte 96, native byte order).
+// between looks (its own thread). When to copy back is read from the WAL file's size (a stat: it opens nothing —
+// closing any descriptor of a file drops every POSIX lock this process holds on it, SQLite's included, so the -shm
+// file is never opened here). After a restart SQLite writes the WAL again from its start and the file keeps its size:
+// it grows again only once as many bytes were written since — the next checkpoint's turn.
 const WORKER_SOURCE = String.raw`
 const { workerData } = require('node:worker_threads');
 const fs = require('node:fs');
 const ctl = new Int32Array(workerData.control);
 const setState = (s) => { Atomics.store(ctl, ${STATE}, s); Atomics.notify(ctl, ${STATE}); };
-let db, fd;
+const walSize = () => { try { return fs.statSync(workerData.path + '-wal').size; } catch { return 0; } };
+let db;
 try {
   const Database = require(workerData.sqliteModule);
   db = new Database(workerData.path, { fileMustExist: true });
   db.pragma('busy_timeout = 0');
   db.pragma('synchronous = ' + workerData.synchronous);
   db.pragma('wal_autocheckpoint = 0');
-  const stepFrames = Math.max(1, Math.floor(workerData.stepBytes / (db.pragma('page_size', { simple: true }) + 24)));
-  fd = fs.openSync(workerData.path + '-shm', 'r');
-  const header = Buffer.alloc(100);
-  const u32 = workerData.littleEndian ? (o) => header.readUInt32LE(o) : (o) => header.readUInt32BE(o);
+  let last = 0; // the WAL's size after the last checkpoint
   setState(${RUNNING});
   while (Atomics.load(ctl, ${STOP}) === 0) {
     Atomics.wait(ctl, ${STOP}, 0, workerData.intervalMs);
     if (Atomics.load(ctl, ${STOP}) !== 0) break;
-    if (fs.readSync(fd, header, 0, 100, 0) < 100 || u32(16) - u32(96) < stepFrames) continue;
+    // the ledger has not topped the last checkpoint up yet: another one now would hold the checkpoint lock its top-up needs
+    if (Atomics.load(ctl, ${TOP_UP}) !== 0) continue;
+    const size = walSize();
+    if (size < last) last = 0; // truncated or removed: counted from its start again
+    if (size < workerData.stepBytes || size <= last) continue;
     db.pragma('wal_checkpoint(PASSIVE)');
     db.pragma('wal_checkpoint(PASSIVE)'); // the frames committed meanwhile: fewer left to the ledger's top-up
+    last = walSize();
     Atomics.add(ctl, ${CHECKPOINTS}, 1);
     Atomics.store(ctl, ${TOP_UP}, 1);
   }
-  fs.closeSync(fd);
   db.close();
   setState(${CLOSED});
 } catch {
-  try { if (fd !== undefined) fs.closeSync(fd); if (db) db.close(); } catch {}
+  try { if (db) db.close(); } catch {}
   setState(${FAILED});
 }
 `;
@@ -132,7 +135,7 @@ export class WalCheckpointer {
     return Atomics.load(this.control, STATE) === CLOSED;
   }
 
-  /** Stops the worker and waits (≤ 5 s) until its connection is closed: the ledger's close then removes the WAL. */
+  /** Stops the worker and waits (≤ 1 s) until its connection is closed: the ledger's close then removes the WAL. */
   close(): void {
     const worker = this.worker;
     this.phase = 'off';
@@ -159,7 +162,6 @@ export class WalCheckpointer {
           stepBytes: this.opts.stepBytes,
           intervalMs: this.opts.intervalMs,
           sqliteModule: this.opts.sqliteModule ?? createRequire(import.meta.url).resolve('better-sqlite3'),
-          littleEndian: endianness() === 'LE',
         },
       });
       // A worker that dies (out of memory, terminated) counts as failed: the connection checkpoints again itself.
