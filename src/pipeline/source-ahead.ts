@@ -5,6 +5,7 @@
  * file: nothing is transformed, resolved, recorded or sent ahead — a `$ref` is resolved when the phase reads the
  * row, after its targets' check, as before.
  */
+import { statSync } from 'node:fs';
 import { openSource, SourceBytes, type SourceConfig, type SourceItem } from '../sources/open-source.js';
 
 /** One source read ahead: its first record waits in `#first` until the phase takes the reading over. */
@@ -68,21 +69,26 @@ export class SourcesAhead {
       if (this.#ahead.has(name) || this.#createsEnded.has(name) || !before.includes(mapping)) continue;
       if (!before.every((b) => this.#createsEnded.has(b))) continue;
       try {
-        this.#ahead.set(name, new SourceAhead(this.sourceOf(name), this.signal));
+        const source = this.sourceOf(name);
+        // Regular files only: opening a FIFO waits for its writer in a thread nothing can stop — one opened ahead for a
+        // mapping that never starts (a failed prerequisite) would keep the run from ending (found by review).
+        if (!statSync(source.path).isFile()) continue;
+        this.#ahead.set(name, new SourceAhead(source, this.signal));
       } catch {
         // not opened ahead (the run stopping, a source it cannot open): the phase opens it when it starts, and meets that
       }
     }
   }
 
-  /** The mapping's source read ahead, handed over to its phase (once). */
+  /**
+   * The mapping's source read ahead, for its phase. It stays listed: closed again at the run's end (a no-op once the
+   * phase read or closed it), so that a phase failing while it is built leaves no file open (found by review).
+   */
   take(mapping: string): SourceAhead | undefined {
-    const a = this.#ahead.get(mapping);
-    this.#ahead.delete(mapping);
-    return a;
+    return this.#ahead.get(mapping);
   }
 
-  /** Every source not taken (its mapping never started) closed. */
+  /** Every source read ahead closed: those whose mapping never started, and any a phase left open. */
   async close(): Promise<void> {
     const left = [...this.#ahead.values()];
     this.#ahead.clear();
