@@ -191,17 +191,7 @@ describe('a verification listing started before the phase’s creates end', () =
         await released;
         clearTimeout(timer);
       } else if (r.path === held) {
-        const res = await fetch(`${sb.url}/Patient`, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'Service-SubscriptionKey': sb.credentials.apiKey,
-            'Service-EmrId': sb.credentials.emrId,
-            'Service-TenantId': tenant,
-          },
-          body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value: first }], active: true }),
-        });
-        foreignId = ((await res.json()) as { id: string }).id;
+        foreignId = await foreignPatient(sb.url, tenant, first);
         release('reread');
       }
     };
@@ -278,6 +268,21 @@ function oldestFirst(withTotal: boolean) {
   };
 }
 
+/** Another writer's copy of the patient `value` in `tenant`, straight at the server: its id. */
+async function foreignPatient(target: string, tenant: string, value: string): Promise<string> {
+  const res = await fetch(`${target}/Patient`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'Service-SubscriptionKey': sb.credentials.apiKey,
+      'Service-EmrId': sb.credentials.emrId,
+      'Service-TenantId': tenant,
+    },
+    body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value }], active: true }),
+  });
+  return ((await res.json()) as { id: string }).id;
+}
+
 /**
  * Two writers in lockstep (issue 24: the same export, two CI jobs): the run's create of the last patient is held at
  * the proxy until its verification listing (started early) was read; then another writer creates that patient, and
@@ -289,17 +294,7 @@ async function lockstepRun(target: string, tenant: string, prefix: string) {
   const verifyListed = new Promise<void>((resolve) => (listed = resolve));
   let foreignId: string | undefined;
   const foreignCreate = async () => {
-    const res = await fetch(`${target}/Patient`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'Service-SubscriptionKey': sb.credentials.apiKey,
-        'Service-EmrId': sb.credentials.emrId,
-        'Service-TenantId': tenant,
-      },
-      body: JSON.stringify({ resourceType: 'Patient', identifier: [{ system: MRN_SYSTEM, value: last }], active: true }),
-    });
-    foreignId = ((await res.json()) as { id: string }).id;
+    foreignId = await foreignPatient(target, tenant, last);
   };
   const hold = async (r: WatchedRequest) => {
     if (!isCreate(r, 'Patient') || !r.body.includes(`"${last}"`)) return;
