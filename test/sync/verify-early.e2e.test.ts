@@ -177,7 +177,8 @@ describe('a verification listing started before the phase’s creates end', () =
     const tenant = 't-early-alongside';
     const first = mrn(1);
     // The early listing's first page is held at the proxy until the same page is asked for again (its re-read), or
-    // 5 s: the creates end meanwhile. When the re-read comes, another writer creates a copy of the first patient.
+    // 5 s: the creates end meanwhile. When the re-read comes, the held page is answered, then another writer creates
+    // a copy of the first patient, then the re-read is let through.
     let held: string | undefined;
     let release!: (by: 'reread' | 'timeout') => void;
     const released = new Promise<'reread' | 'timeout'>((resolve) => (release = resolve));
@@ -191,8 +192,12 @@ describe('a verification listing started before the phase’s creates end', () =
         await released;
         clearTimeout(timer);
       } else if (r.path === held) {
-        foreignId = await foreignPatient(sb.url, tenant, first);
+        // The held page is answered first (without the copy), then the copy is made, then this re-read goes on:
+        // only the re-read can list the copy (the run's creates are over: the held page is the only 200 to come).
+        const served = sb.stats().byStatus['200'] ?? 0;
         release('reread');
+        while ((sb.stats().byStatus['200'] ?? 0) <= served) await new Promise((resolve) => setTimeout(resolve, 2));
+        foreignId = await foreignPatient(sb.url, tenant, first);
       }
     };
     const proxy = await startWatchProxy(sb.url, { onRequest, delayMs: DELAY_MS });
