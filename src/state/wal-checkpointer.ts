@@ -117,7 +117,10 @@ export class WalCheckpointer {
       this.db.pragma('wal_autocheckpoint = 0');
       this.phase = 'running';
     }
-    if (Atomics.exchange(this.control, TOP_UP, 0) === 1) this.topUp();
+    if (Atomics.load(this.control, TOP_UP) === 1) {
+      this.topUp();
+      Atomics.store(this.control, TOP_UP, 0); // after it: the worker's next checkpoint would hold the lock it needs
+    }
   }
 
   /** Checkpoints the worker has made (tests, benches). */
