@@ -9,6 +9,7 @@ import { isContentIdentity } from '../../load/identity.js';
 import { MatchDigest } from '../../load/match-digest.js';
 import { ServerIndexes, type IndexBuild, type ServerIndex } from '../../load/server-index.js';
 import { loadReject } from '../../transform/reject-record.js';
+import type { WritableType } from '../../schemas/resource-types.js';
 import type { PhaseVerification } from '../run-report.js';
 import type { MappingPhase, RunContext } from './run-context.js';
 
@@ -92,7 +93,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   let fallback: Fallback | undefined;
   // Keys created after it started: it is read again from its last page (a listing started after them all is not).
   const rereads = verify.before < created.keys.length;
-  if (rereads) rereadAlongside(verify, name);
+  if (rereads) rereadAlongside(verify, type, name);
   try {
     index = await verify.index;
     if (rereads) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
@@ -184,8 +185,8 @@ async function confirmEarly(
  * and the re-read from it, asked for after the creates, cover what a listing started now would
  * (docs/design/second-writer.md). Not before the listing asked for a page: then there is nothing to start from.
  */
-function rereadAlongside(verify: VerifyListing, name: string): void {
-  const reading = verify.listing.reading(verify.listing.rulesByType.keys().next().value!);
+function rereadAlongside(verify: VerifyListing, type: WritableType, name: string): void {
+  const reading = verify.listing.reading(type);
   if (reading?.lastPageUrl === undefined) return;
   verify.reread = verify.listing.reread(reading, rereadReason(name));
   verify.reread.catch(() => {}); // met when awaited (confirmEarly), or settled with the listing (dropListing)
