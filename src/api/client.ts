@@ -1,4 +1,5 @@
-import { Agent, EnvHttpProxyAgent, Pool, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Dispatcher } from 'undici';
 import { CONNECTION_DEFAULTS, proxyFor, type ConnectionSettings, type ProxyAddress } from './connection.js';
 import type { ResourceType, WritableType } from '../schemas/resource-types.js';
 import {
@@ -50,6 +51,13 @@ export interface ListOptions {
   /** Told the URL of each page as it is requested (before it is yielded). */
   onPageUrl?: (url: string) => void;
 }
+
+// The direct path takes undici's Agent from its own file, not from undici's index: the index loads ~110 modules
+// (fetch, WebSocket, caches, mocks) where the Agent needs 28 — about 60 ms of CPU at every start (issue 28 item 3).
+// A proxy loads the index all the same: its CONNECT goes through the request API the index adds to every
+// dispatcher. undici has no `exports` map; test/api/undici-dispatchers.test.ts checks the path on each upgrade.
+const requireUndici = createRequire(import.meta.url);
+const Agent = requireUndici('undici/lib/dispatcher/agent.js') as typeof import('undici').Agent;
 
 /**
  * A listing whose pages bring nothing new for this many pages in a row (empty pages, or only ids seen on the
@@ -301,6 +309,7 @@ export function createDispatcher(
     }
     return value;
   };
+  const { EnvHttpProxyAgent, Pool } = requireUndici('undici') as typeof import('undici');
   return new EnvHttpProxyAgent({
     ...options,
     httpProxy: proxyUrl('http_proxy', 'HTTP_PROXY'),
@@ -311,7 +320,7 @@ export function createDispatcher(
     proxyTls: { timeout: settings.connectTimeoutMs },
     requestTls: { timeout: settings.connectTimeoutMs },
     // undici builds the pool to the proxy (plain-http targets) from `connect` only: keep the limits and time-outs.
-    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as Pool.Options) }),
+    factory: (origin, opts) => new Pool(origin, { ...options, ...(opts as import('undici').Pool.Options) }),
   });
 }
 
