@@ -1,54 +1,52 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormatsImport from 'ajv-formats';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { foreignCode, issue, type Issue } from '../core/issues.js';
-import type { ResourceType } from './resource-types.js';
 import { schemaJson } from './schema-files.js';
-import { CALENDAR_DATE_FORMAT, isCalendarDate } from './calendar-date.js';
+import { CALENDAR_DATE_FORMAT } from './calendar-date.js';
+import { generatedValidators, RESOURCE_SCHEMA_FILES, resourceAjv, resourceFormats, schemaId, type SchemaName } from './validator-setup.js';
+import type { ResourceType } from './resource-types.js';
 
 export const MAX_ISSUES = 50;
 
-const FILES: Record<ResourceType | 'Bundle', string> = {
-  Patient: 'patient.schema.json',
-  Practitioner: 'practitioner.schema.json',
-  CareTeam: 'careteam.schema.json',
-  Observation: 'observation.schema.json',
-  Bundle: 'bundle.schema.json',
-};
-
 export type Validator = (body: unknown) => Issue[];
 
-const patternNames = new Map<string, string>();
-let schemas: Ajv | undefined;
-const compiled = new Map<ResourceType | 'Bundle', Validator>();
+const compiled = new Map<SchemaName, Validator>();
 
-/** One Ajv instance holding every schema, made on first use; nothing compiled yet. */
-function ajvWithSchemas(): Ajv {
-  if (schemas) return schemas;
-  // allowUnionTypes: participant role codings are ["string","null"] (strict mode forbids unions otherwise).
-  const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
-  // ajv-formats' CJS default export is not callable as typed under NodeNext (ajv-validator/ajv-formats#123).
-  const addFormats = addFormatsImport as unknown as typeof addFormatsImport.default;
-  addFormats(ajv, ['date-time']);
-  ajv.addFormat(CALENDAR_DATE_FORMAT, { type: 'string', validate: isCalendarDate });
-  const read = (file: string): object => schemaJson(file) as object;
-  const common = read('common.schema.json') as { $defs: Record<string, { pattern?: string; description?: string }> };
-  // Name the well-known regexes in messages: "must be a FHIR date ..." reads better than the bare regex.
-  for (const def of Object.values(common.$defs)) {
-    if (def.pattern && def.description) patternNames.set(def.pattern, def.description.replace(/\.$/, ''));
+/**
+ * Where the validate functions come from, decided at the first use: the ones built with care-etl (validator-setup.ts),
+ * else one ajv holding every schema, each compiled on the first use of its type (~tens of ms each).
+ */
+let source: ((type: SchemaName) => ValidateFunction | undefined) | undefined;
+
+function validateFunctionOf(type: SchemaName): ValidateFunction | undefined {
+  if (!source) {
+    const built = generatedValidators('resources', resourceFormats());
+    if (built) source = (t) => built[t];
+    else {
+      const ajv = resourceAjv();
+      source = (t) => ajv.getSchema(schemaId(RESOURCE_SCHEMA_FILES[t]));
+    }
   }
-  ajv.addSchema(common);
-  for (const file of Object.values(FILES)) ajv.addSchema(read(file));
-  return (schemas = ajv);
+  return source(type);
 }
 
-/** One compile per schema, on the first use of its type (compiling costs ~tens of ms: a dry run of patients needs one). */
-function load(type: ResourceType | 'Bundle'): Validator {
+/** Well-known regexes by name in messages: "must be a FHIR date ..." reads better than the bare regex. */
+let patternNamesMap: Map<string, string> | undefined;
+function patternNames(): Map<string, string> {
+  if (patternNamesMap) return patternNamesMap;
+  patternNamesMap = new Map();
+  const common = schemaJson('common.schema.json') as { $defs: Record<string, { pattern?: string; description?: string }> };
+  for (const def of Object.values(common.$defs)) {
+    if (def.pattern && def.description) patternNamesMap.set(def.pattern, def.description.replace(/\.$/, ''));
+  }
+  return patternNamesMap;
+}
+
+function load(type: SchemaName): Validator {
   let v = compiled.get(type);
   if (v) return v;
-  const file = Object.hasOwn(FILES, type) ? FILES[type] : undefined;
-  if (!file) throw new Error(`care-etl: unknown resource type ${String(type)}`);
-  const fn = ajvWithSchemas().getSchema(`https://care-etl.dev/schemas/${file}`);
-  if (!fn) throw new Error(`care-etl: schema ${file} did not compile`);
+  if (!Object.hasOwn(RESOURCE_SCHEMA_FILES, type)) throw new Error(`care-etl: unknown resource type ${String(type)}`);
+  const fn = validateFunctionOf(type);
+  if (!fn) throw new Error(`care-etl: schema ${RESOURCE_SCHEMA_FILES[type]} did not compile`);
   compiled.set(type, (v = wrap(fn)));
   return v;
 }
@@ -82,8 +80,8 @@ function toIssue(e: ErrorObject): Issue | undefined {
       message = `must be ${JSON.stringify(p.allowedValue)}`;
       break;
     case 'pattern':
-      message = patternNames.has(String(p.pattern))
-        ? `must be a ${patternNames.get(String(p.pattern))} (pattern ${String(p.pattern)})`
+      message = patternNames().has(String(p.pattern))
+        ? `must be a ${patternNames().get(String(p.pattern))} (pattern ${String(p.pattern)})`
         : `must match pattern ${String(p.pattern)}`;
       break;
     case 'format':
