@@ -85,6 +85,7 @@ const READS = new Set<PropertyKey>([
   'tenantId',
   'get',
   'entries',
+  'keys',
   'pending',
   'notSeenSince',
   'loadedCount',

@@ -273,6 +273,9 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     const lease = await acquireLease(l, l.scopeIdOf(s));
     try {
       expect(s.keyOfServerId('Practitioner', 'p1')).toEqual({ mapping: 'practitioners', key: 'N1' }); // recorded before the lease
+      expect(s.keyOfServerId('Practitioner', 'p9')).toBeUndefined(); // read up front with p1: not among them
+      s.recordSynced({ mapping: 'practitioners', key: 'N2', resourceType: 'Practitioner', serverId: 'p2', hash: 'h', runId: run });
+      expect(s.keyOfServerId('Practitioner', 'p2')).toEqual({ mapping: 'practitioners', key: 'N2' }); // recorded after
       expect(s.keyOfServerId('Patient', 'a1')).toBeUndefined(); // no Patient id recorded yet
       s.recordBatch([], [{ mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'a1', hash: 'h', runId: run }]);
       s.recordSynced({ mapping: 'patients', key: 'B', resourceType: 'Patient', serverId: 'b1', hash: 'h', runId: run });
@@ -285,6 +288,19 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     } finally {
       lease.release();
     }
+  });
+
+  it('keys: every key of the mapping, whatever its status; undefined when there are more than asked for', () => {
+    const l = fresh();
+    const s = l.scope(BASE, 't1');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    s.recordSynced({ mapping: 'patients', key: 'A', resourceType: 'Patient', serverId: 'a1', hash: 'h', runId: run });
+    s.recordIntent({ mapping: 'patients', key: 'B', resourceType: 'Patient', hash: 'h', runId: run });
+    s.recordRejected({ mapping: 'patients', key: 'C', resourceType: 'Patient', runId: run, reason: 'refused' });
+    s.recordSynced({ mapping: 'practitioners', key: 'N', resourceType: 'Practitioner', serverId: 'p1', hash: 'h', runId: run });
+    expect(s.keys('patients', 3)).toEqual(new Set(['A', 'B', 'C']));
+    expect(s.keys('patients', 2)).toBeUndefined();
+    expect(s.keys('teams', 0)).toEqual(new Set());
   });
 
   it('serverIdOf under the run lease (answered from memory): every write of the key is seen, a rolled-back one too', async () => {
