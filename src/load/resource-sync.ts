@@ -1,4 +1,5 @@
 import type { CareClient } from '../api/client.js';
+import { isWellFormed } from '../core/well-formed.js';
 import { classifyRetry } from '../api/client.js';
 import { ApiError, ProtocolError, RetryAfterTooLongError, TransportError } from '../api/errors.js';
 import type { Resource } from '../api/types.js';
@@ -256,11 +257,12 @@ export class ResourceSync {
    * Whether the ledger may hold an entry of `key`: the mapping's keys are read once, when its first row comes (up to
    * MAX_KNOWN_KEYS; more: every row is looked up), and a key not among them has no entry — a phase meets each key
    * once, so an entry written later in it is never of a key still to come. A statement per new row was 3 % of a
-   * second run's CPU (issue 28); a first load has no key to read.
+   * second run's CPU (issue 28); a first load has no key to read. A key with a lone UTF-16 surrogate is always asked:
+   * the state stores its bytes as they come and reads them back as U+FFFD, so only the statement finds it again.
    */
   #mayKnow(mapping: string, key: string): boolean {
     if (this.#keysAtStart === undefined) this.#keysAtStart = this.deps.scope.keys(mapping, MAX_KNOWN_KEYS) ?? null;
-    return this.#keysAtStart === null || this.#keysAtStart.has(key);
+    return this.#keysAtStart === null || this.#keysAtStart.has(key) || !isWellFormed(key);
   }
 
   /** The mapping's keys in the ledger when its first row came; null: too many to hold. */

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { isWellFormed } from '../core/well-formed.js';
 import { Transform, type TransformCallback } from 'node:stream';
 import iconv from 'iconv-lite';
 
@@ -363,11 +364,6 @@ export class DecodeToUtf8 extends Transform {
   private mark(offset: number, line: number, bytes: Buffer, reason: string): void {
     this.invalid.push({ offset, line, bytes: Buffer.from(bytes), reason });
   }
-}
-
-/** String.prototype.isWellFormed (ES2024, in Node 20; not in this project's ES2023 lib typings). */
-function isWellFormed(s: string): boolean {
-  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
 /** UTF-16 without a byte-order mark: big-endian when the first characters have their zero byte first. */

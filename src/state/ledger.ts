@@ -4,6 +4,7 @@
  * the run lease (lease.ts), checked by every write of a leased scope (the fence); short transactions, so runs on
  * other scopes of the same file go on in parallel. Design: docs/design/ledger.md.
  */
+import { isWellFormed } from '../core/well-formed.js';
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -891,7 +892,9 @@ class LedgerScopeImpl implements LedgerScope {
 
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
     const since = this.idsRecordedSince(resourceType);
-    if (since && !since.has(serverId)) return undefined; // not recorded before, nor since: no statement (the loader asks per create)
+    // Not recorded before, nor since: no statement (the loader asks per create). An id with a lone UTF-16 surrogate is
+    // read back from the state as U+FFFD: only the statement finds it.
+    if (since && !since.has(serverId) && isWellFormed(serverId)) return undefined;
     return this.ledger.guard('looking up a server id', () =>
       this.ledger
         .stmt('SELECT mapping, key FROM entries WHERE scope_id = ? AND resource_type = ? AND server_id = ? ORDER BY mapping, key LIMIT 1')
