@@ -56,8 +56,8 @@ export interface ListOptions {
 // (fetch, WebSocket, caches, mocks) where the Agent needs 28 — about 60 ms of CPU at every start (issue 28 item 3).
 // A proxy loads the index all the same: its CONNECT goes through the request API the index adds to every
 // dispatcher. undici has no `exports` map; test/api/undici-dispatchers.test.ts checks the path on each upgrade.
+// Required when a dispatcher is made: a dry run imports this module and never makes one.
 const requireUndici = createRequire(import.meta.url);
-const Agent = requireUndici('undici/lib/dispatcher/agent.js') as typeof import('undici').Agent;
 
 /**
  * A listing whose pages bring nothing new for this many pages in a row (empty pages, or only ids seen on the
@@ -291,7 +291,10 @@ export function createDispatcher(
     headersTimeout: settings.requestTimeoutMs,
     bodyTimeout: settings.requestTimeoutMs,
   };
-  if (!PROXY_VARIABLES.some((k) => env[k])) return new Agent(options);
+  if (!PROXY_VARIABLES.some((k) => env[k])) {
+    const Agent = requireUndici('undici/lib/dispatcher/agent.js') as typeof import('undici').Agent;
+    return new Agent(options);
+  }
   const noProxy = env.no_proxy ?? env.NO_PROXY ?? '';
   const proxyUrl = (lower: 'http_proxy' | 'https_proxy', upper: 'HTTP_PROXY' | 'HTTPS_PROXY'): string => {
     const name = env[lower] !== undefined ? lower : upper;

@@ -239,7 +239,7 @@ export class ResourceSync {
       // the state is lost would fail at the worst time.
       const view = this.#mapped(item);
       const mapped = view instanceof Promise ? await view : view; // no promise per row for the built-in match rules
-      const entry = this.#mayKnow(item.mapping, item.key) ? this.deps.scope.get(item.mapping, item.key) : undefined;
+      const entry = this.#mayKnow(item.key) ? this.deps.scope.get(item.mapping, item.key) : undefined;
       // `always` listed the type before the phase: the server, not the ledger, says what is there.
       const listed = this.deps.policy === 'always' ? this.deps.indexes.peek(this.#type) : undefined;
       const byId = entry?.serverId && listed ? (listed.get(entry.serverId) ?? null) : undefined;
@@ -258,10 +258,11 @@ export class ResourceSync {
    * MAX_KNOWN_KEYS; more: every row is looked up), and a key not among them has no entry — a phase meets each key
    * once, so an entry written later in it is never of a key still to come. A statement per new row was 3 % of a
    * second run's CPU (issue 28); a first load has no key to read. A key with a lone UTF-16 surrogate is always asked:
-   * the state stores its bytes as they come and reads them back as U+FFFD, so only the statement finds it again.
+   * the state stores its bytes as they come and reads them back as replacement characters (U+FFFD), so only the
+   * statement finds it again.
    */
-  #mayKnow(mapping: string, key: string): boolean {
-    if (this.#keysAtStart === undefined) this.#keysAtStart = this.deps.scope.keys(mapping, MAX_KNOWN_KEYS) ?? null;
+  #mayKnow(key: string): boolean {
+    if (this.#keysAtStart === undefined) this.#keysAtStart = this.deps.scope.keys(this.res.def.name, MAX_KNOWN_KEYS) ?? null;
     return this.#keysAtStart === null || this.#keysAtStart.has(key) || !isWellFormed(key);
   }
 

@@ -50,8 +50,11 @@ function newAjv(opts: import('ajv').Options): Ajv {
  * Every resource schema added, none compiled yet. allowUnionTypes: participant role codings are ["string","null"]
  * (strict mode forbids unions otherwise).
  */
+const RESOURCE_OPTIONS = { allErrors: true, strict: true, allowUnionTypes: true } as const;
+const MAPPING_OPTIONS = { allErrors: true, verbose: true, strict: true, validateSchema: false } as const;
+
 export function resourceAjv(code?: CodeOptions): Ajv {
-  const ajv = newAjv({ allErrors: true, strict: true, allowUnionTypes: true, formats: resourceFormats(), code });
+  const ajv = newAjv({ ...RESOURCE_OPTIONS, formats: resourceFormats(), code });
   ajv.addSchema(schemaJson(COMMON_FILE) as object);
   for (const file of Object.values(RESOURCE_SCHEMA_FILES)) ajv.addSchema(schemaJson(file) as object);
   return ajv;
@@ -62,25 +65,26 @@ export function resourceAjv(code?: CodeOptions): Ajv {
  * checked against JSON Schema's meta-schema by test/mapping/mapping-schema.test.ts: no meta-schema check here.
  */
 export function mappingAjv(code?: CodeOptions): Ajv {
-  const ajv = newAjv({ allErrors: true, verbose: true, strict: true, validateSchema: false, code });
+  const ajv = newAjv({ ...MAPPING_OPTIONS, code });
   ajv.addSchema(schemaJson(MAPPING_SCHEMA_FILE) as object, MAPPING_SCHEMA_FILE);
   return ajv;
 }
 
-/** What each generated module is made from: its schema files. */
+/** What each generated module is made from: its schema files and ajv options. */
 export const GENERATED = {
-  resources: { module: 'resource-validators.generated.cjs', files: [COMMON_FILE, ...Object.values(RESOURCE_SCHEMA_FILES)] },
-  mapping: { module: 'mapping-validator.generated.cjs', files: [MAPPING_SCHEMA_FILE] },
+  resources: { module: 'resource-validators.generated.cjs', files: [COMMON_FILE, ...Object.values(RESOURCE_SCHEMA_FILES)], options: RESOURCE_OPTIONS },
+  mapping: { module: 'mapping-validator.generated.cjs', files: [MAPPING_SCHEMA_FILE], options: MAPPING_OPTIONS },
 } as const;
 
-/** The digest of schema files as they are now (a generated module records the one it was made from). */
-export function schemaDigest(files: readonly string[]): string {
-  const h = createHash('sha256');
-  for (const f of files)
-    h.update(f)
-      .update('\0')
-      .update(readFileSync(join(SCHEMA_DIR, f)))
-      .update('\0');
+/**
+ * The digest of what a generated module is made from, as it is now: its schema files, its ajv options and the
+ * installed ajv and ajv-formats versions (a generated module records the one it was made from).
+ */
+export function generatedDigest(which: keyof typeof GENERATED): string {
+  const { files, options } = GENERATED[which];
+  const version = (pkg: string) => (requireHere(`${pkg}/package.json`) as { version: string }).version;
+  const h = createHash('sha256').update(JSON.stringify({ options, ajv: version('ajv'), formats: version('ajv-formats') }));
+  for (const f of files) h.update(`\0${f}\0`).update(readFileSync(join(SCHEMA_DIR, f)));
   return h.digest('hex');
 }
 
@@ -92,10 +96,10 @@ interface GeneratedModule {
 
 /**
  * The validators built with this copy of care-etl, or undefined: none beside this file (running from src/), or made
- * from schema files that have changed since.
+ * from schema files, options or ajv versions that have changed since.
  */
 export function generatedValidators(which: keyof typeof GENERATED, formats: Record<string, Format> = {}): Record<string, ValidateFunction> | undefined {
-  const { module, files } = GENERATED[which];
+  const { module } = GENERATED[which];
   let mod: GeneratedModule;
   try {
     mod = requireHere(`./${module}`) as GeneratedModule;
@@ -104,5 +108,5 @@ export function generatedValidators(which: keyof typeof GENERATED, formats: Reco
     if (e.code === 'MODULE_NOT_FOUND' && e.message?.includes(module)) return undefined;
     throw err;
   }
-  return mod.digest === schemaDigest(files) ? mod.validators(formats) : undefined;
+  return mod.digest === generatedDigest(which) ? mod.validators(formats) : undefined;
 }

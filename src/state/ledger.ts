@@ -730,7 +730,8 @@ class LedgerScopeImpl implements LedgerScope {
    * ids than that, or no lease).
    */
   private idsRecordedSince(resourceType: string): Set<string> | undefined {
-    if (!this.ledger.leaseHeld(this.scopeId)) return undefined;
+    // Not read inside a transaction: what it wrote may still be rolled back.
+    if (!this.ledger.leaseHeld(this.scopeId) || (!this.idsAsked.has(resourceType) && this.ledger.inTransaction)) return undefined;
     if (!this.idsAsked.has(resourceType)) {
       this.idsAsked.add(resourceType);
       const rows = this.ledger.guard('looking up server ids', () =>
@@ -797,7 +798,9 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   recordRejected(e: RejectedInput): void {
-    this.idsSince.delete(e.resourceType); // it keeps the entry's server id under this type: ask the statement from now on
+    // It keeps the entry's server id under this type: the type's ids are read again when next asked.
+    this.idsSince.delete(e.resourceType);
+    this.idsAsked.delete(e.resourceType);
     this.write(`recording ${e.mapping}/${e.key} as rejected`, () => {
       this.ledger
         .stmt(
@@ -818,12 +821,10 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   keys(mapping: string, max: number): Set<string> | undefined {
-    const counts = this.counts(mapping);
-    if (STATUSES.reduce((n, st) => n + counts[st], 0) > max) return undefined;
     const rows = this.ledger.guard('listing keys', () =>
-      this.ledger.stmt('SELECT key FROM entries WHERE scope_id = ? AND mapping = ?').all(this.scopeId, mapping),
+      this.ledger.stmt('SELECT key FROM entries WHERE scope_id = ? AND mapping = ? LIMIT ?').all(this.scopeId, mapping, max + 1),
     ) as { key: string }[];
-    return new Set(rows.map((r) => r.key));
+    return rows.length > max ? undefined : new Set(rows.map((r) => r.key));
   }
 
   *entries(mapping: string): IterableIterator<LedgerEntry> {
@@ -893,7 +894,7 @@ class LedgerScopeImpl implements LedgerScope {
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
     const since = this.idsRecordedSince(resourceType);
     // Not recorded before, nor since: no statement (the loader asks per create). An id with a lone UTF-16 surrogate is
-    // read back from the state as U+FFFD: only the statement finds it.
+    // read back from the state as replacement characters (U+FFFD): only the statement finds it.
     if (since && !since.has(serverId) && isWellFormed(serverId)) return undefined;
     return this.ledger.guard('looking up a server id', () =>
       this.ledger
