@@ -74,7 +74,8 @@ describe('CSV on hostile input', () => {
       { line: 2, data: { id: '1', v: 'a' } },
       { line: 4, data: { id: '2', v: 'b' } },
     ]);
-    // the line held twice over was > 400 MB; streamed past, the process stays near its start-up size
-    expect(out.maxRssMB).toBeLessThan(150);
+    // the line held twice over was > 400 MB; streamed past, the process stays near its start-up size: 79 MB on a quiet
+    // machine, 151 once under CI's parallel test files (when the collector frees the read chunks varies with the load)
+    expect(out.maxRssMB).toBeLessThan(200);
   });
 });
