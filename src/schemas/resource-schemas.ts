@@ -2,7 +2,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { foreignCode, issue, type Issue } from '../core/issues.js';
 import { schemaJson } from './schema-files.js';
 import { CALENDAR_DATE_FORMAT } from './calendar-date.js';
-import { generatedValidators, RESOURCE_SCHEMA_FILES, resourceAjv, resourceFormats, schemaId, type SchemaName } from './validator-setup.js';
+import { COMMON_SCHEMA_FILE, generatedValidators, RESOURCE_SCHEMA_FILES, resourceAjv, resourceFormats, schemaId, type SchemaName } from './validator-setup.js';
 import type { ResourceType } from './resource-types.js';
 
 export const MAX_ISSUES = 50;
@@ -34,7 +34,7 @@ let patternNamesMap: Map<string, string> | undefined;
 function patternNames(): Map<string, string> {
   if (patternNamesMap) return patternNamesMap;
   patternNamesMap = new Map();
-  const common = schemaJson('common.schema.json') as { $defs: Record<string, { pattern?: string; description?: string }> };
+  const common = schemaJson(COMMON_SCHEMA_FILE) as { $defs: Record<string, { pattern?: string; description?: string }> };
   for (const def of Object.values(common.$defs)) {
     if (def.pattern && def.description) patternNamesMap.set(def.pattern, def.description.replace(/\.$/, ''));
   }

@@ -5,8 +5,8 @@
  * - compiled at build time into standalone code (scripts/build-validators.mjs writes `*.generated.cjs` beside the
  *   built copy of this file), which a built CLI loads instead: ajv is then never loaded and nothing is compiled at
  *   start-up (~110 ms of CPU at every command: issue 28 item 3).
- * Each generated module carries a digest of the schema files it was made from; a file changed since the build makes
- * the process compile again rather than run an old schema.
+ * Each generated module carries a digest of what it was made from (schema files, ajv options and versions); a file
+ * changed since the build makes the process compile again rather than run an old schema.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -29,7 +29,7 @@ export const RESOURCE_SCHEMA_FILES: Record<SchemaName, string> = {
   Observation: 'observation.schema.json',
   Bundle: 'bundle.schema.json',
 };
-const COMMON_FILE = 'common.schema.json';
+export const COMMON_SCHEMA_FILE = 'common.schema.json';
 export const MAPPING_SCHEMA_FILE = 'mapping.schema.json';
 
 export const schemaId = (file: string): string => `https://care-etl.dev/schemas/${file}`;
@@ -46,23 +46,22 @@ function newAjv(opts: import('ajv').Options): Ajv {
   return new AjvClass(opts);
 }
 
-/**
- * Every resource schema added, none compiled yet. allowUnionTypes: participant role codings are ["string","null"]
- * (strict mode forbids unions otherwise).
- */
+/** allowUnionTypes: participant role codings are ["string","null"] (strict mode forbids unions otherwise). */
 const RESOURCE_OPTIONS = { allErrors: true, strict: true, allowUnionTypes: true } as const;
+/** verbose: the mapping's messages read the failing schema and value. */
 const MAPPING_OPTIONS = { allErrors: true, verbose: true, strict: true, validateSchema: false } as const;
 
+/** Every resource schema added, none compiled yet. */
 export function resourceAjv(code?: CodeOptions): Ajv {
   const ajv = newAjv({ ...RESOURCE_OPTIONS, formats: resourceFormats(), code });
-  ajv.addSchema(schemaJson(COMMON_FILE) as object);
+  ajv.addSchema(schemaJson(COMMON_SCHEMA_FILE) as object);
   for (const file of Object.values(RESOURCE_SCHEMA_FILES)) ajv.addSchema(schemaJson(file) as object);
   return ajv;
 }
 
 /**
- * The mapping file's validator: `verbose` (the messages read the failing schema and value). The shipped schema is
- * checked against JSON Schema's meta-schema by test/mapping/mapping-schema.test.ts: no meta-schema check here.
+ * The mapping file's schema added. The shipped schema is checked against JSON Schema's meta-schema by
+ * test/mapping/mapping-schema.test.ts: no meta-schema check here.
  */
 export function mappingAjv(code?: CodeOptions): Ajv {
   const ajv = newAjv({ ...MAPPING_OPTIONS, code });
@@ -72,7 +71,7 @@ export function mappingAjv(code?: CodeOptions): Ajv {
 
 /** What each generated module is made from: its schema files and ajv options. */
 export const GENERATED = {
-  resources: { module: 'resource-validators.generated.cjs', files: [COMMON_FILE, ...Object.values(RESOURCE_SCHEMA_FILES)], options: RESOURCE_OPTIONS },
+  resources: { module: 'resource-validators.generated.cjs', files: [COMMON_SCHEMA_FILE, ...Object.values(RESOURCE_SCHEMA_FILES)], options: RESOURCE_OPTIONS },
   mapping: { module: 'mapping-validator.generated.cjs', files: [MAPPING_SCHEMA_FILE], options: MAPPING_OPTIONS },
 } as const;
 
