@@ -19,6 +19,9 @@
 //   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
 //   utilisation, and the client's CPU time from a request's creation to its write; at each phase boundary (a load
 //   starting after the first ones: care teams after patients), how long the server held under a quarter of the window.
+//   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (bodies prebuilt, answers parsed,
+//   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
+//   output. What the loader loses on top of it is its own (ramp, phases, listings, CPU per request).
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -67,7 +70,9 @@ async function main() {
   const builds = [{ label: 'this build', dist: join(dirname(self), '..', 'dist') }];
   if (process.env.BASELINE_DIST) builds.push({ label: 'baseline', dist: resolve(process.env.BASELINE_DIST) });
   const byBuild = [];
+  let bare;
   try {
+    if (process.env.CALIBRATE) bare = await calibrate(join(root, 'bare'), 3 * N + PRACTITIONERS);
     const first = await writeFixture(mkdtempSync(join(root, 'a-')), 1, N);
     const second = await writeFixture(mkdtempSync(join(root, 'b-')), N + 1, N);
     for (const [i, build] of builds.entries()) byBuild.push(await runPair(build, join(root, `build-${i}`), first, second));
@@ -102,6 +107,7 @@ async function main() {
           },
         }
       : {}),
+    ...(bare ? { bare } : {}),
     runs,
     loadAvg1m: loadAvg(),
     node: process.version,
@@ -151,6 +157,51 @@ async function runPair(build, dir, first, second) {
 }
 
 const round = (x) => Math.round(x * 100) / 100;
+
+/** CALIBRATE=1: a bare undici loop's mean in flight at the sandbox over its window (32), `n` creates. */
+async function calibrate(dir, n) {
+  mkdirSync(dir);
+  const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile: join(dir, 'sandbox.db'), port: 0 })], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
+  try {
+    const conn = JSON.parse((await lines.next()).value);
+    const { Agent, request } = await import('undici');
+    const window = 32;
+    const agent = new Agent({ connections: window });
+    const headers = {
+      'content-type': 'application/json',
+      'service-subscriptionkey': conn.apiKey,
+      'service-emrid': conn.emrId,
+      'service-tenantid': conn.tenantId,
+    };
+    let next = 0;
+    const worker = async () => {
+      while (next < n) {
+        const i = next++;
+        const body = JSON.stringify({
+          resourceType: 'Patient',
+          identifier: [{ system: 'urn:bench:bare', value: `b${i}` }],
+          name: [{ family: `F${i}`, given: ['G'] }],
+          gender: 'female',
+          birthDate: '1980-01-01',
+        });
+        const res = await request(`${conn.baseUrl}/Patient`, { method: 'POST', body, headers, dispatcher: agent });
+        const answer = await res.body.json();
+        if (res.statusCode !== 200 || typeof answer.id !== 'string') throw new Error(`bare loop: create answered ${res.statusCode}`);
+      }
+    };
+    await Promise.all(Array.from({ length: window }, worker));
+    await agent.close();
+    sb.stdin.write('stats\n');
+    const { capacity } = JSON.parse((await lines.next()).value);
+    return { window, creates: n, meanInFlight: capacity.meanInFlight, inFlightVsWindow: round(capacity.meanInFlight / window) };
+  } finally {
+    sb.stdin.end();
+    if (sb.exitCode === null) await once(sb, 'exit');
+  }
+}
 
 function figures(label, load, stats) {
   const { meanInFlight, spanMs, maxInFlight } = stats.capacity;
@@ -358,7 +409,7 @@ function breakdown(server, load, stats) {
     lost[cause] ??= [0, 0, 0, 0];
     lost[cause][0] += 1;
     parts.forEach((p, j) => (lost[cause][j + 1] += p * scale));
-    if (process.env.TIMELINE === 'rows' && i % 5 === 0)
+    if (process.env.TIMELINE === 'rows' && i % Number(process.env.TIMELINE_EVERY ?? 5) === 0)
       rows.push(
         `${String(i * 100).padStart(6)} ms  server ${s.toFixed(1).padStart(5)}  client ${client.toFixed(1).padStart(5)}  limit ${lim ?? '-'}  ${active.join(', ')}`,
       );

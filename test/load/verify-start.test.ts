@@ -7,7 +7,7 @@ import { RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/v
 
 /**
  * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
- * and starts when 3/4 of that is left (0.2475 s: 247 rows) — late rather than early.
+ * and starts when 1¼ of that is left (0.4125 s: 412 rows) — early rather than late (its re-read takes the rest).
  */
 const base: VerifyStartInput = { rowsTotal: 10_000, rowsRead: 0, rowsDone: 0, created: 0, rowsPerSec: 1000, listedBefore: 0, pageSize: 1000, pageMs: 33 };
 
@@ -19,10 +19,10 @@ describe('verifyStartDue', () => {
     ['no rate measured yet', { rowsPerSec: undefined, rowsDone: 9990, created: 9990 }, false],
     ['a stalled phase (rate 0)', { rowsPerSec: 0, rowsDone: 9990, created: 9990 }, false],
     ['half-way: 5 s of creates left, a 0.33 s listing', { rowsDone: 5000, created: 5000 }, false],
-    ['400 rows left (0.4 s): more than the listing’s 10 pages × 33 ms', { rowsDone: 9600, created: 9600 }, false],
-    ['330 rows left: as long as the listing, not yet (the estimates run early)', { rowsDone: 9670, created: 9670 }, false],
-    ['250 rows left: just above 3/4 of the listing', { rowsDone: 9750, created: 9750 }, false],
-    ['240 rows left: below 3/4 of the listing', { rowsDone: 9760, created: 9760 }, true],
+    ['500 rows left (0.5 s): more than 1¼ of the listing’s 10 pages × 33 ms', { rowsDone: 9500, created: 9500 }, false],
+    ['420 rows left: just above 1¼ of the listing', { rowsDone: 9580, created: 9580 }, false],
+    ['410 rows left: below 1¼ of the listing', { rowsDone: 9590, created: 9590 }, true],
+    ['330 rows left: as long as the listing', { rowsDone: 9670, created: 9670 }, true],
     ['every row done (the reading over, the last answers in)', { rowsDone: 10_000, created: 10_000 }, true],
     [
       'an estimate below the rows already read: unknown (only the end of the reading is exact)',
@@ -30,10 +30,10 @@ describe('verifyStartDue', () => {
       false,
     ],
     ['the reading ended: its rows exact, every one done', { rowsTotal: 9500, rowsRead: 9500, rowsDone: 9500, created: 9500 }, true],
-    ['50,000 listed before the phase: 60 pages (1.98 s), 1.4 s of rows left', { listedBefore: 50_000, rowsDone: 8600, created: 8600 }, true],
-    ['the same 50,000, 1.6 s of rows left', { listedBefore: 50_000, rowsDone: 8400, created: 8400 }, false],
-    ['a re-run creating 1 in 100 rows: one page, 20 rows left', { rowsDone: 9980, created: 99 }, true],
-    ['a re-run creating 1 in 100 rows: one page, 33 rows left', { rowsDone: 9967, created: 99 }, false],
+    ['50,000 listed before the phase: 60 pages (1.98 s), 2.4 s of rows left', { listedBefore: 50_000, rowsDone: 7600, created: 7600 }, true],
+    ['the same 50,000, 2.5 s of rows left', { listedBefore: 50_000, rowsDone: 7500, created: 7500 }, false],
+    ['a re-run creating 1 in 100 rows: one page, 40 rows left', { rowsDone: 9960, created: 99 }, true],
+    ['a re-run creating 1 in 100 rows: one page, 45 rows left', { rowsDone: 9955, created: 99 }, false],
     ['the server’s own page size unknown (0 → counted as 1)', { pageSize: 0, rowsTotal: 100, rowsDone: 40, created: 40, pageMs: 1 }, true],
   ] as const)('%s → %s', (_what, over, due) => {
     expect(verifyStartDue({ ...base, ...over })).toBe(due);
