@@ -6,6 +6,7 @@
  * Built at most once per type per run, lazily (only when a key the ledger does not know is about to be
  * created, or when asked for up front); creates whose outcome was lost need a fresh listing (`refresh`).
  */
+import { versionIdOf } from '../core/version-id.js';
 import { afterSendsWith } from './after-sends.js';
 import type { CareClient } from '../api/client.js';
 import { isSafeId, ProtocolError, SAFE_ID_RULE } from '../api/errors.js';
@@ -114,7 +115,7 @@ export class ServerIndex {
     if (this.#byId.has(r.id)) return;
     const hash = this.#hashes ? comparableHash(r) : '';
     const meta = r.meta as { versionId?: unknown } | undefined;
-    this.#byId.set(r.id, { id: r.id, versionId: typeof meta?.versionId === 'string' ? meta.versionId : undefined, hash });
+    this.#byId.set(r.id, { id: r.id, versionId: versionIdOf(meta?.versionId), hash });
     this.#bodies?.set(r.id, r);
     const content = this.#hashes ? [contentIdentityOfHash(hash)] : [];
     this.#byDigest.clear();

@@ -355,11 +355,15 @@ function loadOrder(cx: MappingCx, pending: Pending[]): string[] {
 /** The key of a row (or group), or a MappingEvalError: it must be one non-blank text or number. */
 function keyOf(v: unknown, meta: ExprMeta, resource: string, at: MappingCx['at']): string {
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  if (typeof v === 'string' && v.trim() !== '') return v.trim();
+  if (typeof v === 'string' && v.trim() !== '' && !v.includes('\u0000')) return v.trim();
   const what = meta.role === 'groupBy' ? 'group key' : 'key';
   let code: KnownIssueCode = 'key-missing';
   let detail = `the ${what} \`${short(meta.src)}\` is empty or missing in this record`;
-  if (Array.isArray(v)) {
+  if (typeof v === 'string' && v.trim() !== '') {
+    // A PostgreSQL state cannot store it: every run of the tenant failed on this one row.
+    code = 'key-invalid';
+    detail = `the ${what} \`${short(meta.src)}\` holds a NUL character (U+0000), which no identifier holds and a PostgreSQL state cannot store; fix it in the export (a NUL byte in a cell is usually a damaged file)`;
+  } else if (Array.isArray(v)) {
     code = 'key-invalid';
     detail = `the ${what} \`${short(meta.src)}\` gives ${v.length} values; it must give one`;
   } else if (v !== undefined && v !== null && typeof v !== 'string') {

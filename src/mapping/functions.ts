@@ -635,6 +635,9 @@ export function registerFunctions(expr: jsonata.Expression, opts: FunctionLibrar
     if (key !== null && typeof key === 'object') return fail('ref-key-invalid', `$ref("${name}", …) key must be text`);
     const k = key === undefined || key === null ? '' : String(key).trim();
     if (k === '') return fail('ref-key-missing', `$ref("${name}", …) has an empty key; guard optional references: KEY ? $ref("${name}", KEY)`);
+    // No key holds one (the keys refuse it), and a PostgreSQL state cannot be asked for it.
+    if (k.includes('\u0000'))
+      return fail('ref-key-invalid', `$ref("${name}", …) key holds a NUL character (U+0000): no ${name} key does; fix it in the export`);
     return ctx.resolveRef(name, k);
   });
 

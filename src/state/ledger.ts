@@ -5,6 +5,7 @@
  * other scopes of the same file go on in parallel. Design: docs/design/ledger.md.
  */
 import { isWellFormed } from '../core/well-formed.js';
+import { versionIdOf } from '../core/version-id.js';
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -794,7 +795,7 @@ class LedgerScopeImpl implements LedgerScope {
   }
 
   private syncedParams(e: SyncedInput, at: string): unknown[] {
-    return [this.scopeId, e.mapping, e.key, e.resourceType, e.serverId, e.versionId ?? null, e.hash, e.runId, at];
+    return [this.scopeId, e.mapping, e.key, e.resourceType, e.serverId, versionIdOf(e.versionId) ?? null, e.hash, e.runId, at];
   }
 
   recordRejected(e: RejectedInput): void {
@@ -887,11 +888,14 @@ class LedgerScopeImpl implements LedgerScope {
           `UPDATE entries SET ended_at = ?, version_id = coalesce(?, version_id), hash = coalesce(?, hash), updated_at = ?
            WHERE scope_id = ? AND mapping = ? AND key = ?`,
         )
-        .run(endedAt, versionId ?? null, hash ?? null, this.ledger.nowIso(), this.scopeId, mapping, key);
+        .run(endedAt, versionIdOf(versionId) ?? null, hash ?? null, this.ledger.nowIso(), this.scopeId, mapping, key);
     });
   }
 
   keyOfServerId(resourceType: string, serverId: string): { mapping: string; key: string } | undefined {
+    // No state holds a NUL (ids are FHIR ids; PostgreSQL cannot store one), and a statement asking for it fails the run
+    // (`$sourceKey` takes any text of a row).
+    if (serverId.includes('\u0000') || resourceType.includes('\u0000')) return undefined;
     const since = this.idsRecordedSince(resourceType);
     // Not recorded before, nor since: no statement (the loader asks per create). An id with a lone UTF-16 surrogate is
     // read back from the state as replacement characters (U+FFFD): only the statement finds it.

@@ -8,6 +8,7 @@
  * - `seed` + `answerIdOnce`: resources stored before the run; the first create of `answerIdOnce.type` is stored
  *   under its own id but answered with `answerIdOnce.id` (another resource's id); `answerIdOnce(…)` arms it again
  *   between runs.
+ * - `versionId`: every resource carries this `meta.versionId` (whatever it is).
  * Lists return everything stored in one page; updates (PUT Type/id) work.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
@@ -18,6 +19,8 @@ export interface GatewayOptions {
   throttle?: { retryAfter: string; afterCreates: number };
   seed?: Record<string, unknown>[];
   answerIdOnce?: { type: string; id: string };
+  /** Every resource stored (and answered, and listed) carries this `meta.versionId` — a number, an object, a NUL … */
+  versionId?: unknown;
 }
 
 export interface GatewayServer {
@@ -68,7 +71,7 @@ export async function startGatewayServer(opts: GatewayOptions): Promise<GatewayS
       const parsed = JSON.parse(body || '{}') as Record<string, unknown>;
       if (req.method === 'POST' && id === undefined) {
         creates++;
-        const r = { ...parsed, id: `g-${++seq}`, meta: { versionId: '1', lastUpdated: new Date().toISOString() } };
+        const r = { ...parsed, id: `g-${++seq}`, meta: { versionId: 'versionId' in opts ? opts.versionId : '1', lastUpdated: new Date().toISOString() } };
         of(type!).set(r.id, r);
         stored++;
         if (opts.commitThen && creates % opts.commitThen.every === 0) {
@@ -84,7 +87,8 @@ export async function startGatewayServer(opts: GatewayOptions): Promise<GatewayS
       }
       const current = of(type!).get(id!);
       if (!current) return json(res, 404, { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'not-found' }] });
-      const updated = { ...parsed, id, resourceType: type, meta: { versionId: String(Number((current.meta as { versionId: string }).versionId) + 1) } };
+      const next = 'versionId' in opts ? opts.versionId : String(Number((current.meta as { versionId: string }).versionId) + 1);
+      const updated = { ...parsed, id, resourceType: type, meta: { versionId: next } };
       of(type!).set(id!, updated);
       return json(res, 200, updated);
     });

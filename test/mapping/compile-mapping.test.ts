@@ -149,6 +149,10 @@ describe('compileMapping: evaluation', () => {
     }
     expect((await evalError(p.evalKey({ MRN: ['1', '2'] }))).code).toBe('key-invalid');
     expect((await evalError(p.evalKey({ MRN: { a: 1 } }))).code).toBe('key-invalid');
+    // a NUL byte in the cell: a PostgreSQL state cannot store the key (every run of the tenant failed on it)
+    const nul = await evalError(p.evalKey({ MRN: '000\u00002' }));
+    expect(nul.code).toBe('key-invalid');
+    expect(nul.message).toContain('holds a NUL character (U+0000)');
   });
 
   it('groups: the group key comes from groupBy and the map sees the array of records', async () => {

@@ -263,6 +263,8 @@ describe('$ref / $sourceKey / $now', () => {
     await expect(evaluate('$ref("patient", MRN)', {}, ctx)).rejects.toMatchObject({ code: 'ref-key-missing' });
     await expect(evaluate('$ref("patient", MRN)', { MRN: 1 })).rejects.toMatchObject({ code: 'ref-context' });
     await expect(evaluate('$ref("patient", MRN)', [{ MRN: 1 }, { MRN: 2 }], ctx)).rejects.toMatchObject({ code: 'ref-key-invalid' });
+    // no key holds a NUL (compile-mapping's keys refuse it), and a PostgreSQL state cannot be asked for one
+    await expect(evaluate('$ref("patient", MRN)', { MRN: '7\u0000' }, ctx)).rejects.toMatchObject({ code: 'ref-key-invalid' });
   });
 
   it('$now() and $millis() return the run instant; pictures still work', async () => {

@@ -226,6 +226,21 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     expect(s.keyOfServerId('Patient', 'id-MRN-567')).toEqual({ mapping: 'patients', key: 'MRN-567' });
   });
 
+  it('records no version it cannot hold, and finds no key for a server id with a NUL (PostgreSQL cannot be asked: it failed the run)', () => {
+    const s = fresh().scope(BASE, 't');
+    const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
+    // a gateway's versionId: an object (SQLite took it for named parameters), a NUL (PostgreSQL refused the write)
+    const versions: unknown[] = [{ n: 1 }, 'v\u00001', 7];
+    versions.forEach((v, i) =>
+      s.recordSynced({ mapping: 'patients', key: `K${i}`, resourceType: 'Patient', serverId: `id-${i}`, versionId: v as string, hash: 'h', runId: run }),
+    );
+    expect(versions.map((_, i) => s.get('patients', `K${i}`)?.versionId)).toEqual([undefined, undefined, '7']);
+    s.markEnded('patients', 'K2', '2024-01-01', { x: 1 } as unknown as string);
+    expect(s.get('patients', 'K2')?.versionId).toBe('7');
+    expect(s.keyOfServerId('Patient', 'id-0\u0000')).toBeUndefined();
+    expect(s.keyOfServerId('Patient', 'id-0')).toEqual({ mapping: 'patients', key: 'K0' });
+  });
+
   it('rolls back a transaction whose function throws, and rethrows its error untouched', () => {
     const s = fresh().scope(BASE, 't');
     const run = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
@@ -443,6 +458,7 @@ describe('Ledger file', () => {
       'src/core/secret.ts',
       'src/core/secure-fs.ts',
       'src/core/well-formed.ts',
+      'src/core/version-id.ts',
     ]) {
       const js = ts
         .transpileModule(readFileSync(join(repo, rel), 'utf8'), {
