@@ -37,13 +37,15 @@ export interface ValidateReport {
   samples?: Record<string, SampleResult>;
 }
 
-async function* firstN(items: AsyncIterable<SourceItem>, n: number): AsyncGenerator<SourceItem> {
+/** The first `n` items; `read.whole` turns true when the source ended before them (every row of it sampled). */
+async function* firstN(items: AsyncIterable<SourceItem>, n: number, read: { whole: boolean }): AsyncGenerator<SourceItem> {
   if (n <= 0) return;
   let i = 0;
   for await (const item of items) {
     yield item;
     if (++i >= n) return;
   }
+  read.whole = true;
 }
 
 /** Loads and compiles the mapping and checks its sources; throws every problem found (and every TODO marker) at once. */
@@ -145,13 +147,24 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
   if (sample !== undefined) {
     report.samples = {};
     const rejected = new Map<string, Set<string>>();
+    /** Per mapping, the keys its sample accepted, and whether that sample read its whole source. */
+    const sampled = new Map<string, { keys: Set<string>; read: { whole: boolean }; source: string }>();
     const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
-    // A sample holds only the first rows of each source, so references resolve to placeholders unless the
-    // referenced row was itself rejected in the sample.
+    // A sample holds only the first rows of each source, so references resolve to placeholders — unless the
+    // referenced row was itself rejected in the sample, or the sample read its whole source without meeting the key:
+    // then a run rejects the row too (`ref-missing`), unless an earlier run of the target loaded that key.
     const ctx: EvalContext = {
       now: new Date(),
       resolveRef(name, key) {
         if (rejected.get(name)?.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this sample`, 'ref-rejected');
+        const target = sampled.get(name);
+        if (target?.read.whole && !target.keys.has(key))
+          throw new RefError(
+            name,
+            key,
+            `no ${name} with key \`${key}\` in the source \`${target.source}\` (the sample read all of it): a run rejects this row too, unless an earlier run of this target loaded that key`,
+            'ref-missing',
+          );
         return `${typeOf.get(name)}/${placeholderId(key, 'sample')}`;
       },
       sourceKey: () => undefined,
@@ -162,11 +175,13 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
       const keys = new Set<string>();
       rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
+      const accepted = { keys: new Set<string>(), read: { whole: false }, source: source.name };
+      sampled.set(name, accepted);
       const rule = matchRuleOf(res);
       const claims = new MatchClaims();
       const lineOf = new Map<string, number | undefined>();
       let ambiguous = 0;
-      for await (const item of transformSource(res, firstN(openSource(source), sample), {
+      for await (const item of transformSource(res, firstN(openSource(source), sample, accepted.read), {
         ctx,
         validate: validateResource,
         onRead: () => result.rows++,
@@ -181,6 +196,7 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
             continue;
           }
           result.valid++;
+          accepted.keys.add(item.key);
           // Two keys with one match value cannot be told apart on the server once the state is lost.
           const value = identity.matchValue;
           lineOf.set(item.key, item.origin.line);
