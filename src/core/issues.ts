@@ -172,7 +172,7 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   'ref-context': '`$ref` (or a function like it) used outside `map` (or export columns)',
   'ref-dynamic': "`$ref`'s mapping name is not a literal, so the load order cannot be known",
   'ref-cycle': 'mappings refer to each other in a circle through `$ref`',
-  'ref-key-invalid': '`$ref` got several keys, or a key that is not text',
+  'ref-key-invalid': '`$ref` got several keys, a key that is not text, or one holding a NUL character (U+0000)',
   'match-invalid': '`match:` does not give one text value',
   'resource-type-mismatch': "`map` produced a resourceType other than the mapping's `type`",
   'lookup-unknown': 'an expression names a lookup table that is not defined',
@@ -187,7 +187,8 @@ export const ISSUE_CODE_MEANINGS: Record<(typeof ISSUE_CODES)[number], string> =
   jsonata: 'JSONata raised an error on a row (its own code in brackets, e.g. `[T2001]`; guardrails and the time limit included)',
   'eval-failed': 'an expression failed on a row for another reason than a JSONata error',
   'key-missing': "a row's `key` expression gave nothing",
-  'key-invalid': "a row's `key` expression gave a value that is not text or a number",
+  'key-invalid':
+    "a row's `key` expression gave a value that is not text or a number, or text holding a NUL character (U+0000) or longer than 1,024 bytes (UTF-8): no identifier is, and a PostgreSQL state cannot store or index it",
   'duplicate-key': 'a key already used by an earlier row of the same source',
   'map-not-object': '`map` did not produce one object',
   'date-invalid': 'a value is not a valid date in the given format',

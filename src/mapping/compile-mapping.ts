@@ -352,17 +352,32 @@ function loadOrder(cx: MappingCx, pending: Pending[]): string[] {
   return dep.order;
 }
 
+/**
+ * Longest key, in UTF-8 bytes: PostgreSQL refuses an index entry past ~2,700 bytes (the state's entries are indexed
+ * by scope, mapping and key), and no identifier comes near it.
+ */
+const MAX_KEY_BYTES = 1024;
+
+/** Past MAX_KEY_BYTES (a UTF-16 unit is at most 3 bytes of UTF-8: short keys are not measured). */
+function tooLongForKey(key: string): boolean {
+  return key.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(key) > MAX_KEY_BYTES;
+}
+
 /** The key of a row (or group), or a MappingEvalError: it must be one non-blank text or number. */
 function keyOf(v: unknown, meta: ExprMeta, resource: string, at: MappingCx['at']): string {
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  if (typeof v === 'string' && v.trim() !== '' && !v.includes('\u0000')) return v.trim();
+  const trimmed = typeof v === 'string' ? v.trim() : '';
+  if (trimmed !== '' && !trimmed.includes('\u0000') && !tooLongForKey(trimmed)) return trimmed;
   const what = meta.role === 'groupBy' ? 'group key' : 'key';
   let code: KnownIssueCode = 'key-missing';
   let detail = `the ${what} \`${short(meta.src)}\` is empty or missing in this record`;
-  if (typeof v === 'string' && v.trim() !== '') {
-    // A PostgreSQL state cannot store it: every run of the tenant failed on this one row.
+  // Either one failed every run of the tenant on a PostgreSQL state, on this one row.
+  if (trimmed.includes('\u0000')) {
     code = 'key-invalid';
     detail = `the ${what} \`${short(meta.src)}\` holds a NUL character (U+0000), which no identifier holds and a PostgreSQL state cannot store; fix it in the export (a NUL byte in a cell is usually a damaged file)`;
+  } else if (trimmed !== '') {
+    code = 'key-invalid';
+    detail = `the ${what} \`${short(meta.src)}\` is ${Buffer.byteLength(trimmed).toLocaleString('en-US')} bytes long: a key is an identifier of at most ${MAX_KEY_BYTES.toLocaleString('en-US')} bytes (UTF-8), which a PostgreSQL state can index; key on an identifying column, not on free text`;
   } else if (Array.isArray(v)) {
     code = 'key-invalid';
     detail = `the ${what} \`${short(meta.src)}\` gives ${v.length} values; it must give one`;

@@ -153,6 +153,14 @@ describe('compileMapping: evaluation', () => {
     const nul = await evalError(p.evalKey({ MRN: '000\u00002' }));
     expect(nul.code).toBe('key-invalid');
     expect(nul.message).toContain('holds a NUL character (U+0000)');
+    // past 1,024 bytes of UTF-8: a PostgreSQL state cannot index it (no identifier is that long)
+    expect(await p.evalKey({ MRN: 'k'.repeat(1024) })).toBe('k'.repeat(1024));
+    expect(await p.evalKey({ MRN: 'é'.repeat(512) })).toBe('é'.repeat(512));
+    for (const long of ['k'.repeat(1025), 'é'.repeat(513), '€'.repeat(342)]) {
+      const e = await evalError(p.evalKey({ MRN: long }));
+      expect(e.code).toBe('key-invalid');
+      expect(e.message).toContain(`is ${Buffer.byteLength(long).toLocaleString('en-US')} bytes long`);
+    }
   });
 
   it('groups: the group key comes from groupBy and the map sees the array of records', async () => {

@@ -1064,8 +1064,8 @@ export function modelKey(spec: MappingSpec, row: Record<string, unknown>): { key
     throw e;
   }
   if (typeof v === 'number' && Number.isFinite(v)) return { key: String(v) };
-  // a NUL character: no identifier holds one, and a PostgreSQL state cannot store it
-  if (typeof v === 'string' && v.trim() !== '') return v.includes('\u0000') ? { code: 'key-invalid' } : { key: v.trim() };
+  // a NUL character, or past 1,024 bytes: no identifier is, and a PostgreSQL state cannot store or index it
+  if (typeof v === 'string' && v.trim() !== '') return v.includes('\u0000') || Buffer.byteLength(v.trim()) > 1024 ? { code: 'key-invalid' } : { key: v.trim() };
   if (v === undefined || v === null || typeof v === 'string') return { code: 'key-missing' };
   return { code: 'key-invalid' };
 }

@@ -1,12 +1,14 @@
 /**
  * Values a state cannot hold never fail a run (and with it every run after it): the built CLI on copies of
  * examples/clinic, over HTTP, on a real PostgreSQL state and on the default SQLite one.
- * - a NUL byte in a key cell: PostgreSQL cannot store it ("invalid message format"), so the row is rejected
- *   (`key-invalid`, its line and column) and the rest loads — then the next run finds them unchanged;
+ * - a NUL byte in a key cell (PostgreSQL cannot store it: "invalid message format"), or 3,000 bytes of text
+ *   (PostgreSQL cannot index it): the row is rejected (`key-invalid`, its line and column) and the rest loads — then
+ *   the next run finds them unchanged;
  * - a gateway's `meta.versionId` that is an object (SQLite read it as named parameters) or holds a NUL: the state
  *   leaves the version out and the run loads.
  * Needs `npm run build` and PostgreSQL server binaries (test/helpers/postgres.ts).
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +21,7 @@ import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 let sb: Sandbox;
 let pg: PgCluster;
 beforeAll(async () => {
-  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-nul-key'], observationsPerPatient: 0 }), startPostgres()]);
+  [sb, pg] = await Promise.all([startSandbox({ tenants: ['t-nul-key', 't-long-key'], observationsPerPatient: 0 }), startPostgres()]);
 });
 afterAll(async () => {
   await Promise.all([sb?.close(), pg?.stop()]);
@@ -44,36 +46,44 @@ async function run(mapping: string, baseUrl: string, tenant: string, state: stri
 const CLINIC_REJECTS = 9;
 
 describe('values a state cannot hold', () => {
-  it('a NUL byte in a key cell: that row is rejected by line and column, the rest loads on PostgreSQL, twice', async () => {
-    const dir = copyTree('examples/clinic');
-    const patients = join(dir, 'data', 'patients.csv');
-    const text = readFileSync(patients, 'utf8');
-    expect(text).toContain('\n000002,Liam,');
-    writeFileSync(patients, text.replace('\n000002,Liam,', '\n000\u00002,Liam,'));
-    const state = ['--state', await pg.freshState()];
-    const mapping = join(dir, 'mapping.yaml');
+  it.each([
+    ['a NUL byte', '000\u00002', 'NUL character (U+0000)', 't-nul-key'],
+    // incompressible: PostgreSQL refused the index entry ("index row size … exceeds btree maximum")
+    ['3,000 bytes of text', randomBytes(2250).toString('base64'), 'is 3,000 bytes long', 't-long-key'],
+  ])(
+    '%s in a key cell: that row is rejected by line and column, the rest loads on PostgreSQL, twice',
+    async (_what, key, message, tenant) => {
+      const dir = copyTree('examples/clinic');
+      const patients = join(dir, 'data', 'patients.csv');
+      const text = readFileSync(patients, 'utf8');
+      expect(text).toContain('\n000002,Liam,');
+      writeFileSync(patients, text.replace('\n000002,Liam,', `\n${key},Liam,`));
+      const state = ['--state', await pg.freshState()];
+      const mapping = join(dir, 'mapping.yaml');
 
-    const first = await run(mapping, sb.url, 't-nul-key', state);
-    expect(first.code, first.stderr).toBe(1);
-    // the patient, and the care teams that refer to it
-    expect(first.report.totals.rejected).toBeGreaterThan(CLINIC_REJECTS);
-    const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { file: string; line: number; issues: { code: string; message: string; columns?: string[] }[] });
-    const nul = rejects.filter((r) => r.issues.some((i) => i.code === 'key-invalid'));
-    expect(nul).toHaveLength(1);
-    expect(nul[0]).toMatchObject({ file: patients, line: 3 });
-    expect(nul[0]!.issues[0]).toMatchObject({ columns: ['MRN'] });
-    expect(nul[0]!.issues[0]!.message).toContain('NUL character (U+0000)');
-    const created = first.report.totals.created;
-    expect(created).toBeGreaterThan(0);
-    expect(sb.stats().resources['t-nul-key']?.Patient).toBe(first.report.mappings.patient!.created);
+      const first = await run(mapping, sb.url, tenant, state);
+      expect(first.code, first.stderr).toBe(1);
+      // the patient, and the care teams that refer to it
+      expect(first.report.totals.rejected).toBeGreaterThan(CLINIC_REJECTS);
+      const rejects = readFileSync(join(dir, '.care-etl', 'rejects.ndjson'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { file: string; line: number; issues: { code: string; message: string; columns?: string[] }[] });
+      const nul = rejects.filter((r) => r.issues.some((i) => i.code === 'key-invalid'));
+      expect(nul).toHaveLength(1);
+      expect(nul[0]).toMatchObject({ file: patients, line: 3 });
+      expect(nul[0]!.issues[0]).toMatchObject({ columns: ['MRN'] });
+      expect(nul[0]!.issues[0]!.message).toContain(message);
+      const created = first.report.totals.created;
+      expect(created).toBeGreaterThan(0);
+      expect(sb.stats().resources[tenant]?.Patient).toBe(first.report.mappings.patient!.created);
 
-    const again = await run(mapping, sb.url, 't-nul-key', state);
-    expect(again.code, again.stderr).toBe(1);
-    expect(again.report.totals).toMatchObject({ created: 0, unchanged: created, rejected: first.report.totals.rejected });
-  }, 60_000);
+      const again = await run(mapping, sb.url, tenant, state);
+      expect(again.code, again.stderr).toBe(1);
+      expect(again.report.totals).toMatchObject({ created: 0, unchanged: created, rejected: first.report.totals.rejected });
+    },
+    60_000,
+  );
 
   it.each([
     ['an object, on the SQLite state', { n: 1 }, 'sqlite'],
