@@ -6,7 +6,7 @@
  * Built at most once per type per run, lazily (only when a key the ledger does not know is about to be
  * created, or when asked for up front); creates whose outcome was lost need a fresh listing (`refresh`).
  */
-import { versionIdOf } from '../core/version-id.js';
+import { versionIdOf } from '../core/state-text.js';
 import { afterSendsWith } from './after-sends.js';
 import type { CareClient } from '../api/client.js';
 import { isSafeId, ProtocolError, SAFE_ID_RULE } from '../api/errors.js';

@@ -5,7 +5,7 @@
  * other scopes of the same file go on in parallel. Design: docs/design/ledger.md.
  */
 import { isWellFormed } from '../core/well-formed.js';
-import { versionIdOf } from '../core/version-id.js';
+import { reasonText, versionIdOf } from '../core/state-text.js';
 import { redactKnown } from '../core/secret.js';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -811,7 +811,7 @@ class LedgerScopeImpl implements LedgerScope {
              resource_type = excluded.resource_type, status = 'rejected', last_run_id = excluded.last_run_id,
              reason = excluded.reason, updated_at = excluded.updated_at`,
         )
-        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason === undefined ? null : redactKnown(e.reason), this.ledger.nowIso());
+        .run(this.scopeId, e.mapping, e.key, e.resourceType, e.runId, e.reason === undefined ? null : reasonText(redactKnown(e.reason)), this.ledger.nowIso());
     });
   }
 

@@ -458,7 +458,7 @@ describe('Ledger file', () => {
       'src/core/secret.ts',
       'src/core/secure-fs.ts',
       'src/core/well-formed.ts',
-      'src/core/version-id.ts',
+      'src/core/state-text.ts',
     ]) {
       const js = ts
         .transpileModule(readFileSync(join(repo, rel), 'utf8'), {

@@ -1,3 +1,7 @@
+/**
+ * Text from outside (a server's answers) as the state records it: SQLite cannot bind an object (it reads it as
+ * named parameters) and PostgreSQL cannot store a NUL character — either failed the run, and every run after it.
+ */
 import { isWellFormed } from './well-formed.js';
 
 /** Longest `meta.versionId` recorded (FHIR's id syntax allows 64 characters). */
@@ -13,4 +17,13 @@ export function versionIdOf(v: unknown): string | undefined {
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
   if (typeof v !== 'string' || v.length === 0 || v.length > MAX_VERSION_ID) return undefined;
   return /[\u0000-\u001f\u007f]/.test(v) || !isWellFormed(v) ? undefined : v;
+}
+
+/** Longest rejection reason recorded: the message names the problem; a server's echo of the whole body is not kept. */
+const MAX_REASON = 2000;
+
+/** A rejection's reason as the state records it: control characters (NUL included) shown as U+FFFD, at most MAX_REASON characters. */
+export function reasonText(reason: string): string {
+  const clean = reason.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '\ufffd');
+  return clean.length > MAX_REASON ? `${clean.slice(0, MAX_REASON - 1)}…` : clean;
 }
