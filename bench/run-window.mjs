@@ -19,7 +19,7 @@
 //   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
 //   utilisation, and the client's CPU time from a request's creation to its write; at each phase boundary (a load
 //   starting after the first ones: care teams after patients), how long the server held under a quarter of the window.
-//   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (bodies prebuilt, answers parsed,
+//   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (a small body built per request, answers parsed,
 //   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
 //   output. What the loader loses on top of it is its own (ramp, phases, listings, CPU per request).
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.

@@ -15,14 +15,18 @@ const MAX_VERSION_ID = 256;
  */
 export function versionIdOf(v: unknown): string | undefined {
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  if (typeof v !== 'string' || v.length === 0 || v.length > MAX_VERSION_ID) return undefined;
-  return /[\u0000-\u001f\u007f]/.test(v) || !isWellFormed(v) ? undefined : v;
+  return isStorableText(v) ? v : undefined;
+}
+
+/** Text of 1 to MAX_VERSION_ID characters, well-formed, without control characters: what an id or a version may be. */
+export function isStorableText(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_VERSION_ID && !/[\u0000-\u001f\u007f]/.test(v) && isWellFormed(v);
 }
 
 /** Longest rejection reason recorded: the message names the problem; a server's echo of the whole body is not kept. */
 const MAX_REASON = 2000;
 
-/** A rejection's reason as the state records it: control characters (NUL included) shown as U+FFFD, at most MAX_REASON characters. */
+/** A rejection's reason as the state records it: control characters but tab, LF and CR (NUL included) shown as U+FFFD, at most MAX_REASON characters. */
 export function reasonText(reason: string): string {
   const clean = reason.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '\ufffd');
   return clean.length > MAX_REASON ? `${clean.slice(0, MAX_REASON - 1)}…` : clean;

@@ -10,6 +10,7 @@ import type { Bundle, Resource } from '../api/types.js';
 import { CareEtlError, ExitCode, issue } from '../core/issues.js';
 import type { CompiledExport, ExportContext } from '../mapping/compile-mapping.js';
 import { contentHash } from '../core/content-hash.js';
+import { isStorableText } from '../core/state-text.js';
 import type { LedgerScope } from '../state/ledger.js';
 import { defaultExport, DEFAULT_COLUMN_TYPES, DEFAULT_EXPORT_NAME } from './default-columns.js';
 import { ColumnTypes, DEFAULT_COLUMN_DOCS, WIDE_COLUMN_DOCS, wideInstrumentEntry, withValueFormats, type DictionaryEntry } from './dictionary.js';
@@ -183,11 +184,15 @@ async function* aheadByOne<T>(it: AsyncIterator<T>): AsyncGenerator<T> {
 
 const observationId = (o: Resource): string => (typeof o.id === 'string' ? o.id : '(no id)');
 
-/** What "the same version" means for the delivered set: versionId + lastUpdated, else a content hash. */
+/**
+ * What "the same version" means for the delivered set: versionId + lastUpdated, else a content hash — also when they
+ * make text the state cannot hold (a NUL, a megabyte: src/core/state-text.ts), which failed every `--since last`.
+ */
 export function versionFingerprint(o: Resource): string {
   const v = typeof o.meta?.versionId === 'string' ? o.meta.versionId : '';
   const u = typeof o.meta?.lastUpdated === 'string' ? o.meta.lastUpdated : '';
-  return v || u ? `${v}|${u}` : `sha256:${contentHash(o)}`;
+  const stamp = v || u ? `${v}|${u}` : undefined;
+  return isStorableText(stamp) ? stamp : `sha256:${contentHash(o)}`;
 }
 
 /** One export in progress: its options resolved, its report, and where its rows go. */
@@ -406,7 +411,9 @@ async function exportOne(run: ExportRun, obs: Resource, nextSince: number): Prom
     const key = keys.of((obs.subject as { reference?: unknown } | undefined)?.reference);
     if (key === undefined || !patients.has(key)) return;
   }
-  if (dedupe && typeof obs.id === 'string' && obs.id !== '') {
+  // Only an id the state can hold is remembered: the delivered set is keyed by it (PostgreSQL cannot store a NUL,
+  // nor index a megabyte); another is exported again in the next overlap window.
+  if (dedupe && isStorableText(obs.id)) {
     const version = versionFingerprint(obs);
     // Inside the next export's overlap window (or undated: always re-read): remember it.
     if (Number.isNaN(updated) || updated >= nextSince) run.staged.push({ id: obs.id, version });

@@ -29,13 +29,13 @@ export interface VerifyStartInput {
 /**
  * The listing starts when the creates' time left is down to this multiple of its estimated time: above 1, so that it
  * ends a little before the creates do. Every listing is read again from its last page after the creates (verify.ts):
- * ending early costs nothing but the resources created since, on that page (a second page only past ~0.5 s at
- * 1,000 rows/s); ending late leaves the listing alone at the phase's end. Measured with TIMELINE=1 in
- * bench/run-window.mjs (5,000 patients): at ¾ the listings ended 90 – 130 ms after their creates (the server under 8
- * in flight for 90 – 110 ms at the care teams' start); at 1.3 they ended 0.1 – 0.2 s before, the re-read one page
- * of ~40 ms (50 – 80 ms under 8).
+ * ending early costs nothing but the resources created since, on that page (a second page once they and the page's
+ * own pass a page's size); ending late leaves the listing alone at the phase's end. Measured with
+ * TIMELINE=1 in bench/run-window.mjs (5,000 patients, 2 runs of each): at ¾ the listings ended 0 – 130 ms after their
+ * creates, at 1.3 they ended 0.12 – 0.51 s before, each re-read one page of ~40 ms; the server under 8 in flight at
+ * the care teams' start 50 – 80 ms instead of 100 – 110 in the first runs (second runs 90 – 130 vs 100 – 150).
  */
-const START_BIAS = 1.25;
+const START_BIAS = 1.3;
 
 /** Whether the listing starts now: the creates' time left is down to (START_BIAS times) the listing's. */
 export function verifyStartDue(i: VerifyStartInput): boolean {

@@ -451,7 +451,9 @@ function refContext(
       );
     },
     sourceKey(reference) {
+      // `Patient/123` (`/_history/…` after it ignored); without an id it names no resource of the state.
       const [type, id] = reference.split('/');
+      if (!type || !id) return undefined;
       return setup.scope?.keyOfServerId(type, id)?.key;
     },
   };

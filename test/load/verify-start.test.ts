@@ -7,7 +7,7 @@ import { RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/v
 
 /**
  * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
- * and starts when 1¼ of that is left (0.4125 s: 412 rows) — early rather than late (its re-read takes the rest).
+ * and starts when 1.3 times that is left (0.429 s: 429 rows) — early rather than late (its re-read takes the rest).
  */
 const base: VerifyStartInput = { rowsTotal: 10_000, rowsRead: 0, rowsDone: 0, created: 0, rowsPerSec: 1000, listedBefore: 0, pageSize: 1000, pageMs: 33 };
 
@@ -19,9 +19,9 @@ describe('verifyStartDue', () => {
     ['no rate measured yet', { rowsPerSec: undefined, rowsDone: 9990, created: 9990 }, false],
     ['a stalled phase (rate 0)', { rowsPerSec: 0, rowsDone: 9990, created: 9990 }, false],
     ['half-way: 5 s of creates left, a 0.33 s listing', { rowsDone: 5000, created: 5000 }, false],
-    ['500 rows left (0.5 s): more than 1¼ of the listing’s 10 pages × 33 ms', { rowsDone: 9500, created: 9500 }, false],
-    ['420 rows left: just above 1¼ of the listing', { rowsDone: 9580, created: 9580 }, false],
-    ['410 rows left: below 1¼ of the listing', { rowsDone: 9590, created: 9590 }, true],
+    ['500 rows left (0.5 s): more than 1.3 times the listing’s 10 pages × 33 ms', { rowsDone: 9500, created: 9500 }, false],
+    ['440 rows left: just above 1.3 times the listing', { rowsDone: 9560, created: 9560 }, false],
+    ['420 rows left: below 1.3 times the listing', { rowsDone: 9580, created: 9580 }, true],
     ['330 rows left: as long as the listing', { rowsDone: 9670, created: 9670 }, true],
     ['every row done (the reading over, the last answers in)', { rowsDone: 10_000, created: 10_000 }, true],
     [
@@ -31,7 +31,7 @@ describe('verifyStartDue', () => {
     ],
     ['the reading ended: its rows exact, every one done', { rowsTotal: 9500, rowsRead: 9500, rowsDone: 9500, created: 9500 }, true],
     ['50,000 listed before the phase: 60 pages (1.98 s), 2.4 s of rows left', { listedBefore: 50_000, rowsDone: 7600, created: 7600 }, true],
-    ['the same 50,000, 2.5 s of rows left', { listedBefore: 50_000, rowsDone: 7500, created: 7500 }, false],
+    ['the same 50,000, 2.6 s of rows left', { listedBefore: 50_000, rowsDone: 7400, created: 7400 }, false],
     ['a re-run creating 1 in 100 rows: one page, 40 rows left', { rowsDone: 9960, created: 99 }, true],
     ['a re-run creating 1 in 100 rows: one page, 45 rows left', { rowsDone: 9955, created: 99 }, false],
     ['the server’s own page size unknown (0 → counted as 1)', { pageSize: 0, rowsTotal: 100, rowsDone: 40, created: 40, pageMs: 1 }, true],

@@ -1,6 +1,6 @@
 /**
  * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
- * down to 1¼ times the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
+ * down to 1.3 times the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
  * window, instead of alone at the phase's end. After the creates it is read again from its last page (verify.ts).
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
