@@ -133,24 +133,19 @@ async function runPair(build, dir, first, second) {
     const prof = process.env.CPU_PROF
       ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}`, `--cpu-prof-interval=${process.env.CPU_PROF_INTERVAL ?? 1000}`]
       : [];
-    const sb = spawn(process.execPath, [...prof, self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
-    const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
+    const sb = await sandboxProcess(dataFile, port, prof);
     try {
-      const conn = JSON.parse((await lines.next()).value);
-      port = conn.port;
-      const load = await runJsonChild([...prof, self, '--load', mapping, statePath, JSON.stringify(conn), build.dist]);
-      sb.stdin.write('stats\n');
-      const stats = JSON.parse((await lines.next()).value);
+      port = sb.conn.port;
+      const load = await runJsonChild([...prof, self, '--load', mapping, statePath, JSON.stringify(sb.conn), build.dist]);
+      const stats = await sb.ask('stats');
       if (process.env.TIMELINE) {
-        sb.stdin.write('timeline\n');
-        process.stderr.write(`${build.label}, ${label}:\n${breakdown(JSON.parse((await lines.next()).value), load, stats)}\n`);
+        process.stderr.write(`${build.label}, ${label}:\n${breakdown(await sb.ask('timeline'), load, stats)}\n`);
         delete load.timeline;
       }
       runs.push(figures(label, load, stats));
       process.stderr.write(`${build.label}, ${label}: ${JSON.stringify(runs.at(-1))}\n`);
     } finally {
-      sb.stdin.end();
-      if (sb.exitCode === null) await once(sb, 'exit');
+      await sb.stop();
     }
   }
   return runs;
@@ -161,12 +156,9 @@ const round = (x) => Math.round(x * 100) / 100;
 /** CALIBRATE=1: a bare undici loop's mean in flight at the sandbox over its window (32), `n` creates. */
 async function calibrate(dir, n) {
   mkdirSync(dir);
-  const sb = spawn(process.execPath, [self, '--sandbox', JSON.stringify({ dataFile: join(dir, 'sandbox.db'), port: 0 })], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  const lines = createInterface({ input: sb.stdout })[Symbol.asyncIterator]();
+  const sb = await sandboxProcess(join(dir, 'sandbox.db'), 0, []);
   try {
-    const conn = JSON.parse((await lines.next()).value);
+    const { conn } = sb;
     const { Agent, request } = await import('undici');
     const window = 32;
     const agent = new Agent({ connections: window });
@@ -194,12 +186,37 @@ async function calibrate(dir, n) {
     };
     await Promise.all(Array.from({ length: window }, worker));
     await agent.close();
-    sb.stdin.write('stats\n');
-    const { capacity } = JSON.parse((await lines.next()).value);
+    const { capacity } = await sb.ask('stats');
     return { window, creates: n, meanInFlight: capacity.meanInFlight, inFlightVsWindow: round(capacity.meanInFlight / window) };
   } finally {
-    sb.stdin.end();
-    if (sb.exitCode === null) await once(sb, 'exit');
+    await sb.stop();
+  }
+}
+
+/**
+ * The `--sandbox` child over `dataFile` on `port` (0: any; node flags `prof`): its connection, `ask` (a command on its
+ * stdin, `stats` or `timeline`, → the JSON line it answers) and `stop` (its stdin closed, its exit awaited).
+ */
+async function sandboxProcess(dataFile, port, prof) {
+  const child = spawn(process.execPath, [...prof, self, '--sandbox', JSON.stringify({ dataFile, port })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => JSON.parse((await lines.next()).value);
+  const stop = async () => {
+    child.stdin.end();
+    if (child.exitCode === null) await once(child, 'exit');
+  };
+  try {
+    return {
+      conn: await next(),
+      ask: (command) => {
+        child.stdin.write(`${command}\n`);
+        return next();
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
   }
 }
 

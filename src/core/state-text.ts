@@ -4,8 +4,8 @@
  */
 import { isWellFormed } from './well-formed.js';
 
-/** Longest `meta.versionId` recorded (FHIR's id syntax allows 64 characters). */
-const MAX_VERSION_ID = 256;
+/** Longest id or version recorded (FHIR's id syntax allows 64 characters). */
+const MAX_STORED_TEXT = 256;
 
 /**
  * A server's `meta.versionId` as the state records it, or undefined. FHIR gives it the id syntax, but a server or a
@@ -18,9 +18,9 @@ export function versionIdOf(v: unknown): string | undefined {
   return isStorableText(v) ? v : undefined;
 }
 
-/** Text of 1 to MAX_VERSION_ID characters, well-formed, without control characters: what an id or a version may be. */
+/** Text of 1 to MAX_STORED_TEXT characters, well-formed, without control characters: what an id or a version may be. */
 export function isStorableText(v: unknown): v is string {
-  return typeof v === 'string' && v.length > 0 && v.length <= MAX_VERSION_ID && !/[\u0000-\u001f\u007f]/.test(v) && isWellFormed(v);
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_STORED_TEXT && !/[\u0000-\u001f\u007f]/.test(v) && isWellFormed(v);
 }
 
 /** Longest rejection reason recorded: the message names the problem; a server's echo of the whole body is not kept. */

@@ -146,9 +146,8 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
   const report: ValidateReport = { mappingFile, order: compiled.order, warnings: mapping.warnings };
   if (sample !== undefined) {
     report.samples = {};
-    const rejected = new Map<string, Set<string>>();
-    /** Per mapping, the keys its sample accepted, and whether that sample read its whole source. */
-    const sampled = new Map<string, { keys: Set<string>; read: { whole: boolean }; source: string }>();
+    /** Per mapping, the keys its sample accepted and rejected, and whether that sample read its whole source. */
+    const sampled = new Map<string, { accepted: Set<string>; rejected: Set<string>; read: { whole: boolean }; source: string }>();
     const typeOf = new Map([...compiled.resources.values()].map((r) => [r.def.name, r.def.type]));
     // A sample holds only the first rows of each source, so references resolve to placeholders — unless the
     // referenced row was itself rejected in the sample, or the sample read its whole source without meeting the key:
@@ -156,9 +155,9 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
     const ctx: EvalContext = {
       now: new Date(),
       resolveRef(name, key) {
-        if (rejected.get(name)?.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this sample`, 'ref-rejected');
         const target = sampled.get(name);
-        if (target?.read.whole && !target.keys.has(key))
+        if (target?.rejected.has(key)) throw new RefError(name, key, `${name} \`${key}\` was rejected in this sample`, 'ref-rejected');
+        if (target?.read.whole && !target.accepted.has(key))
           throw new RefError(
             name,
             key,
@@ -172,16 +171,14 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
     for (const name of compiled.order) {
       const res = compiled.resources.get(name)!;
       const result: SampleResult = { rows: 0, skipped: 0, valid: 0, rejects: [] };
-      const keys = new Set<string>();
-      rejected.set(name, keys);
       const source = mapping.sources[res.def.from];
-      const accepted = { keys: new Set<string>(), read: { whole: false }, source: source.name };
-      sampled.set(name, accepted);
+      const seen = { accepted: new Set<string>(), rejected: new Set<string>(), read: { whole: false }, source: source.name };
+      sampled.set(name, seen);
       const rule = matchRuleOf(res);
       const claims = new MatchClaims();
       const lineOf = new Map<string, number | undefined>();
       let ambiguous = 0;
-      for await (const item of transformSource(res, firstN(openSource(source), sample, accepted.read), {
+      for await (const item of transformSource(res, firstN(openSource(source), sample, seen.read), {
         ctx,
         validate: validateResource,
         onRead: () => result.rows++,
@@ -191,12 +188,12 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           // The loader's offline decisions, as the run makes them before any request (src/load/identity-check.ts).
           const identity = await decideIdentity(rule, item.resource);
           if (!identity.ok) {
-            keys.add(item.key);
+            seen.rejected.add(item.key);
             result.rejects.push(loadReject(name, item, identity.issues));
             continue;
           }
           result.valid++;
-          accepted.keys.add(item.key);
+          seen.accepted.add(item.key);
           // Two keys with one match value cannot be told apart on the server once the state is lost.
           const value = identity.matchValue;
           lineOf.set(item.key, item.origin.line);
@@ -213,7 +210,7 @@ async function sampleRows(mapping: LoadedMapping, compiled: CompiledMapping, map
           }
         } else {
           const { ok: _ok, row: _row, raw: _raw, ...r } = item;
-          if (r.key !== undefined && !hasCode(r.issues[0], 'duplicate-key')) keys.add(r.key);
+          if (r.key !== undefined && !hasCode(r.issues[0], 'duplicate-key')) seen.rejected.add(r.key);
           result.rejects.push(r);
         }
       }
