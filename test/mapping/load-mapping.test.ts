@@ -210,6 +210,31 @@ describe('loadMapping: schema errors', () => {
     }
   });
 
+  it('a mapping name over 64 characters is an error at its line (the state indexes the name with each key)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'care-etl-map-'));
+    try {
+      const name = 'p'.repeat(65);
+      await writeFile(
+        join(dir, 'm.yaml'),
+        `version: 1\nsources:\n  s: { path: a.csv }\nresources:\n  - name: ${name}\n    type: Patient\n    from: s\n    key: ID\n    map: "{}"\n`,
+      );
+      const { issues } = await issuesOf(() => loadMapping(join(dir, 'm.yaml')));
+      expect(issueWith(issues, 'invalid', '/resources/0/name')).toMatchObject({
+        message: 'must be at most 64 characters',
+        location: { line: 5, column: 11 },
+      });
+      // 64 is still a name
+      await writeFile(
+        join(dir, 'm.yaml'),
+        `version: 1\nsources:\n  s: { path: a.csv }\nresources:\n  - { name: ${name.slice(1)}, type: Patient, from: s, key: ID, map: "{}" }\n`,
+      );
+      const mapping = await loadMapping(join(dir, 'm.yaml'));
+      expect(mapping.resources[0]!.name).toBe(name.slice(1));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a misspelled key (`form:` for `from:`) is one error at its line: "did you mean `from`?"', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'care-etl-map-'));
     try {
