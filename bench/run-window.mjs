@@ -21,7 +21,8 @@
 //   starting after the first ones: care teams after patients), how long the server held under a quarter of the window.
 //   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (a small body built per request, answers parsed,
 //   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
-//   output. What the loader loses on top of it is its own (ramp, phases, listings, CPU per request).
+//   output, with `firstRunVsBare` (the first run's in-flight share / the bare loop's). What the loader loses on top of
+//   it is its own (ramp, phases, listings, CPU per request).
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -107,7 +108,9 @@ async function main() {
           },
         }
       : {}),
-    ...(bare ? { bare } : {}),
+    // The first run's share of its window against the bare loop's share of its own: what the loader loses on top of
+    // the machine's transit (steadier between runs than either figure alone).
+    ...(bare ? { bare: { ...bare, firstRunVsBare: round(a.serverMeanInFlight / a.concurrency.settled / (bare.meanInFlight / bare.window)) } } : {}),
     runs,
     loadAvg1m: loadAvg(),
     node: process.version,
