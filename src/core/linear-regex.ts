@@ -3,7 +3,15 @@
  * JSONata accepts; what RE2 cannot run is a `LinearRegexError`, found when the mapping is checked.
  * Design: docs/design/expression-safety.md.
  */
-import { RE2JS } from 're2js';
+import { createRequire } from 'node:module';
+import type { RE2JS } from 're2js';
+
+/**
+ * re2js (260 KB of source) is loaded when a mapping first uses a regular expression, not at every start of every
+ * command (issue 28 item 3: start-up). Its CommonJS build, through `require`, for jsonata-package.ts's reason.
+ */
+let re2jsClass: typeof RE2JS | undefined;
+const re2 = (): typeof RE2JS => (re2jsClass ??= (createRequire(import.meta.url)('re2js') as { RE2JS: typeof RE2JS }).RE2JS);
 
 /** JavaScript's `\s` (ECMAScript WhiteSpace + LineTerminator), written as class members. */
 const JS_SPACE = '\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff';
@@ -94,7 +102,7 @@ function translate(source: string): Translated {
     }
     out += ch;
   }
-  return { pattern: RE2JS.translateRegExp(out) };
+  return { pattern: re2().translateRegExp(out) };
 }
 
 const cache = new Map<string, RE2JS>();
@@ -120,7 +128,7 @@ export function compileLinear(re: RegExp | string): RE2JS {
   }
   let program: RE2JS;
   try {
-    program = RE2JS.compile(t.pattern, (flags.includes('i') ? RE2JS.CASE_INSENSITIVE : 0) | (flags.includes('m') ? RE2JS.MULTILINE : 0));
+    program = re2().compile(t.pattern, (flags.includes('i') ? re2().CASE_INSENSITIVE : 0) | (flags.includes('m') ? re2().MULTILINE : 0));
   } catch (err) {
     const why = err instanceof Error ? err.message.replace(/^error parsing regexp: /, '') : String(err);
     throw new LinearRegexError(

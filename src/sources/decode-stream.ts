@@ -1,7 +1,11 @@
 import { isUtf8 } from 'node:buffer';
 import { isWellFormed } from '../core/well-formed.js';
 import { Transform, type TransformCallback } from 'node:stream';
-import iconv from 'iconv-lite';
+import { createRequire } from 'node:module';
+
+/** iconv-lite is loaded when a source first declares a code page, not at every start (issue 28 item 3: start-up). */
+let iconvLite: typeof import('iconv-lite') | undefined;
+const iconv = (): typeof import('iconv-lite') => (iconvLite ??= createRequire(import.meta.url)('iconv-lite') as typeof import('iconv-lite'));
 
 /**
  * Text decoding upstream of the parsers: UTF-8 passes through (checked), code pages and UTF-16 are re-encoded;
@@ -190,7 +194,7 @@ export class DecodeToUtf8 extends Transform {
 
   constructor(private readonly declared: TextEncoding) {
     super();
-    if (declared.kind === 'sbcs') this.sbcs = iconv.getDecoder(declared.codepage!);
+    if (declared.kind === 'sbcs') this.sbcs = iconv().getDecoder(declared.codepage!);
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
