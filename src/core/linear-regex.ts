@@ -3,15 +3,12 @@
  * JSONata accepts; what RE2 cannot run is a `LinearRegexError`, found when the mapping is checked.
  * Design: docs/design/expression-safety.md.
  */
-import { createRequire } from 'node:module';
 import type { RE2JS } from 're2js';
+import { requiredWhenUsed } from './lazy-require.js';
 
-/**
- * re2js (260 KB of source) is loaded when a mapping first uses a regular expression, not at every start of every
- * command (issue 28 item 3: start-up). Its CommonJS build, through `require`, for jsonata-package.ts's reason.
- */
-let re2jsClass: typeof RE2JS | undefined;
-const re2 = (): typeof RE2JS => (re2jsClass ??= (createRequire(import.meta.url)('re2js') as { RE2JS: typeof RE2JS }).RE2JS);
+/** re2js (260 KB of source): loaded by a mapping's first regular expression. */
+const re2js = requiredWhenUsed<{ RE2JS: typeof RE2JS }>('re2js');
+const re2 = (): typeof RE2JS => re2js().RE2JS;
 
 /** JavaScript's `\s` (ECMAScript WhiteSpace + LineTerminator), written as class members. */
 const JS_SPACE = '\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff';

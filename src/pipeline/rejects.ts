@@ -1,7 +1,6 @@
 import { isAbsolute, relative } from 'node:path';
 import { createReadStream, renameSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { createRequire } from 'node:module';
 import type { Input, Options } from 'csv-stringify/sync';
 import { CareEtlError, ExitCode, formatLocation } from '../core/issues.js';
 import {
@@ -17,15 +16,11 @@ import { redactKnown } from '../core/secret.js';
 import { csvCell, STRICT_CSV } from '../core/csv-cell.js';
 import type { RejectRecord } from '../transform/reject-record.js';
 import { handOverIssue, type HandOverOptions } from './hand-over.js';
+import { requiredWhenUsed } from '../core/lazy-require.js';
 
-/**
- * csv-stringify is loaded when a rejects summary is first written (most runs write none), not at every start of every
- * command (issue 28 item 3: start-up). Its CommonJS build, through `require`, for jsonata-package.ts's reason.
- */
-type Stringify = (input: Input, options?: Options) => string;
-let stringifySync: Stringify | undefined;
-const stringify: Stringify = (input, options) =>
-  (stringifySync ??= (createRequire(import.meta.url)('csv-stringify/sync') as { stringify: Stringify }).stringify)(input, options);
+/** csv-stringify: loaded by a run's first rejects summary line (most runs write none). */
+const csvStringify = requiredWhenUsed<{ stringify: (input: Input, options?: Options) => string }>('csv-stringify/sync');
+const stringify = (input: Input, options?: Options): string => csvStringify().stringify(input, options);
 
 /** A reject line longer than this drops its `row` (keeping an excerpt): one pathological row must not bloat the file. */
 export const REJECT_MAX_LINE_CHARS = 16 * 1024 * 1024;

@@ -1,11 +1,10 @@
 import { isUtf8 } from 'node:buffer';
 import { isWellFormed } from '../core/well-formed.js';
 import { Transform, type TransformCallback } from 'node:stream';
-import { createRequire } from 'node:module';
+import { requiredWhenUsed } from '../core/lazy-require.js';
 
-/** iconv-lite is loaded when a source first declares a code page, not at every start (issue 28 item 3: start-up). */
-let iconvLite: typeof import('iconv-lite') | undefined;
-const iconv = (): typeof import('iconv-lite') => (iconvLite ??= createRequire(import.meta.url)('iconv-lite') as typeof import('iconv-lite'));
+/** iconv-lite: loaded by the first source declaring a code page. */
+const iconv = requiredWhenUsed<typeof import('iconv-lite')>('iconv-lite');
 
 /**
  * Text decoding upstream of the parsers: UTF-8 passes through (checked), code pages and UTF-16 are re-encoded;
