@@ -109,7 +109,7 @@ async function main() {
         }
       : {}),
     // The first run's share of its window against the bare loop's share of its own: what the loader loses on top of
-    // the machine's transit (steadier between runs than either figure alone).
+    // the machine's transit, measured in the same invocation.
     ...(bare ? { bare: { ...bare, firstRunVsBare: round(a.serverMeanInFlight / a.concurrency.settled / (bare.meanInFlight / bare.window)) } } : {}),
     runs,
     loadAvg1m: loadAvg(),
