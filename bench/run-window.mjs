@@ -34,6 +34,14 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { HEADER, loadAvg, patientRow, runJsonChild, THREE_TYPE_MAPPING as MAPPING } from './_patients-fixture.mjs';
 
 const self = fileURLToPath(import.meta.url);
+/**
+ * COUNT_PARAM=ignore|reject PAGE_SIZE=n: a sandbox that pages as some servers do — `_count` ignored (pages of n
+ * whatever is asked) or refused — instead of honouring the 1,000 asked for (the spec shows no paging parameter).
+ */
+const SERVER_PAGING = {
+  ...(process.env.COUNT_PARAM ? { countParam: process.env.COUNT_PARAM } : {}),
+  ...(process.env.PAGE_SIZE ? { pageSize: Number(process.env.PAGE_SIZE) } : {}),
+};
 const LATENCY_MS = 25;
 const PRACTITIONERS = 50;
 
@@ -256,7 +264,14 @@ async function sandboxChild(cfg) {
   });
   dc.subscribe('http.server.response.finish', ({ request }) => open.get(request)?.push(epoch()));
   const { startSandbox } = await import('../dist/sandbox/server.js');
-  const sb = await startSandbox({ tenants: ['bench'], observationsPerPatient: 0, dataFile: cfg.dataFile, port: cfg.port, faults: { latencyMs: LATENCY_MS } });
+  const sb = await startSandbox({
+    tenants: ['bench'],
+    observationsPerPatient: 0,
+    dataFile: cfg.dataFile,
+    port: cfg.port,
+    faults: { latencyMs: LATENCY_MS },
+    ...SERVER_PAGING,
+  });
   const { apiKey, emrId } = sb.credentials;
   process.stdout.write(`${JSON.stringify({ baseUrl: sb.url, port: sb.port, apiKey, emrId, tenantId: 'bench' })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {

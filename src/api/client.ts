@@ -504,6 +504,7 @@ export class CareClient {
       yield bundle;
       const next = bundle.link?.find((l) => l?.relation === 'next')?.url;
       if (!next) break;
+      this.#servedPageSize = bundle.entry?.length ?? 0;
       const nextUrl: URL = new URL(next, url);
       // The key travels with every request: never follow a link off the configured origin.
       if (nextUrl.origin !== this.#origin)
@@ -527,6 +528,16 @@ export class CareClient {
       url = nextUrl.toString();
     }
   }
+
+  /**
+   * Resources on the last page this client read that linked to a next one: the page size the server serves, which
+   * may be smaller than the `_count` asked for (a server that ignores it, or caps it). Undefined until such a page.
+   */
+  get servedPageSize(): number | undefined {
+    return this.#servedPageSize;
+  }
+
+  #servedPageSize: number | undefined;
 
   /** False once the server answered 400 to `_count` (lists are then asked for without it). */
   get pageSizeAccepted(): boolean {

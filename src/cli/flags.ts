@@ -355,6 +355,12 @@ export const flag = {
     options: ['coded', 'text-only'],
     default: 'coded',
   }),
+  'count-param': Flags.custom<string>({
+    description:
+      'what _count on a list does: honour it (up to 1000), ignore it (pages of --page-size, as servers that ignore unknown query parameters) or reject it (400)',
+    options: ['honour', 'ignore', 'reject'],
+    default: 'honour',
+  }),
   // p-queue style validation (number-flags.ts), so a typo never silently turns a fault off.
   latency: nonNegativeFlag('latency', 'milliseconds added before each answer'),
   'max-in-flight': positiveIntFlag(

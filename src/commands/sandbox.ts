@@ -2,6 +2,7 @@ import { CareCommand, writeUnredacted } from '../cli/base-command.js';
 import { flag } from '../cli/flags.js';
 import { CareEtlError, ExitCode } from '../core/issues.js';
 import type { FaultOptions } from '../sandbox/server.js';
+import type { CountParam } from '../sandbox/context.js';
 import type { ObservationCodeMode } from '../sandbox/observations.js';
 
 export interface SandboxStarted {
@@ -31,6 +32,7 @@ export default class SandboxCommand extends CareCommand<void> {
     'observations-per-patient': flag['observations-per-patient'](),
     'observation-code': flag['observation-code'](),
     'page-size': flag['page-size']({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, max: 1000 }),
+    'count-param': flag['count-param'](),
     latency: flag.latency(),
     'max-in-flight': flag['max-in-flight'](),
     jitter: flag.jitter(),
@@ -68,6 +70,7 @@ export default class SandboxCommand extends CareCommand<void> {
         observationsPerPatient: flags['observations-per-patient'],
         observationCode: flags['observation-code'] as ObservationCodeMode,
         pageSize: flags['page-size'],
+        countParam: flags['count-param'] as CountParam,
         faults: anyFault ? faults : undefined,
       });
     } catch (err) {

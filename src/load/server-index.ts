@@ -81,6 +81,8 @@ export class ServerIndex {
   pages = 0;
   /** The URL its last page was read from (`ServerIndexes.reread` starts there). */
   lastPageUrl?: string;
+  /** Resources on the page read last: what a re-read from `lastPageUrl` reads again. */
+  lastPageResources = 0;
   /** Its pages carried a `total` (a listing read while resources are added to it is then refused). */
   carriedTotal = false;
   readonly #byId = new Map<string, IndexedResource>();
@@ -309,6 +311,7 @@ export class ServerIndexes {
         next.catch(() => {});
         await afterSendsWith(undefined);
         index.pages++;
+        index.lastPageResources = got.value.entry?.length ?? 0;
         read++;
         for (const r of check.page(got.value)) {
           const size = index.size;

@@ -48,6 +48,28 @@ export function verifyStartDue(i: VerifyStartInput): boolean {
   return (rowsLeft / i.rowsPerSec) * 1000 <= START_BIAS * listingMs;
 }
 
+/**
+ * The page size a listing's time is estimated with: the one asked for (`_count`), or the server's own when it served
+ * smaller pages in this run (it ignores or caps `_count`). Undefined while no page told: a server that ignores `_count`
+ * may page by 10 or 20, and a listing estimated at the size asked for would start far too late (bench/run-window.mjs,
+ * `--count-param ignore --page-size 50`: the first run's window 0.61). The caller then starts it at once.
+ */
+export function listingPageSize(asked: number, served: number | undefined): number | undefined {
+  return served === undefined ? undefined : Math.max(1, Math.min(asked, served));
+}
+
+/**
+ * Fewest creates between two re-reads of a listing that reached the end of the list while the phase's creates go on.
+ * Each re-read reads the last page again (`lastPageResources`) and what was added after it: waiting for at least as
+ * many new resources keeps a re-read's cost under twice what it adds, whatever the page size.
+ */
+export const FOLLOW_MIN_CREATES = 32;
+
+/** Whether a listing that reached the end is read again now: `createdSince` keys created since its last reading began. */
+export function followDue(createdSince: number, lastPageResources: number): boolean {
+  return createdSince >= Math.max(FOLLOW_MIN_CREATES, lastPageResources);
+}
+
 /** Client-side cost of a listed resource (the server's serialising, the client's parsing and indexing), ms: measured, 25 ms latency, pages of 1,000. */
 export const LISTED_RESOURCE_MS = 0.008;
 

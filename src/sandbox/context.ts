@@ -5,6 +5,10 @@ import type { ObservationCodeMode } from './observations.js';
 import type { Replies } from './http.js';
 import type { SandboxStore } from './store.js';
 
+/** What a server does with `_count` on a list: honours it, ignores it, or refuses it (400). */
+export const COUNT_PARAMS = ['honour', 'ignore', 'reject'] as const;
+export type CountParam = (typeof COUNT_PARAMS)[number];
+
 /** What the routing and handlers of one sandbox share: its settings, storage, counters and current faults. */
 export interface SandboxContext {
   readonly store: SandboxStore;
@@ -21,7 +25,8 @@ export interface SandboxContext {
   readonly observationCode: ObservationCodeMode;
   readonly pageSize: number;
   readonly listNulls: 'spec' | 'all' | 'none';
-  readonly rejectCount: boolean;
+  /** `_count` on lists: honoured, ignored or refused (see SandboxOptions.countParam). */
+  readonly countParam: CountParam;
   /** `meta.source` of stored resources. */
   readonly source: string;
   readonly stats: { requests: number; byStatus: Record<string, number>; dropped: number; ambiguousCreates: number; gatewayErrors: number };

@@ -190,8 +190,8 @@ export function list(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
   // Only _count and _cursor are understood; other parameters are ignored (documented in docs/sandbox.md).
   const params = new URLSearchParams(query);
   let count = ctx.pageSize;
-  const c = params.get('_count');
-  if (c !== null && ctx.rejectCount) return replies.fail(res, 400, [oo('not-supported', 'query parameter _count is not supported')]);
+  const c = ctx.countParam === 'ignore' ? null : params.get('_count');
+  if (c !== null && ctx.countParam === 'reject') return replies.fail(res, 400, [oo('not-supported', 'query parameter _count is not supported')]);
   if (c !== null) {
     if (!/^\d{1,9}$/.test(c) || Number(c) < 1)
       return replies.fail(res, 400, [oo('value', `_count must be a positive integer (at most ${MAX_PAGE_SIZE}), got ${show(c)}`)]);
@@ -213,7 +213,7 @@ export function list(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
   const links = [`{"relation":"self","url":${JSON.stringify(base + (req.url ?? ''))}}`];
   if (more) {
     const next = Buffer.from(`c1:${rows[rows.length - 1]!.seq}`, 'latin1').toString('base64url');
-    links.push(`{"relation":"next","url":${JSON.stringify(`${base}/${type}?${ctx.rejectCount ? '' : `_count=${count}&`}_cursor=${next}`)}}`);
+    links.push(`{"relation":"next","url":${JSON.stringify(`${base}/${type}?${ctx.countParam === 'honour' ? `_count=${count}&` : ''}_cursor=${next}`)}}`);
   }
   // Built as text: stored bodies are already JSON, re-parsing them would dominate the cost of a page.
   const nulls = ctx.listNulls === 'all' ? LIST_NULLS[type] : ctx.listNulls === 'spec' && type === 'CareTeam' ? [] : undefined;

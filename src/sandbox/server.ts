@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { getResourceValidator, type Validator } from '../schemas/resource-schemas.js';
 import { RESOURCE_TYPES } from '../schemas/resource-types.js';
 import { CapacityGate, type CapacityStats, type CapacityTimeline } from './capacity.js';
-import type { SandboxContext } from './context.js';
+import { COUNT_PARAMS, type CountParam, type SandboxContext } from './context.js';
 import { checkFaults, Faults, type FaultOptions } from './faults.js';
 import { generateObservations, insertObservation, MAX_PAGE_SIZE } from './handlers.js';
 import { oo, Replies, type Json } from './http.js';
@@ -44,8 +44,11 @@ export interface SandboxOptions {
    * tests of clients that must ignore such nulls); `none`.
    */
   listNulls?: 'spec' | 'all' | 'none';
-  /** Answer 400 to `_count` (a server that takes no query parameter); default false. */
-  rejectCount?: boolean;
+  /**
+   * What `_count` on a list does: `honour` (default; at most 1000), `ignore` (pages of `pageSize` whatever is asked,
+   * as a server that ignores unknown query parameters), `reject` (400, as a server that takes none).
+   */
+  countParam?: CountParam;
   /** Default 1 MiB → 413. */
   maxBodyBytes?: number;
   /** Deepest nesting of objects and arrays a request body may have (default 64) → 400 beyond. */
@@ -109,7 +112,7 @@ function createContext(opts: SandboxOptions, credentials: Sandbox['credentials']
     observationCode: opts.observationCode ?? 'coded',
     pageSize: Math.min(Math.max(1, opts.pageSize ?? 50), MAX_PAGE_SIZE),
     listNulls: opts.listNulls ?? 'spec',
-    rejectCount: opts.rejectCount ?? false,
+    countParam: opts.countParam ?? 'honour',
     source: `urn:care-etl:sandbox#${credentials.emrId}`,
     stats,
     patientOrdinal: new Map(),
@@ -126,6 +129,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     throw new Error(`Refusing to listen on non-loopback address ${host}: the sandbox is for local use (set allowRemote to override)`);
   if (opts.observationCode !== undefined && !OBSERVATION_CODE_MODES.includes(opts.observationCode))
     throw new Error(`Expected \`observationCode\` to be one of ${OBSERVATION_CODE_MODES.join(', ')}, got \`${String(opts.observationCode)}\``);
+  if (opts.countParam !== undefined && !COUNT_PARAMS.includes(opts.countParam))
+    throw new Error(`Expected \`countParam\` to be one of ${COUNT_PARAMS.join(', ')}, got \`${String(opts.countParam)}\``);
   const credentials = {
     apiKey: opts.apiKey ?? DEFAULT_CREDENTIALS.apiKey,
     emrId: opts.emrId ?? DEFAULT_CREDENTIALS.emrId,

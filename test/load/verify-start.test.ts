@@ -3,7 +3,7 @@
  * (src/load/verify-start.ts), and the recent rate of rows done it is estimated from.
  */
 import { describe, expect, it } from 'vitest';
-import { RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/verify-start.js';
+import { followDue, FOLLOW_MIN_CREATES, listingPageSize, RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/verify-start.js';
 
 /**
  * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
@@ -56,5 +56,32 @@ describe('RowRate', () => {
     for (let t = 0; t <= 2000; t += 100) ramp.add(t, t / 10);
     for (let t = 2100; t <= 4000; t += 100) ramp.add(t, 200 + (t - 2000));
     expect(ramp.perSec).toBeCloseTo(1000, 0);
+  });
+});
+
+describe('listingPageSize', () => {
+  it.each([
+    // [what, asked, served, page size]
+    ['no page with a next link read yet: unknown (the listing starts at once)', 1000, undefined, undefined],
+    ['the server serves what was asked', 1000, 1000, 1000],
+    ['the server ignores `_count` and pages by 50', 1000, 50, 50],
+    ['the server caps `_count` at 500', 1000, 500, 500],
+    ['a page with a next link but no entries (counted as 1)', 1000, 0, 1],
+    ['never above the size asked for', 100, 250, 100],
+  ] as const)('%s', (_what, asked, served, size) => {
+    expect(listingPageSize(asked, served)).toBe(size);
+  });
+});
+
+describe('followDue', () => {
+  it.each([
+    // [what, created since the last reading began, resources on the last page, due]
+    ['nothing created since', 0, 0, false],
+    [`fewer than ${FOLLOW_MIN_CREATES} creates, an empty last page`, FOLLOW_MIN_CREATES - 1, 0, false],
+    [`${FOLLOW_MIN_CREATES} creates, a short last page`, FOLLOW_MIN_CREATES, 10, true],
+    ['a last page of 900 read again only once 900 more were created', 899, 900, false],
+    ['900 created since, a last page of 900', 900, 900, true],
+  ] as const)('%s → %s', (_what, since, last, due) => {
+    expect(followDue(since, last)).toBe(due);
   });
 });

@@ -85,3 +85,34 @@ describe('paging', () => {
     expect(r.body.entry[0].fullUrl).toBe(`http://localhost:${sb.port}/Practitioner/${created[0]}`);
   });
 });
+
+describe('countParam: what `_count` does', () => {
+  test.each([
+    ['ignore', 200, 7, false],
+    ['reject', 400, undefined, false],
+    ['honour', 200, 5, true],
+  ] as const)('%s: GET /Practitioner?_count=5 → %s, %s entries, next link carries _count: %s', async (countParam, status, entries, carried) => {
+    const s = await startSandbox({ pageSize: 7, countParam });
+    const sc = client(s);
+    try {
+      for (let i = 0; i < 12; i++) await sc.create('Practitioner', samplePractitioner());
+      const r = await sc.call('GET', '/Practitioner?_count=5');
+      expect(r.status, r.text).toBe(status);
+      if (entries === undefined) return;
+      expect(r.body.entry).toHaveLength(entries);
+      expect(next(r.body)?.includes('_count=')).toBe(carried);
+      // the next link is followed as given: the rest of the 12
+      const rest = await sc.call('GET', next(r.body)!);
+      expect(rest.body.entry).toHaveLength(12 - entries > entries ? entries : 12 - entries);
+    } finally {
+      await sc.close();
+      await s.close();
+    }
+  });
+
+  test('an unknown mode is refused before the server starts', async () => {
+    await expect(startSandbox({ countParam: 'sometimes' as never })).rejects.toThrow(
+      'Expected `countParam` to be one of honour, ignore, reject, got `sometimes`',
+    );
+  });
+});

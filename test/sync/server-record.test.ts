@@ -259,7 +259,7 @@ describe('a resource the state records but the server no longer has', () => {
 
 describe('a server that answers 400 to _count', () => {
   it('is listed without it, and a lost state still means 0 writes', async () => {
-    const nc = await startSandbox({ tenants: ['t-nocount'], observationsPerPatient: 0, rejectCount: true, pageSize: 25 });
+    const nc = await startSandbox({ tenants: ['t-nocount'], observationsPerPatient: 0, countParam: 'reject', pageSize: 25 });
     try {
       const clinic = makeClinic(80, 4, 'care-etl-nocount-');
       const opts = { statePath: clinic.state, rejectsFile: clinic.rejects };

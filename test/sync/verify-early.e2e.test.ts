@@ -120,8 +120,13 @@ describe('a verification listing started before the phase’s creates end', () =
   it('the re-read refused (403, not retried): the type listed again after the creates — the missing id still found, exit not 0', async () => {
     const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
     let lists = 0;
-    // The early listing's request arms the ghost (armedAt: the listings seen by then); the next listing is its re-read.
-    const { report } = await ghostRun((r, armedAt) => (isList(r, 'Patient') && armedAt > 0 && ++lists === 2 ? { status: 403, body: refused } : undefined));
+    // The early listing's request arms the ghost (armedAt: the listings seen by then). The gateway lists in one page, so
+    // the listing starts at the first create (page size unknown) and follows the creates: the next listing is a
+    // re-read while they go on — refused, it is not followed again — and the one after it the phase's end re-read,
+    // refused too. The listing after that is the type listed again.
+    const { report } = await ghostRun((r, armedAt) =>
+      isList(r, 'Patient') && armedAt > 0 && [2, 3].includes(++lists) ? { status: 403, body: refused } : undefined,
+    );
     const v = report.verification?.find((x) => x.mapping === 'patient');
     expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 0, missingCount: 1, fallback: 'reread-failed' });
     expect(report.exitCode).toBe(1);
@@ -168,7 +173,8 @@ describe('a verification listing started before the phase’s creates end', () =
     const v = report.verification?.find((x) => x.mapping === 'patient');
     expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 1, missingCount: 0 });
     expect(v!.fallback).toBeUndefined();
-    expect(v!.reread!.resources, 'the other writer’s copy, and this run’s keys created since').toBeGreaterThanOrEqual(2);
+    // The copy came with a re-read (while the creates went on, or at the phase's end): the early listing ended before it.
+    expect(v!.resources, 'the early listing alone').toBeLessThan(PATIENTS + 1);
     expect(v!.duplicates[0]).toMatchObject({ key: last });
     expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
   }, 30_000);
@@ -230,6 +236,39 @@ describe('a verification listing started before the phase’s creates end', () =
       expect(v!.duplicates[0]!.serverIds).toContain(foreignId);
     } finally {
       await server.close();
+    }
+  }, 30_000);
+});
+
+describe('a server that ignores `_count` and pages by 50 (`countParam: ignore`)', () => {
+  it('the listing starts while the page size is unknown and follows the creates: the phase’s end reads at most three pages', async () => {
+    const n = 2 * PATIENTS;
+    const small = await startSandbox({ tenants: ['t-small-pages'], observationsPerPatient: 0, countParam: 'ignore', pageSize: 50 });
+    const proxy = await startWatchProxy(small.url, { delayMs: DELAY_MS });
+    try {
+      const c = makePatients(n, 'care-etl-early-small-');
+      const report = await runPipeline({
+        mappingFile: c.mapping,
+        env: {},
+        connection: { baseUrl: proxy.url, apiKey: small.credentials.apiKey, emrId: small.credentials.emrId, tenantId: 't-small-pages' },
+      });
+      const seen = proxy.seen;
+      const lastCreate = seen.findLastIndex((r) => isCreate(r, 'Patient'));
+      const firstCreate = seen.findIndex((r) => isCreate(r, 'Patient'));
+      const listsAmongCreates = seen.slice(firstCreate, lastCreate).filter((r) => isList(r, 'Patient')).length;
+      const listsAfter = seen.slice(lastCreate).filter((r) => isList(r, 'Patient')).length;
+      // 300 patients are 6 pages of 50: read while the creates went on, not after them (a listing estimated at the 1,000
+      // asked for starts at the last creates and reads them all after).
+      expect(listsAmongCreates, 'listing pages among the creates').toBeGreaterThanOrEqual(3);
+      expect(listsAfter, 'listing pages after the last create').toBeLessThanOrEqual(3);
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ checked: n, duplicateCount: 0, missingCount: 0 });
+      expect(v!.fallback).toBeUndefined();
+      expect(report.mappings.patient).toMatchObject({ created: n, rejected: 0 });
+      expect(report.exitCode).toBe(0);
+    } finally {
+      await proxy.close();
+      await small.close();
     }
   }, 30_000);
 });

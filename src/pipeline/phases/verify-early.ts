@@ -1,14 +1,19 @@
 /**
  * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
- * down to 1.3 times the listing's (src/load/verify-start.ts decides): its pages are read while the creates fill the
- * window, instead of alone at the phase's end. After the creates it is read again from its last page (verify.ts).
+ * down to 1.3 times the listing's (src/load/verify-start.ts decides) — at once while the server's page size is
+ * unknown: its pages are read while the creates fill the window, instead of alone at the phase's end. Once it reached
+ * the end of the list it follows the creates, read again from its last page as they add pages; after the creates it
+ * is read again from there once more (verify.ts).
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
 import { DEFAULT_INDEX_PAGE_SIZE } from '../../load/server-index.js';
-import { LISTED_RESOURCE_MS, RowRate, verifyStartDue } from '../../load/verify-start.js';
+import { followDue, LISTED_RESOURCE_MS, listingPageSize, RowRate, verifyStartDue } from '../../load/verify-start.js';
+import type { ServerIndex } from '../../load/server-index.js';
 import { countSourceLines } from '../../sources/line-count.js';
 import type { MappingPhase, RunContext } from './run-context.js';
 import { dropListing, startVerifyListing, verifies, type VerifyListing } from './verify.js';
+
+const followReason = (name: string) => `the ${name} listing read again from its last page while the creates go on`;
 
 /** Bytes a source's reader may hold ahead of its rows (read, not parsed yet): the byte estimate counts them unread. */
 const READ_AHEAD_BYTES = 1024 * 1024;
@@ -34,7 +39,8 @@ export class EarlyVerify {
 
   /** A row's outcome is known: `rowsRead` read so far, `rowsDone` of them done. */
   onRow(rowsRead: number, rowsDone: number): void {
-    if (this.#started || !this.#on) return;
+    if (this.#started) return this.#follow();
+    if (!this.#on) return;
     // Lines counted from the first row done: the phase's first requests (and the listings before them) go first.
     if (this.#rows === 0) void this.#countLines();
     if (++this.#rows % EVERY_ROWS !== 0 && this.#readRows === undefined) return;
@@ -44,18 +50,51 @@ export class EarlyVerify {
     // A window of 2 leaves no room to overlap; a listing with a `total` is refused once our creates grow it.
     const lookup = this.run.indexes?.peek(this.phase.res.def.type);
     if (this.run.limiter.limit <= 2 || lookup?.carriedTotal) return;
-    const pageSize = this.run.opts.indexPageSize || DEFAULT_INDEX_PAGE_SIZE;
-    const due = verifyStartDue({
-      rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
-      rowsRead,
-      rowsDone,
-      created: this.created.keys.length,
-      rowsPerSec,
-      listedBefore: lookup?.size ?? 0,
-      pageSize,
-      pageMs: this.#pageMs(pageSize, rowsPerSec),
-    });
-    if (due) this.#started = startVerifyListing(this.phase, this.run, this.created);
+    const pageSize = listingPageSize(this.run.opts.indexPageSize || DEFAULT_INDEX_PAGE_SIZE, this.run.client?.servedPageSize);
+    // Nothing created yet: nothing to verify (a phase that creates nothing lists nothing).
+    const due =
+      this.created.keys.length > 0 &&
+      (pageSize === undefined ||
+        verifyStartDue({
+          rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
+          rowsRead,
+          rowsDone,
+          created: this.created.keys.length,
+          rowsPerSec,
+          listedBefore: lookup?.size ?? 0,
+          pageSize,
+          pageMs: this.#pageMs(pageSize, rowsPerSec),
+        }));
+    if (!due) return;
+    const started = startVerifyListing(this.phase, this.run, this.created);
+    this.#started = started;
+    this.#followFrom = started.before;
+    started.index.then(
+      (index) => (this.#listed = index),
+      () => {},
+    );
+  }
+
+  /** The listing's reading that reached the end of the list; undefined while it reads, or once it failed. */
+  #listed?: ServerIndex;
+  /** Keys created when its last reading began. */
+  #followFrom = 0;
+
+  /**
+   * The listing reached the end of the list and the creates have added enough since its last reading began
+   * (`followDue`): read again from its last page, one reading at a time, so that the phase's end finds little to read.
+   */
+  #follow(): void {
+    const v = this.#started!;
+    if (!this.#listed || v.following || !followDue(this.created.keys.length - this.#followFrom, this.#listed.lastPageResources)) return;
+    this.#followFrom = this.created.keys.length;
+    v.following = v.listing.reread(this.#listed, followReason(this.phase.name)).then(
+      () => (v.following = undefined),
+      // a failed reading is read again by the phase's end, from the same page (and is refused there if it fails again)
+      () => {
+        this.#listed = undefined;
+      },
+    );
   }
 
   /** The source is read to its end: its rows are known. */

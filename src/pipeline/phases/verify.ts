@@ -28,6 +28,8 @@ export interface VerifyListing {
   hashes: boolean;
   /** Its re-read, when started while it was still being read (`rereadAlongside`). */
   reread?: Promise<IndexBuild>;
+  /** A re-read while the creates go on (verify-early.ts, never rejects): the phase's end waits for it, then reads on from where it ended. */
+  following?: Promise<unknown>;
 }
 
 /** Why an early listing was not believed and the type listed again after the creates (the report's `fallback`). */
@@ -66,7 +68,7 @@ export function startVerifyListing(phase: MappingPhase, run: RunContext, created
 /** A listing not read: stopped, and its pages settled. */
 export async function dropListing(v: VerifyListing): Promise<void> {
   v.abort.abort();
-  await Promise.all([v.index.catch(() => undefined), v.reread?.catch(() => undefined)]);
+  await Promise.all([v.index.catch(() => undefined), v.reread?.catch(() => undefined), v.following]);
 }
 
 /**
@@ -96,6 +98,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   if (rereads) rereadAlongside(verify, type, name);
   try {
     index = await verify.index;
+    await verify.following;
     if (rereads) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
   } catch (err) {
     if (!started || run.opts.signal?.aborted) throw err;
