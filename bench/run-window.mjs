@@ -19,6 +19,7 @@
 //   the client before its headers were written, transit, at the server, answer transit), both event loops' delay and
 //   utilisation, and the client's CPU time from a request's creation to its write; at each phase boundary (a load
 //   starting after the first ones: care teams after patients), how long the server held under a quarter of the window.
+//   COUNT_PARAM=ignore|reject PAGE_SIZE=n: the sandbox pages as some servers do (see SERVER_PAGING below).
 //   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (a small body built per request, answers parsed,
 //   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
 //   output, with `firstRunVsBare` (the first run's in-flight share / the bare loop's). What the loader loses on top of
@@ -42,6 +43,8 @@ const SERVER_PAGING = {
   ...(process.env.COUNT_PARAM ? { countParam: process.env.COUNT_PARAM } : {}),
   ...(process.env.PAGE_SIZE ? { pageSize: Number(process.env.PAGE_SIZE) } : {}),
 };
+if (SERVER_PAGING.pageSize !== undefined && !(Number.isInteger(SERVER_PAGING.pageSize) && SERVER_PAGING.pageSize >= 1))
+  throw new TypeError(`Expected \`PAGE_SIZE\` to be an integer ≥ 1, got \`${process.env.PAGE_SIZE}\``);
 const LATENCY_MS = 25;
 const PRACTITIONERS = 50;
 

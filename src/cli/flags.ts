@@ -356,8 +356,7 @@ export const flag = {
     default: 'coded',
   }),
   'count-param': Flags.custom<string>({
-    description:
-      'what _count on a list does: honour it (up to 1000), ignore it (pages of --page-size, as servers that ignore unknown query parameters) or reject it (400)',
+    description: '_count on lists: honour it (max 1000), ignore it (pages of --page-size) or reject it (400)',
     options: ['honour', 'ignore', 'reject'],
     default: 'honour',
   }),

@@ -31,7 +31,11 @@ export default class SandboxCommand extends CareCommand<void> {
     seed: flag.seed(),
     'observations-per-patient': flag['observations-per-patient'](),
     'observation-code': flag['observation-code'](),
-    'page-size': flag['page-size']({ description: 'default page size of lists (_count overrides, max 1000)', default: 50, max: 1000 }),
+    'page-size': flag['page-size']({
+      description: 'default page size of lists (_count overrides it unless --count-param says otherwise; max 1000)',
+      default: 50,
+      max: 1000,
+    }),
     'count-param': flag['count-param'](),
     latency: flag.latency(),
     'max-in-flight': flag['max-in-flight'](),

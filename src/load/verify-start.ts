@@ -49,13 +49,20 @@ export function verifyStartDue(i: VerifyStartInput): boolean {
 }
 
 /**
- * The page size a listing's time is estimated with: the one asked for (`_count`), or the server's own when it served
- * smaller pages in this run (it ignores or caps `_count`). Undefined while no page told: a server that ignores `_count`
- * may page by 10 or 20, and a listing estimated at the size asked for would start far too late (bench/run-window.mjs,
- * `--count-param ignore --page-size 50`: the first run's window 0.61). The caller then starts it at once.
+ * Resources per page a listing's time is estimated with while no page of this run told the server's own: a common
+ * default of FHIR servers. A server that ignores `_count` may page by 10 – 100, and a listing estimated at the 1,000
+ * asked for started far too late there (`COUNT_PARAM=ignore PAGE_SIZE=50 node bench/run-window.mjs 5000`: the first
+ * run's window 0.61, its care teams' listing 5 s alone at the end); estimated small, it starts early and follows the
+ * creates (verify-early.ts), which costs little when the pages turn out large.
  */
-export function listingPageSize(asked: number, served: number | undefined): number | undefined {
-  return served === undefined ? undefined : Math.max(1, Math.min(asked, served));
+export const UNSEEN_PAGE_SIZE = 20;
+
+/**
+ * The page size a listing's time is estimated with: the one asked for (`_count`), or the server's own when it served
+ * smaller pages in this run (it ignores or caps `_count`); while no page told, UNSEEN_PAGE_SIZE at most.
+ */
+export function listingPageSize(asked: number, served: number | undefined): number {
+  return Math.max(1, Math.min(asked, served ?? UNSEEN_PAGE_SIZE));
 }
 
 /**

@@ -121,8 +121,9 @@ export interface PhaseVerification {
   resources: number;
   durationMs: number;
   /**
-   * A listing started before the phase's creates ended (issue 28), read again from its last page after them: the
-   * pages read and the resources they added (believed: it showed every key created after the listing started).
+   * A listing started before the phase's creates ended (issue 28), read again from its last page while they went on
+   * (as they added pages) and after them: the pages of all those readings and the resources they added (believed: they
+   * showed every key created after the listing started).
    */
   reread?: { pages: number; resources: number };
   /**

@@ -101,11 +101,14 @@ describe('CareClient against the sandbox (HTTP on 127.0.0.1)', () => {
       for (let i = 0; i < 23; i++) created.add((await c.create('Patient', patient(`PG-${i}`))).id);
       const seen: string[] = [];
       let pages = 0;
+      expect(c.servedPageSize, 'no page read yet').toBeUndefined();
       for await (const page of c.pages('Patient', { pageSize: 5 })) {
         pages++;
         for (const e of page.entry ?? []) seen.push(e.resource.id!);
       }
       expect(pages).toBe(5);
+      // the pages that linked to a next one held 5: the server's page size as served (the last page, 3, is not one)
+      expect(c.servedPageSize).toBe(5);
       expect(seen.length).toBe(created.size);
       expect(new Set(seen)).toEqual(created);
     } finally {

@@ -70,6 +70,10 @@ describe('listing pages', () => {
       const index = await ix.refresh('Patient', 'test');
       expect(index.size).toBe(PAGES * PER_PAGE);
       expect(ix.builds[1]).toMatchObject({ pages: PAGES, resources: PAGES * PER_PAGE });
+      // what a re-read from its last page reads again; and the server's page size as served
+      expect(index.lastPageUrl).toBe(`${baseUrl}/Patient?page=${PAGES}`);
+      expect(index.lastPageResources).toBe(PER_PAGE);
+      expect(client.servedPageSize).toBe(PER_PAGE);
     } finally {
       await client.close();
     }

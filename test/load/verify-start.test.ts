@@ -3,7 +3,15 @@
  * (src/load/verify-start.ts), and the recent rate of rows done it is estimated from.
  */
 import { describe, expect, it } from 'vitest';
-import { followDue, FOLLOW_MIN_CREATES, listingPageSize, RowRate, verifyStartDue, type VerifyStartInput } from '../../src/load/verify-start.js';
+import {
+  followDue,
+  FOLLOW_MIN_CREATES,
+  listingPageSize,
+  RowRate,
+  UNSEEN_PAGE_SIZE,
+  verifyStartDue,
+  type VerifyStartInput,
+} from '../../src/load/verify-start.js';
 
 /**
  * 10,000 care teams created at 1,000 rows/s onto an empty server, pages of 1,000 at 33 ms: the listing needs 0.33 s,
@@ -62,7 +70,8 @@ describe('RowRate', () => {
 describe('listingPageSize', () => {
   it.each([
     // [what, asked, served, page size]
-    ['no page with a next link read yet: unknown (the listing starts at once)', 1000, undefined, undefined],
+    ['no page with a next link read yet: a small page assumed', 1000, undefined, UNSEEN_PAGE_SIZE],
+    ['… or the size asked for, when smaller', 2, undefined, 2],
     ['the server serves what was asked', 1000, 1000, 1000],
     ['the server ignores `_count` and pages by 50', 1000, 50, 50],
     ['the server caps `_count` at 500', 1000, 500, 500],

@@ -1,9 +1,9 @@
 /**
  * A phase's verification listing started before its creates end (issue 28 item 1), when the creates' time left is
- * down to 1.3 times the listing's (src/load/verify-start.ts decides) — at once while the server's page size is
- * unknown: its pages are read while the creates fill the window, instead of alone at the phase's end. Once it reached
- * the end of the list it follows the creates, read again from its last page as they add pages; after the creates it
- * is read again from there once more (verify.ts).
+ * down to 1.3 times the listing's (src/load/verify-start.ts decides, at the server's page size, or a small one while
+ * no page told it): its pages are read while the creates fill the window, instead of alone at the phase's end. Once it
+ * reached the end of the list it follows the creates, read again from its last page as they add pages; after the
+ * creates it is read again from there once more (verify.ts).
  */
 import type { CreatedKeys } from '../../load/duplicate-check.js';
 import { DEFAULT_INDEX_PAGE_SIZE } from '../../load/server-index.js';
@@ -51,20 +51,16 @@ export class EarlyVerify {
     const lookup = this.run.indexes?.peek(this.phase.res.def.type);
     if (this.run.limiter.limit <= 2 || lookup?.carriedTotal) return;
     const pageSize = listingPageSize(this.run.opts.indexPageSize || DEFAULT_INDEX_PAGE_SIZE, this.run.client?.servedPageSize);
-    // Nothing created yet: nothing to verify (a phase that creates nothing lists nothing).
-    const due =
-      this.created.keys.length > 0 &&
-      (pageSize === undefined ||
-        verifyStartDue({
-          rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
-          rowsRead,
-          rowsDone,
-          created: this.created.keys.length,
-          rowsPerSec,
-          listedBefore: lookup?.size ?? 0,
-          pageSize,
-          pageMs: this.#pageMs(pageSize, rowsPerSec),
-        }));
+    const due = verifyStartDue({
+      rowsTotal: this.#readRows ?? this.#lines ?? this.#byBytes(rowsRead),
+      rowsRead,
+      rowsDone,
+      created: this.created.keys.length,
+      rowsPerSec,
+      listedBefore: lookup?.size ?? 0,
+      pageSize,
+      pageMs: this.#pageMs(pageSize, rowsPerSec),
+    });
     if (!due) return;
     const started = startVerifyListing(this.phase, this.run, this.created);
     this.#started = started;
@@ -90,8 +86,10 @@ export class EarlyVerify {
     this.#followFrom = this.created.keys.length;
     v.following = v.listing.reread(this.#listed, followReason(this.phase.name)).then(
       () => (v.following = undefined),
-      // a failed reading is read again by the phase's end, from the same page (and is refused there if it fails again)
-      () => {
+      (err: unknown) => {
+        // Not followed again; the phase's end lists the type again (a page may have been asked for and not indexed).
+        v.following = undefined;
+        v.followFailed = { error: err };
         this.#listed = undefined;
       },
     );

@@ -28,8 +28,10 @@ export interface VerifyListing {
   hashes: boolean;
   /** Its re-read, when started while it was still being read (`rereadAlongside`). */
   reread?: Promise<IndexBuild>;
-  /** A re-read while the creates go on (verify-early.ts, never rejects): the phase's end waits for it, then reads on from where it ended. */
+  /** A re-read while the creates go on (verify-early.ts, never rejects): the phase's end waits for it, then reads on from where it ended (if it failed: `followFailed`). */
   following?: Promise<unknown>;
+  /** Such a re-read failed: the listing is not believed (`reread-failed`), the type is listed again. */
+  followFailed?: { error: unknown };
 }
 
 /** Why an early listing was not believed and the type listed again after the creates (the report's `fallback`). */
@@ -99,6 +101,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
   try {
     index = await verify.index;
     await verify.following;
+    if (verify.followFailed) throw verify.followFailed.error;
     if (rereads) ({ reread, fallback } = await confirmEarly(verify, index, created, name));
   } catch (err) {
     if (!started || run.opts.signal?.aborted) throw err;
@@ -119,6 +122,8 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     recorded: (id) => scope.keyOfServerId(type, id) !== undefined,
   });
   const build = verify.listing.builds.find((b) => b !== reread)!; // a re-read alongside may end first
+  // Every reading from a last page, while the creates went on (verify-early.ts) and after them.
+  const rereadBuilds = reread ? verify.listing.builds.filter((b) => b !== build) : [];
   const v: PhaseVerification = {
     mapping: name,
     resourceType: type,
@@ -126,7 +131,7 @@ export async function verifyPhase(phase: MappingPhase, run: RunContext, created:
     pages: build.pages,
     resources: build.resources,
     durationMs: build.durationMs,
-    ...(reread ? { reread: { pages: reread.pages, resources: reread.resources } } : {}),
+    ...(reread ? { reread: { pages: sum(rereadBuilds, (b) => b.pages), resources: sum(rereadBuilds, (b) => b.resources) } } : {}),
     ...(fallback ? { fallback } : {}),
     duplicateCount: 0,
     missingCount: 0,
@@ -205,4 +210,10 @@ function record(v: PhaseVerification, f: Finding): void {
   if (f.kind === 'duplicate') {
     if (v.duplicateCount++ < MAX_LISTED) v.duplicates.push({ key: f.created.key, serverIds: [f.created.serverId, ...f.others] });
   } else if (v.missingCount++ < MAX_LISTED) v.missing.push({ key: f.created.key, serverId: f.created.serverId });
+}
+
+function sum<T>(xs: readonly T[], of: (x: T) => number): number {
+  let n = 0;
+  for (const x of xs) n += of(x);
+  return n;
 }
