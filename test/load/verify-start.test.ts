@@ -88,8 +88,8 @@ describe('followDue', () => {
     ['nothing created since', 0, 0, false],
     [`fewer than ${FOLLOW_MIN_CREATES} creates, an empty last page`, FOLLOW_MIN_CREATES - 1, 0, false],
     [`${FOLLOW_MIN_CREATES} creates, a short last page`, FOLLOW_MIN_CREATES, 10, true],
-    ['a last page of 900 read again only once 900 more were created', 899, 900, false],
-    ['900 created since, a last page of 900', 900, 900, true],
+    ['a last page of 900 read again only once twice as many were created', 1799, 900, false],
+    ['1,800 created since, a last page of 900', 1800, 900, true],
   ] as const)('%s → %s', (_what, since, last, due) => {
     expect(followDue(since, last)).toBe(due);
   });

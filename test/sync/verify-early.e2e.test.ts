@@ -21,7 +21,7 @@ const PATIENTS = 150;
 const DELAY_MS = 5;
 let sb: Sandbox;
 beforeAll(async () => {
-  sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep', 't-early-alongside'], observationsPerPatient: 0 });
+  sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep', 't-early-alongside', 't-early-follow'], observationsPerPatient: 0 });
 });
 afterAll(async () => {
   await sb.close();
@@ -120,20 +120,47 @@ describe('a verification listing started before the phase’s creates end', () =
   it('the re-read refused (403, not retried): the type listed again after the creates — the missing id still found, exit not 0', async () => {
     const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
     let lists = 0;
-    // The early listing's request arms the ghost (armedAt: the listings seen by then). The gateway lists in one page, so
-    // the listing starts early (no page told the server's page size: a small one assumed) and follows the creates: the next listing is a re-read while they
-    // go on — or, if none was due, the phase's end re-read. Either refused: not believed, the type listed again.
-    let refusedRequest: WatchedRequest | undefined;
-    const { report, seen } = await ghostRun((r, armedAt) => {
-      if (!isList(r, 'Patient') || armedAt === 0 || ++lists !== 2) return undefined;
-      refusedRequest = r;
-      return { status: 403, body: refused };
-    });
+    // The early listing's request arms the ghost (armedAt: the listings seen by then); the next listing reads it again
+    // from its last page — while the creates go on, or at the phase's end — refused: not believed, the type listed again.
+    const { report } = await ghostRun((r, armedAt) => (isList(r, 'Patient') && armedAt > 0 && ++lists === 2 ? { status: 403, body: refused } : undefined));
     const v = report.verification?.find((x) => x.mapping === 'patient');
     expect(v).toMatchObject({ checked: PATIENTS, duplicateCount: 0, missingCount: 1, fallback: 'reread-failed' });
     expect(report.exitCode).toBe(1);
-    // It was a re-read while the creates went on (before the last of them): its failure alone made the phase list again.
-    expect(seen.indexOf(refusedRequest!), 'the refused re-read came before the last create').toBeLessThan(seen.findLastIndex((r) => isCreate(r, 'Patient')));
+  }, 30_000);
+
+  it('a reading from the last page refused while the creates go on: not believed — the type listed again after them, nothing skipped', async () => {
+    const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
+    const asked = new Set<string>();
+    let refusedRequest: WatchedRequest | undefined;
+    // Pages of 10 and 4 creates at a time: the listing catches up with the creates and follows them (every 32). A page
+    // after the first asked for a second time is such a reading from the last page: refused once. (The first page is
+    // asked for by the lookup listing too.)
+    const answer = (r: WatchedRequest) => {
+      if (!isList(r, 'Patient') || !r.path.includes('_cursor=')) return undefined;
+      if (!asked.has(r.path) || refusedRequest) return void asked.add(r.path);
+      refusedRequest = r;
+      return { status: 403, body: refused };
+    };
+    const proxy = await startWatchProxy(sb.url, { delayMs: DELAY_MS, answer });
+    try {
+      const n = 400;
+      const report = await runPipeline({
+        mappingFile: makePatients(n, 'care-etl-early-follow-').mapping,
+        env: {},
+        connection: { baseUrl: proxy.url, apiKey: sb.credentials.apiKey, emrId: sb.credentials.emrId, tenantId: 't-early-follow' },
+        indexPageSize: 10,
+        concurrency: 4,
+      });
+      const seen = proxy.seen;
+      expect(refusedRequest, 'a page asked for again').toBeDefined();
+      expect(seen.indexOf(refusedRequest!), 'refused before the last create').toBeLessThan(seen.findLastIndex((r) => isCreate(r, 'Patient')));
+      const v = report.verification?.find((x) => x.mapping === 'patient');
+      expect(v).toMatchObject({ checked: n, duplicateCount: 0, missingCount: 0, fallback: 'reread-failed' });
+      expect(v!.resources, 'the type listed again: every patient').toBe(n);
+      expect(report.exitCode).toBe(0);
+    } finally {
+      await proxy.close();
+    }
   }, 30_000);
 
   it.each([
