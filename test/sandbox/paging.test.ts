@@ -103,7 +103,7 @@ describe('countParam: what `_count` does', () => {
       expect(next(r.body)?.includes('_count=')).toBe(carried);
       // the next link is followed as given: the rest of the 12
       const rest = await sc.call('GET', next(r.body)!);
-      expect(rest.body.entry).toHaveLength(12 - entries > entries ? entries : 12 - entries);
+      expect(rest.body.entry).toHaveLength(Math.min(entries, 12 - entries));
     } finally {
       await sc.close();
       await s.close();
