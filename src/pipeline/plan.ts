@@ -88,6 +88,7 @@ const READS = new Set<PropertyKey>([
   'keys',
   'pending',
   'notSeenSince',
+  'notSeenCount',
   'loadedCount',
   'keyOfServerId',
   'serverIdOf',

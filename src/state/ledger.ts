@@ -124,7 +124,9 @@ export interface LedgerScope {
    * Synced entries of `mapping` not seen by `runId` and not already ended — for onMissing: end.
    * Only meaningful once the whole source has been read by that run.
    */
-  notSeenSince(mapping: string, runId: number): LedgerEntry[];
+  notSeenSince(mapping: string, runId: number, limit?: number): LedgerEntry[];
+  /** How many entries `notSeenSince` would return without a limit (one statement, no entry read). */
+  notSeenCount(mapping: string, runId: number): number;
   /** Synced entries of `mapping` not ended: what it has loaded (the ending guard's base). */
   loadedCount(mapping: string): number;
   markEnded(mapping: string, key: string, endedAt: string, versionId?: string, hash?: string): void;
@@ -858,18 +860,31 @@ class LedgerScopeImpl implements LedgerScope {
     return rows.map(toEntry);
   }
 
-  notSeenSince(mapping: string, runId: number): LedgerEntry[] {
+  notSeenSince(mapping: string, runId: number, limit?: number): LedgerEntry[] {
     const rows = this.ledger.guard('listing entries missing from the source', () =>
       this.ledger
         .stmt(
           `SELECT ${ENTRY_COLUMNS} FROM entries
            WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL
              AND (last_run_id IS NULL OR last_run_id <> ?)
-           ORDER BY key`,
+           ORDER BY key${limit === undefined ? '' : ' LIMIT ?'}`,
         )
-        .all(this.scopeId, mapping, runId),
+        .all(this.scopeId, mapping, runId, ...(limit === undefined ? [] : [Math.max(0, Math.floor(limit))])),
     ) as EntryRow[];
     return rows.map(toEntry);
+  }
+
+  notSeenCount(mapping: string, runId: number): number {
+    const row = this.ledger.guard('counting entries missing from the source', () =>
+      this.ledger
+        .stmt(
+          `SELECT count(*) AS n FROM entries
+           WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL
+             AND (last_run_id IS NULL OR last_run_id <> ?)`,
+        )
+        .get(this.scopeId, mapping, runId),
+    ) as { n: number | string };
+    return Number(row.n);
   }
 
   loadedCount(mapping: string): number {

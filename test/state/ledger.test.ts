@@ -197,6 +197,9 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
 
     const missing = s.notSeenSince('teams', run2);
     expect(missing.map((e) => e.key)).toEqual(['d']); // rejected 'r' is not synced: not ended
+    expect(s.notSeenCount('teams', run2)).toBe(1);
+    expect(s.notSeenCount('teams', run1)).toBe(3); // a and c seen by run2, b written by it
+    expect(s.notSeenSince('teams', run1, 0)).toEqual([]);
 
     s.markEnded('teams', 'd', '2024-05-01T00:00:00Z', '3', 'h-d-ended');
     expect(s.get('teams', 'd')).toMatchObject({ endedAt: '2024-05-01T00:00:00Z', versionId: '3', hash: 'h-d-ended', status: 'synced' });
@@ -223,6 +226,15 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     const run2 = s.beginRun({ mappingFile: 'm.yaml', dryRun: false });
     s.markSeen('patients', keys.slice(0, n - 10), run2);
     expect(s.notSeenSince('patients', run2).map((e) => e.key)).toEqual(keys.slice(n - 10).sort());
+    // The report lists the first ones in key order and counts all (the run reads no more than it lists).
+    expect(s.notSeenSince('patients', run2, 3).map((e) => e.key)).toEqual(
+      keys
+        .slice(n - 10)
+        .sort()
+        .slice(0, 3),
+    );
+    expect(s.notSeenCount('patients', run2)).toBe(10);
+    expect(s.notSeenCount('patients', run1)).toBe(n - 10); // the rest was seen by run2
     expect(s.keyOfServerId('Patient', 'id-MRN-567')).toEqual({ mapping: 'patients', key: 'MRN-567' });
   });
 

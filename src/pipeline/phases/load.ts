@@ -250,14 +250,16 @@ async function settlePhase(phase: MappingPhase, run: RunContext, created: Create
   if (phase.rejectedSeen.size) run.scope!.markSeen(name, [...phase.rejectedSeen], run.runId!);
   if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && phase.keylessRejects === 0) {
     // Not acted on, but said: the clinic should know which patients left the export.
-    const gone = run.scope!.notSeenSince(name, run.runId!);
-    if (gone.length) {
-      report.vanishedCount = (report.vanishedCount ?? 0) + gone.length;
+    // Counted, and only the listed ones read: reading 5,000 entries held the loop 70 ms while the next phase started.
+    const gone = run.scope!.notSeenCount(name, run.runId!);
+    if (gone) {
+      report.vanishedCount = (report.vanishedCount ?? 0) + gone;
       report.vanished ??= [];
-      for (const e of gone.slice(0, Math.max(0, MAX_VANISHED_LISTED - report.vanished.length)))
+      const room = MAX_VANISHED_LISTED - report.vanished.length;
+      for (const e of room > 0 ? run.scope!.notSeenSince(name, run.runId!, room) : [])
         report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
       report.warnings.push(
-        `${name}: ${gone.length} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`,
+        `${name}: ${gone} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`,
       );
     }
   }
