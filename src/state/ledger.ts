@@ -667,6 +667,9 @@ const MAX_REMEMBERED_SERVER_IDS = 100_000;
 
 const serverIdKey = (mapping: string, key: string): string => `${mapping}\u0000${key}`;
 
+/** Synced entries of a mapping (`?` 1–2: scope, mapping) not seen by a run (`?` 3) and not ended: gone from its source. */
+const NOT_SEEN = `scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL AND (last_run_id IS NULL OR last_run_id <> ?)`;
+
 class LedgerScopeImpl implements LedgerScope {
   constructor(
     private readonly ledger: Ledger,
@@ -863,12 +866,7 @@ class LedgerScopeImpl implements LedgerScope {
   notSeenSince(mapping: string, runId: number, limit?: number): LedgerEntry[] {
     const rows = this.ledger.guard('listing entries missing from the source', () =>
       this.ledger
-        .stmt(
-          `SELECT ${ENTRY_COLUMNS} FROM entries
-           WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL
-             AND (last_run_id IS NULL OR last_run_id <> ?)
-           ORDER BY key${limit === undefined ? '' : ' LIMIT ?'}`,
-        )
+        .stmt(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE ${NOT_SEEN} ORDER BY key${limit === undefined ? '' : ' LIMIT ?'}`)
         .all(this.scopeId, mapping, runId, ...(limit === undefined ? [] : [Math.max(0, Math.floor(limit))])),
     ) as EntryRow[];
     return rows.map(toEntry);
@@ -876,13 +874,7 @@ class LedgerScopeImpl implements LedgerScope {
 
   notSeenCount(mapping: string, runId: number): number {
     const row = this.ledger.guard('counting entries missing from the source', () =>
-      this.ledger
-        .stmt(
-          `SELECT count(*) AS n FROM entries
-           WHERE scope_id = ? AND mapping = ? AND status = 'synced' AND ended_at IS NULL
-             AND (last_run_id IS NULL OR last_run_id <> ?)`,
-        )
-        .get(this.scopeId, mapping, runId),
+      this.ledger.stmt(`SELECT count(*) AS n FROM entries WHERE ${NOT_SEEN}`).get(this.scopeId, mapping, runId),
     ) as { n: number | string };
     return Number(row.n);
   }
