@@ -5,6 +5,8 @@
 // phase changes included):
 //   meanInFlight / settled window   (target ≥ 0.9)   — `stats().capacity.meanInFlight`, the report's `concurrency.settled`
 //   req/s / (settled / latency)      (target ≥ 0.8)
+// and per run `windowUnderSettled`: the seconds the window spent under where it settled after first reaching it (from
+// the progress events; cheap, always on) — a run far below its usual share with it near zero lost in transit, not window.
 // Then a second run of the same target (same server URL and tenant, same state; N new patients and their care teams)
 // shows the remembered window: `firstWindow` is the window of its first progress event (the first run starts at 4).
 // Processes: this one orchestrates; the sandbox is a child (`--sandbox`, a SQLite data file so that it is restarted on
@@ -295,6 +297,8 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
   let firstWindow;
   let t0;
   const timeline = process.env.TIMELINE ? await clientTimeline() : undefined;
+  /** [time, window] at each change the progress events show: how long the window stayed under where it settled. */
+  const limits = [];
   const cpu0 = process.cpuUsage();
   const report = await runPipeline({
     mappingFile,
@@ -304,6 +308,7 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
     env: {},
     onEvent(e) {
       if (e.type === 'progress' && firstWindow === undefined && e.limit !== undefined) firstWindow = e.limit;
+      if (e.type === 'progress' && e.limit !== undefined && e.limit !== limits.at(-1)?.[1]) limits.push([performance.now(), e.limit]);
       timeline?.event(e);
       // TRACE=1: when each phase and listing starts and ends (ms since the first event), to see the gaps.
       if (process.env.TRACE && ['phase-start', 'phase-end', 'index'].includes(e.type)) {
@@ -324,8 +329,27 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
     clientCpuMsPerCreate,
     firstWindow,
     concurrency: report.concurrency,
+    windowUnderSettled: underSettled(limits, report.concurrency?.settled, performance.now()),
     ...(timeline ? { timeline: timeline.done() } : {}),
   };
+}
+
+/**
+ * Seconds the window spent under `settled` once it had reached it (the ramp left out), and the lowest it went then:
+ * a run far below its usual share with these at zero lost its window in transit (the machine), not to the window.
+ */
+function underSettled(limits, settled, end) {
+  if (settled === undefined) return undefined;
+  const from = limits.findIndex(([, w]) => w >= settled);
+  if (from < 0) return { seconds: 0, lowest: settled };
+  let ms = 0;
+  let lowest = settled;
+  for (let i = from; i < limits.length; i++) {
+    const [t, w] = limits[i];
+    if (w < settled) ms += (limits[i + 1]?.[0] ?? end) - t;
+    lowest = Math.min(lowest, w);
+  }
+  return { seconds: round(ms / 1000), lowest };
 }
 
 /**
