@@ -299,6 +299,7 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
   const timeline = process.env.TIMELINE ? await clientTimeline() : undefined;
   /** [time, window] at each change the progress events show: how long the window stayed under where it settled. */
   const limits = [];
+  let lastProgressAt;
   const cpu0 = process.cpuUsage();
   const report = await runPipeline({
     mappingFile,
@@ -308,7 +309,8 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
     env: {},
     onEvent(e) {
       if (e.type === 'progress' && firstWindow === undefined && e.limit !== undefined) firstWindow = e.limit;
-      if (e.type === 'progress' && e.limit !== undefined && e.limit !== limits.at(-1)?.[1]) limits.push([performance.now(), e.limit]);
+      if (e.type === 'progress') lastProgressAt = performance.now();
+      if (e.type === 'progress' && e.limit !== undefined && e.limit !== limits.at(-1)?.[1]) limits.push([lastProgressAt, e.limit]);
       timeline?.event(e);
       // TRACE=1: when each phase and listing starts and ends (ms since the first event), to see the gaps.
       if (process.env.TRACE && ['phase-start', 'phase-end', 'index'].includes(e.type)) {
@@ -329,19 +331,19 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
     clientCpuMsPerCreate,
     firstWindow,
     concurrency: report.concurrency,
-    windowUnderSettled: underSettled(limits, report.concurrency?.settled, performance.now()),
+    windowUnderSettled: underSettled(limits, report.concurrency?.settled, lastProgressAt),
     ...(timeline ? { timeline: timeline.done() } : {}),
   };
 }
 
 /**
- * Seconds the window spent under `settled` once it had reached it (the ramp left out), and the lowest it went then:
+ * Seconds the window spent under `settled` once it had reached it (the ramp left out) until the last progress event
+ * (the run's busy time, as `settled` is), and the lowest it went then:
  * a run far below its usual share with these at zero lost its window in transit (the machine), not to the window.
  */
 function underSettled(limits, settled, end) {
-  if (settled === undefined) return undefined;
-  const from = limits.findIndex(([, w]) => w >= settled);
-  if (from < 0) return { seconds: 0, lowest: settled };
+  const from = settled === undefined ? -1 : limits.findIndex(([, w]) => w >= settled);
+  if (from < 0) return undefined; // never reached: nothing to tell
   let ms = 0;
   let lowest = settled;
   for (let i = from; i < limits.length; i++) {

@@ -19,6 +19,8 @@ import { identifierValue, listAll, makePatients, mrn, MRN_SYSTEM } from './helpe
 const PATIENTS = 150;
 /** Each request's delay in the proxy: round trips of a few ms, a listing of 60 pages clearly longer than the creates' time left. */
 const DELAY_MS = 5;
+/** A 403's body: never retried, so a listing whose page is refused is not believed. */
+const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
 let sb: Sandbox;
 beforeAll(async () => {
   sb = await startSandbox({ tenants: ['t-early-dup', 't-early-lockstep', 't-early-alongside', 't-early-follow'], observationsPerPatient: 0 });
@@ -118,7 +120,6 @@ describe('a verification listing started before the phase’s creates end', () =
   }, 30_000);
 
   it('the re-read refused (403, not retried): the type listed again after the creates — the missing id still found, exit not 0', async () => {
-    const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
     let lists = 0;
     // The early listing's request arms the ghost (armedAt: the listings seen by then); the next listing reads it again
     // from its last page — while the creates go on, or at the phase's end — refused: not believed, the type listed again.
@@ -129,7 +130,6 @@ describe('a verification listing started before the phase’s creates end', () =
   }, 30_000);
 
   it('a reading from the last page refused while the creates go on: not believed — the type listed again after them, nothing skipped', async () => {
-    const refused = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'forbidden' }] });
     const asked = new Set<string>();
     let refusedRequest: WatchedRequest | undefined;
     // Pages of 10 and 4 creates at a time: the listing catches up with the creates and follows them (every 32). A page

@@ -250,14 +250,15 @@ async function settlePhase(phase: MappingPhase, run: RunContext, created: Create
   if (phase.rejectedSeen.size) run.scope!.markSeen(name, [...phase.rejectedSeen], run.runId!);
   if (res.def.onMissing !== 'end' && !selection && !report.stoppedEarly && phase.keylessRejects === 0) {
     // Not acted on, but said: the clinic should know which patients left the export.
-    // Counted, and only the listed ones read: reading 5,000 entries held the loop 70 ms while the next phase started.
-    const gone = run.scope!.notSeenCount(name, run.runId!);
+    // Only the listed ones read, counted only when there are more: reading 5,000 entries held the loop 74 ms while the
+    // next phase started (and a few gone from a large mapping are one statement, as before).
+    const room = MAX_VANISHED_LISTED - (report.vanished?.length ?? 0);
+    const listed = room > 0 ? run.scope!.notSeenSince(name, run.runId!, room) : [];
+    const gone = room > 0 && listed.length < room ? listed.length : run.scope!.notSeenCount(name, run.runId!);
     if (gone) {
       report.vanishedCount = (report.vanishedCount ?? 0) + gone;
       report.vanished ??= [];
-      const room = MAX_VANISHED_LISTED - report.vanished.length;
-      for (const e of room > 0 ? run.scope!.notSeenSince(name, run.runId!, room) : [])
-        report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
+      for (const e of listed) report.vanished.push({ mapping: name, key: e.key, serverId: e.serverId });
       report.warnings.push(
         `${name}: ${gone} key(s) loaded by an earlier run are no longer in the export (onMissing: ignore leaves them as they are on the server)`,
       );
