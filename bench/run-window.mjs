@@ -25,7 +25,9 @@
 //   CALIBRATE=1: before the builds, the machine's own ceiling — a bare undici loop (a small body built per request, answers parsed,
 //   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
 //   output, with `firstRunVsBare` (the first run's in-flight share / the bare loop's). What the loader loses on top of
-//   it is its own (ramp, phases, listings, CPU per request).
+//   it is its own (ramp, phases, listings, CPU per request). Then this build's first run with its window pinned at the
+//   bare loop's (`--concurrency 32`: no discovery, no ramp): `pinned` in the output, with `pinnedVsBare` (what the
+//   loader's own work per request costs) and `firstRunVsPinned` (what discovering the window costs).
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -85,10 +87,12 @@ async function main() {
   if (process.env.BASELINE_DIST) builds.push({ label: 'baseline', dist: resolve(process.env.BASELINE_DIST) });
   const byBuild = [];
   let bare;
+  let pinned;
   try {
     if (process.env.CALIBRATE) bare = await calibrate(join(root, 'bare'), 3 * N + PRACTITIONERS);
     const first = await writeFixture(mkdtempSync(join(root, 'a-')), 1, N);
     const second = await writeFixture(mkdtempSync(join(root, 'b-')), N + 1, N);
+    if (bare) pinned = await pinnedRun(join(root, 'pinned'), first, builds[0].dist, bare.window);
     for (const [i, build] of builds.entries()) byBuild.push(await runPair(build, join(root, `build-${i}`), first, second));
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -124,6 +128,20 @@ async function main() {
     // The first run's share of its window against the bare loop's share of its own: what the loader loses on top of
     // the machine's transit, measured in the same invocation.
     ...(bare ? { bare: { ...bare, firstRunVsBare: round(a.serverMeanInFlight / a.concurrency.settled / (bare.meanInFlight / bare.window)) } } : {}),
+    // The same first run with the window pinned at the bare loop's: against the bare loop, what the loader's work per
+    // request costs; the discovered first run against it, what discovery costs (ramp, step-downs).
+    ...(pinned
+      ? {
+          pinned: {
+            window: pinned.concurrency.settled,
+            meanInFlight: pinned.serverMeanInFlight,
+            inFlightVsWindow: pinned.inFlightVsWindow,
+            runSeconds: pinned.runSeconds,
+            pinnedVsBare: round(pinned.serverMeanInFlight / pinned.concurrency.settled / (bare.meanInFlight / bare.window)),
+            firstRunVsPinned: round(a.serverMeanInFlight / a.concurrency.settled / (pinned.serverMeanInFlight / pinned.concurrency.settled)),
+          },
+        }
+      : {}),
     runs,
     loadAvg1m: loadAvg(),
     node: process.version,
@@ -168,6 +186,20 @@ async function runPair(build, dir, first, second) {
 }
 
 const round = (x) => Math.round(x * 100) / 100;
+
+/** CALIBRATE=1: this build's first run with its window pinned (`--concurrency window`), into a sandbox and a state of its own. */
+async function pinnedRun(dir, mapping, dist, window) {
+  mkdirSync(dir);
+  const sb = await sandboxProcess(join(dir, 'sandbox.db'), 0, []);
+  try {
+    const load = await runJsonChild([self, '--load', mapping, join(dir, 'state.db'), JSON.stringify(sb.conn), dist, String(window)]);
+    const run = figures('pinned', load, await sb.ask('stats'));
+    process.stderr.write(`this build, pinned at ${window}: ${JSON.stringify(run)}\n`);
+    return run;
+  } finally {
+    await sb.stop();
+  }
+}
 
 /** CALIBRATE=1: a bare undici loop's mean in flight at the sandbox over its window (32), `n` creates. */
 async function calibrate(dir, n) {
@@ -290,8 +322,8 @@ async function sandboxChild(cfg) {
   await sb.close();
 }
 
-/** Child: one run through runPipeline (default flags); prints one JSON line. */
-async function loadChild(mappingFile, statePath, connJson, dist) {
+/** Child: one run through runPipeline (default flags; `pinned`: `--concurrency` at that window); prints one JSON line. */
+async function loadChild(mappingFile, statePath, connJson, dist, pinned) {
   const { runPipeline } = await import(pathToFileURL(join(dist, 'pipeline', 'run-pipeline.js')).href);
   const { baseUrl, apiKey, emrId, tenantId } = JSON.parse(connJson);
   let firstWindow;
@@ -304,6 +336,7 @@ async function loadChild(mappingFile, statePath, connJson, dist) {
   const report = await runPipeline({
     mappingFile,
     connection: { baseUrl, apiKey, emrId, tenantId },
+    ...(pinned ? { concurrency: Number(pinned) } : {}),
     statePath,
     rejectsFile: join(mkdtempSync(join(dirname(statePath), 'rejects-')), 'rejects.ndjson'), // under the bench's root: removed with it
     env: {},
