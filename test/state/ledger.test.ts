@@ -200,6 +200,7 @@ describe.each(BACKENDS)('Ledger entries (%s)', (backend) => {
     expect(s.notSeenCount('teams', run2)).toBe(1);
     expect(s.notSeenCount('teams', run1)).toBe(3); // a and c seen by run2, b written by it
     expect(s.notSeenSince('teams', run1, 0)).toEqual([]);
+    expect(s.notSeenSince('teams', run1, 2).map((e) => e.key)).toEqual(['a', 'b']); // the first two of three, in key order
 
     s.markEnded('teams', 'd', '2024-05-01T00:00:00Z', '3', 'h-d-ended');
     expect(s.get('teams', 'd')).toMatchObject({ endedAt: '2024-05-01T00:00:00Z', versionId: '3', hash: 'h-d-ended', status: 'synced' });
