@@ -26,8 +26,9 @@
 //   nothing recorded) keeping 32 POSTs in flight against the same sandbox, as many as a run sends: `bare` in the
 //   output, with `firstRunVsBare` (the first run's in-flight share / the bare loop's). What the loader loses on top of
 //   it is its own (ramp, phases, listings, CPU per request). Then this build's first run with its window pinned at the
-//   bare loop's (`--concurrency 32`: no discovery, no ramp): `pinned` in the output, with `pinnedVsBare` (what the
-//   loader's own work per request costs) and `firstRunVsPinned` (what discovering the window costs).
+//   bare loop's (`--concurrency 32`: no discovery, no ramp), before the default runs and never alternated with them:
+//   `pinned` in the output, with `pinnedVsBare` (what the loader's phases, listings and work per request cost —
+//   everything but discovery) and `firstRunVsPinned` (what discovering the window costs: the ramp, the step-downs).
 // Exits 1 when a target is missed (the figures are printed all the same) or a row was rejected.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -92,7 +93,7 @@ async function main() {
     if (process.env.CALIBRATE) bare = await calibrate(join(root, 'bare'), 3 * N + PRACTITIONERS);
     const first = await writeFixture(mkdtempSync(join(root, 'a-')), 1, N);
     const second = await writeFixture(mkdtempSync(join(root, 'b-')), N + 1, N);
-    if (bare) pinned = await pinnedRun(join(root, 'pinned'), first, builds[0].dist, bare.window);
+    if (bare) pinned = await pinnedRun(join(root, 'pinned'), first, builds[0], bare.window);
     for (const [i, build] of builds.entries()) byBuild.push(await runPair(build, join(root, `build-${i}`), first, second));
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -128,8 +129,8 @@ async function main() {
     // The first run's share of its window against the bare loop's share of its own: what the loader loses on top of
     // the machine's transit, measured in the same invocation.
     ...(bare ? { bare: { ...bare, firstRunVsBare: round(a.serverMeanInFlight / a.concurrency.settled / (bare.meanInFlight / bare.window)) } } : {}),
-    // The same first run with the window pinned at the bare loop's: against the bare loop, what the loader's work per
-    // request costs; the discovered first run against it, what discovery costs (ramp, step-downs).
+    // The same first run with the window pinned at the bare loop's: against the bare loop, what everything but
+    // discovery costs (phases, listings, work per request); the discovered first run against it, what discovery costs.
     ...(pinned
       ? {
           pinned: {
@@ -155,51 +156,52 @@ async function main() {
 /** One build's first run and second run of the same target (`dir`: its sandbox data file and state). */
 async function runPair(build, dir, first, second) {
   mkdirSync(dir);
-  const dataFile = join(dir, 'sandbox.db');
-  const statePath = join(dir, 'state.db');
   const runs = [];
   let port = 0;
   for (const [label, mapping] of [
     ['first', first],
     ['second (same target)', second],
   ]) {
-    // CPU_PROF=<dir>: the sandbox and each load child run under --cpu-prof, their profiles kept in <dir>.
-    const prof = process.env.CPU_PROF
-      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}`, `--cpu-prof-interval=${process.env.CPU_PROF_INTERVAL ?? 1000}`]
-      : [];
-    const sb = await sandboxProcess(dataFile, port, prof);
-    try {
-      port = sb.conn.port;
-      const load = await runJsonChild([...prof, self, '--load', mapping, statePath, JSON.stringify(sb.conn), build.dist]);
-      const stats = await sb.ask('stats');
-      if (process.env.TIMELINE) {
-        process.stderr.write(`${build.label}, ${label}:\n${breakdown(await sb.ask('timeline'), load, stats)}\n`);
-        delete load.timeline;
-      }
-      runs.push(figures(label, load, stats));
-      process.stderr.write(`${build.label}, ${label}: ${JSON.stringify(runs.at(-1))}\n`);
-    } finally {
-      await sb.stop();
-    }
+    const { run, sandboxPort } = await measuredRun({ build, label, dir, port, mapping });
+    runs.push(run);
+    port = sandboxPort;
   }
   return runs;
 }
 
-const round = (x) => Math.round(x * 100) / 100;
-
 /** CALIBRATE=1: this build's first run with its window pinned (`--concurrency window`), into a sandbox and a state of its own. */
-async function pinnedRun(dir, mapping, dist, window) {
+async function pinnedRun(dir, mapping, build, window) {
   mkdirSync(dir);
-  const sb = await sandboxProcess(join(dir, 'sandbox.db'), 0, []);
+  return (await measuredRun({ build, label: `pinned at ${window}`, dir, port: 0, mapping, pinned: window })).run;
+}
+
+/**
+ * One load child against a sandbox child over `dir`'s data file and state (`port` 0: any), its figures printed and
+ * returned. CPU_PROF=<dir>: both children run under --cpu-prof, their profiles kept in <dir>; TIMELINE=1: the
+ * breakdown of where the window went. `pinned`: `--concurrency` at that window instead of the discovered one.
+ */
+async function measuredRun({ build, label, dir, port, mapping, pinned }) {
+  const prof = process.env.CPU_PROF
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}`, `--cpu-prof-interval=${process.env.CPU_PROF_INTERVAL ?? 1000}`]
+    : [];
+  const sb = await sandboxProcess(join(dir, 'sandbox.db'), port, prof);
   try {
-    const load = await runJsonChild([self, '--load', mapping, join(dir, 'state.db'), JSON.stringify(sb.conn), dist, String(window)]);
-    const run = figures('pinned', load, await sb.ask('stats'));
-    process.stderr.write(`this build, pinned at ${window}: ${JSON.stringify(run)}\n`);
-    return run;
+    const args = [...prof, self, '--load', mapping, join(dir, 'state.db'), JSON.stringify(sb.conn), build.dist, ...(pinned ? [String(pinned)] : [])];
+    const load = await runJsonChild(args);
+    const stats = await sb.ask('stats');
+    if (process.env.TIMELINE) {
+      process.stderr.write(`${build.label}, ${label}:\n${breakdown(await sb.ask('timeline'), load, stats)}\n`);
+      delete load.timeline;
+    }
+    const run = figures(pinned ? 'pinned' : label, load, stats);
+    process.stderr.write(`${build.label}, ${label}: ${JSON.stringify(run)}\n`);
+    return { run, sandboxPort: sb.conn.port };
   } finally {
     await sb.stop();
   }
 }
+
+const round = (x) => Math.round(x * 100) / 100;
 
 /** CALIBRATE=1: a bare undici loop's mean in flight at the sandbox over its window (32), `n` creates. */
 async function calibrate(dir, n) {
